@@ -1,0 +1,317 @@
+"""The store contract: checks every ``Store`` backend must pass.
+
+Each check takes a fresh, empty store and raises ``AssertionError`` (or a toolledger
+error) on failure. ``tests/contract/`` parametrizes these over every backend;
+``toolledger.testing.check_store`` runs them for third-party backends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+from .checkpoint import (
+    Binding,
+    Status,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
+from .errors import CheckpointError
+from .store.base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    RemoveOperation,
+    RunRow,
+    Store,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["CHECKS"]
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _binding(call_id: str = "call-1", namespace: str = "ns") -> Binding:
+    return Binding(namespace, call_id, "send_email", "1", fingerprint({"to": "a@example.com"}))
+
+
+def _t(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def check_get_missing_returns_none(store: Store) -> None:
+    assert store.get("ns", "nope") is None
+
+
+def check_create_then_get_round_trips(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    created, stored = store.create_if_absent(rec)
+    assert created and stored == rec
+    assert store.get("ns", "call-1") == rec
+
+
+def check_create_twice_returns_stored(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    other = create_checkpoint(_binding(), at=_t(5))
+    created, stored = store.create_if_absent(other)
+    assert not created
+    assert stored == rec
+
+
+def check_cas_wins_once(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    a = claim_execution(rec, attempt_id="a", at=_t(1))
+    b = claim_execution(rec, attempt_id="b", at=_t(1))
+    assert store.compare_and_swap(a.expected_revision, a.next) is True
+    assert store.compare_and_swap(b.expected_revision, b.next) is False
+    got = store.get("ns", "call-1")
+    assert got is not None and got.execution_fence == "a" and got.revision == 1
+
+
+def check_cas_on_absent_key_fails(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    assert store.compare_and_swap(0, t.next) is False
+    assert store.get("ns", "call-1") is None
+
+
+def check_cas_rejects_revision_gap(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    try:
+        store.compare_and_swap(5, t.next)
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_ARGUMENT"
+    else:
+        raise AssertionError("a CAS whose next revision is not expected + 1 must be refused")
+    assert store.get("ns", "call-1") == rec
+
+
+def check_full_lifecycle_history(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    steps = []
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    steps.append(t)
+    t = complete_execution(t.next, attempt_id="a", at=_t(2), result={"ok": True})
+    steps.append(t)
+    t = claim_delivery(t.next, delivery_id="d", at=_t(3))
+    steps.append(t)
+    t = complete_delivery(t.next, delivery_id="d", at=_t(4))
+    steps.append(t)
+    for s in steps:
+        assert store.compare_and_swap(s.expected_revision, s.next)
+    hist = store.history("ns", "call-1")
+    assert [h.revision for h in hist] == [0, 1, 2, 3, 4]
+    assert [h.status for h in hist] == [
+        Status.READY,
+        Status.EXECUTING,
+        Status.COMPLETED,
+        Status.DELIVERING,
+        Status.DELIVERED,
+    ]
+    assert [h.transition for h in hist] == [
+        "create_checkpoint",
+        "claim_execution",
+        "complete_execution",
+        "claim_delivery",
+        "complete_delivery",
+    ]
+    assert [h.action.value for h in hist] == ["execute", "execute", "deliver", "deliver", "none"]
+    assert hist[-1].record == steps[-1].next
+    assert store.history("ns", "absent") == []
+
+
+def check_payload_round_trips_exactly(store: Store) -> None:
+    payload = {"z": 1, "a": [None, 1.5, "é\n", {"k": False}], "n": None}
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    store.compare_and_swap(0, t.next)
+    t = complete_execution(t.next, attempt_id="a", at=_t(2), result=payload)
+    store.compare_and_swap(1, t.next)
+    got = store.get("ns", "call-1")
+    assert got is not None and got.result is not None
+    assert got.result.payload == payload
+    assert list(got.result.payload) == ["z", "a", "n"]  # key order kept
+
+
+def check_null_payload_is_a_result(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    store.compare_and_swap(0, t.next)
+    t = complete_execution(t.next, attempt_id="a", at=_t(2), result=None)
+    store.compare_and_swap(1, t.next)
+    got = store.get("ns", "call-1")
+    assert got is not None and got.result is not None and got.result.payload is None
+
+
+def check_list_filters(store: Store) -> None:
+    for i in range(4):
+        rec = create_checkpoint(_binding(f"c{i}", namespace="ns" if i < 3 else "other"), at=_t(i))
+        store.create_if_absent(rec)
+    c1 = store.get("ns", "c1")
+    assert c1 is not None
+    t = claim_execution(c1, attempt_id="a", at=_t(10))
+    store.compare_and_swap(0, t.next)
+    assert [r.binding.call_id for r in store.list()] == ["c0", "c2", "c3", "c1"]
+    assert [r.binding.call_id for r in store.list(status="executing")] == ["c1"]
+    assert [r.binding.call_id for r in store.list(status=[Status.READY], namespace="ns")] == [
+        "c0",
+        "c2",
+    ]
+    assert [r.binding.call_id for r in store.list(updated_before=_t(2))] == ["c0"]
+    assert len(store.list(limit=2)) == 2
+
+
+def check_operation_journal(store: Store) -> None:
+    assert store.operation_read("ns", "c") is None
+    store.operation_write("ns", "c", {"order_id": "o-1"})
+    assert store.operation_read("ns", "c") == {"order_id": "o-1"}
+    store.operation_write("ns", "c", {"order_id": "o-2"})
+    assert store.operation_read("ns", "c") == {"order_id": "o-2"}
+    assert store.operation_remove("ns", "c") is True
+    assert store.operation_remove("ns", "c") is False
+    assert store.operation_read("ns", "c") is None
+
+
+def check_operation_journal_refuses_bad_values(store: Store) -> None:
+    for bad in ({"x": float("nan")}, {"x": b"bytes"}, {"x": "y" * 20_000}):
+        try:
+            store.operation_write("ns", "c", bad)
+        except CheckpointError as exc:
+            assert exc.code in ("INVALID_ARGUMENT", "PAYLOAD_LIMIT")
+        else:
+            raise AssertionError(f"operation_write accepted {bad!r:.40}")
+    assert store.operation_read("ns", "c") is None
+
+
+def check_apply_runs_ops_in_one_batch(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    claim = claim_execution(rec, attempt_id="a", at=_t(0))
+    out = store.apply(
+        [
+            CreateCheckpoint(rec),
+            SwapCheckpoint(0, claim.next),
+            WriteOperation("ns", "call-1", {"order_id": "o"}),
+        ]
+    )
+    assert out[0] == (True, rec)
+    assert out[1] is True
+    assert out[2] is None
+    got = store.get("ns", "call-1")
+    assert got is not None and got.status is Status.EXECUTING
+    done = complete_execution(claim.next, attempt_id="a", at=_t(1), result=1)
+    out = store.apply([SwapCheckpoint(1, done.next), RemoveOperation("ns", "call-1")])
+    assert out == [True, True]
+    assert store.operation_read("ns", "call-1") is None
+
+
+def check_apply_is_all_or_nothing(store: Store) -> None:
+    store.create_run(_run("r1"))
+    rec = create_checkpoint(_binding(), at=_t(0))
+    try:
+        store.apply([CreateCheckpoint(rec), AppendEvents("missing-run", (), 0)])
+    except CheckpointError as exc:
+        assert exc.code == "NOT_FOUND"
+    else:
+        raise AssertionError("appending to a missing run must fail")
+    assert store.get("ns", "call-1") is None
+
+
+def _run(run_id: str, started: str = "2026-01-01T00:00:00.000000+00:00") -> RunRow:
+    return RunRow(
+        run_id=run_id,
+        namespace="ns",
+        agent="bot",
+        goal="g",
+        status="running",
+        started_at=started,
+        data='{"goal":"g"}',
+    )
+
+
+def _event(run_id: str, seq: int, prev: str | None) -> EventRow:
+    return EventRow(
+        run_id=run_id,
+        seq=seq,
+        event_id=f"e{seq}",
+        parent_id=None,
+        kind="step",
+        name="s",
+        status="completed",
+        at="2026-01-01T00:00:00.000000+00:00",
+        prev_hash=prev,
+        hash=f"h{seq}",
+        data="{}",
+    )
+
+
+def check_runs_and_events(store: Store) -> None:
+    assert store.get_run("r1") is None
+    store.create_run(_run("r1"))
+    try:
+        store.create_run(_run("r1"))
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_ARGUMENT"
+    else:
+        raise AssertionError("duplicate run ids must be refused")
+    assert store.append_events(
+        "r1", [_event("r1", 0, None), _event("r1", 1, "h0")], expected_count=0
+    )
+    assert not store.append_events("r1", [_event("r1", 1, "h0")], expected_count=1)
+    assert store.append_events("r1", [_event("r1", 2, "h1")], expected_count=2)
+    run = store.get_run("r1")
+    assert run is not None and run.event_count == 3 and run.head_hash == "h2"
+    assert [e.seq for e in store.read_events("r1")] == [0, 1, 2]
+    assert [e.seq for e in store.read_events("r1", after_seq=0, limit=1)] == [1]
+    store.update_run("r1", status="completed", ended_at="2026-01-01T00:00:01.000000+00:00")
+    run = store.get_run("r1")
+    assert run is not None and run.status == "completed" and run.head_hash == "h2"
+    store.create_run(_run("r2", started="2026-01-02T00:00:00.000000+00:00"))
+    assert [r.run_id for r in store.list_runs()] == ["r2", "r1"]
+    try:
+        store.update_run("nope", status="x")
+    except CheckpointError as exc:
+        assert exc.code == "NOT_FOUND"
+    else:
+        raise AssertionError("updating a missing run must fail")
+
+
+def check_threads_race_one_winner(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    wins: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        t = claim_execution(rec, attempt_id=f"w{i}", at=_t(1))
+        barrier.wait()
+        if store.compare_and_swap(t.expected_revision, t.next):
+            wins.append(f"w{i}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(wins) == 1
+    got = store.get("ns", "call-1")
+    assert got is not None and got.execution_fence == wins[0]
+    assert len(store.history("ns", "call-1")) == 2
+
+
+CHECKS: list[Callable[[Store], None]] = [
+    value for name, value in sorted(globals().items()) if name.startswith("check_")
+]

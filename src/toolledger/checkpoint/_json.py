@@ -1,0 +1,251 @@
+"""Exact-JSON payload checks and canonical encoding. Pure; no I/O.
+
+A payload is *exact JSON*: ``None``, ``bool``, ``int`` within ±(2**53-1), finite ``float``,
+``str`` (valid Unicode), ``list`` and ``dict`` with ``str`` keys. Anything else (tuples,
+sets, bytes, NaN, cycles, non-str keys, too-large ints) is a type error, reported as
+``INVALID_ARGUMENT`` before bounds are looked at. Bounds (``PAYLOAD_LIMIT``) are checked
+separately so that callers can order their checks as the transition rules demand.
+
+The walk is iterative: depth is bounded by policy, never by Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgumentError, PayloadLimitError
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "HARD_MAX_PAYLOAD_BYTES",
+    "MAX_DEPTH",
+    "MAX_SAFE_INT",
+    "MAX_VALUES",
+    "PayloadShape",
+    "canonical_json",
+    "check_bounds",
+    "check_types",
+    "compact_json",
+]
+
+DEFAULT_MAX_PAYLOAD_BYTES = 65_536
+HARD_MAX_PAYLOAD_BYTES = 10_485_760
+MAX_DEPTH = 32
+MAX_VALUES = 10_000
+MAX_SAFE_INT = 2**53 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadShape:
+    """What a type walk measured: container nesting depth (a scalar is 0) and value count."""
+
+    depth: int
+    values: int
+
+
+def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
+    """Check that ``value`` is exact JSON and measure it.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` naming the path of the first bad value.
+    """
+    max_depth = 0
+    count = 0
+    on_path: set[int] = set()
+    # Stack items: (value, depth, path) to enter, or (None, -1, id) markers to leave a container.
+    stack: list[tuple[Any, int, Any]] = [(value, 1, "$")]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth < 0:
+            on_path.discard(path)
+            continue
+        count += 1
+        if node is None or isinstance(node, bool):
+            continue
+        tp = type(node)
+        if tp is int:
+            if not -MAX_SAFE_INT <= node <= MAX_SAFE_INT:
+                raise _type_error(what, path, "integer outside ±(2**53-1)")
+            continue
+        if tp is float:
+            if not math.isfinite(node):
+                raise _type_error(what, path, "float is not finite (NaN or infinity)")
+            continue
+        if tp is str:
+            _check_str(node, what, path)
+            continue
+        if tp is list or tp is dict:
+            if depth > max_depth:
+                max_depth = depth
+            ident = id(node)
+            if ident in on_path:
+                raise _type_error(what, path, "cycle: a container contains itself")
+            on_path.add(ident)
+            stack.append((None, -1, ident))
+            if tp is list:
+                for i in range(len(node) - 1, -1, -1):
+                    stack.append((node[i], depth + 1, _Path(path, i)))
+            else:
+                for key in reversed(list(node)):
+                    if type(key) is not str:
+                        raise _type_error(
+                            what, path, f"object key {key!r} is {type(key).__name__}, not str"
+                        )
+                    _check_str(key, what, path)
+                    stack.append((node[key], depth + 1, _Path(path, key)))
+            continue
+        raise _type_error(what, path, f"{tp.__name__} is not a JSON type")
+    return PayloadShape(depth=max_depth, values=count)
+
+
+class _Path:
+    """Lazily rendered JSON path, so the walk costs nothing for paths never shown."""
+
+    __slots__ = ("key", "parent")
+
+    def __init__(self, parent: Any, key: Any) -> None:
+        self.parent = parent
+        self.key = key
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        node: Any = self
+        while isinstance(node, _Path):
+            parts.append(f"[{node.key}]" if isinstance(node.key, int) else f"[{node.key!r}]")
+            node = node.parent
+        return str(node) + "".join(reversed(parts))
+
+
+def _check_str(s: str, what: str, path: Any) -> None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _type_error(what, path, "string is not valid Unicode (lone surrogate)") from exc
+
+
+def _type_error(what: str, path: Any, why: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        message=f"{what} is not exact JSON at {path}: {why}",
+        details={"path": str(path), "reason": why},
+    )
+
+
+def compact_json(value: Any) -> str:
+    """Encode ``value`` as compact JSON, key order kept, non-ASCII kept (the stored form)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def check_bounds(
+    value: Any,
+    shape: PayloadShape,
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_DEPTH,
+    max_values: int = MAX_VALUES,
+    what: str = "payload",
+) -> str:
+    """Check ``value``'s bounds and return its compact JSON.
+
+    Raises:
+        PayloadLimitError: ``PAYLOAD_LIMIT`` for depth, value count or byte size.
+    """
+    if shape.depth > max_depth:
+        raise PayloadLimitError(
+            message=f"{what} nests {shape.depth} levels; the limit is {max_depth}",
+            details={"limit": "depth", "max": max_depth, "actual": shape.depth},
+        )
+    if shape.values > max_values:
+        raise PayloadLimitError(
+            message=f"{what} has {shape.values} values; the limit is {max_values}",
+            details={"limit": "values", "max": max_values, "actual": shape.values},
+        )
+    text = compact_json(value)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise PayloadLimitError(
+            message=f"{what} is {size} bytes of compact JSON; the limit is {max_bytes}",
+            details={"limit": "bytes", "max": max_bytes, "actual": size},
+        )
+    return text
+
+
+def canonical_json(value: Any) -> str:
+    """Encode ``value`` canonically (RFC 8785 style): sorted keys, no whitespace, ES6 numbers.
+
+    Raises:
+        InvalidArgumentError: when ``value`` is not exact JSON.
+        PayloadLimitError: when it nests deeper than 512 levels.
+    """
+    shape = check_types(value, what="value")
+    if shape.depth > 512:
+        raise PayloadLimitError(
+            message=f"value nests {shape.depth} levels; canonical JSON allows 512",
+            details={"limit": "depth", "max": 512, "actual": shape.depth},
+        )
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif type(value) is int:
+        out.append(str(value))
+    elif type(value) is float:
+        out.append(_es6_number(value))
+    elif type(value) is str:
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif type(value) is list:
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    else:
+        out.append("{")
+        # RFC 8785 orders keys by UTF-16 code units.
+        for i, key in enumerate(sorted(value, key=lambda k: k.encode("utf-16-be"))):
+            if i:
+                out.append(",")
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":")
+            _encode(value[key], out)
+        out.append("}")
+
+
+def _es6_number(x: float) -> str:
+    """Format a finite float the way ECMAScript's Number.toString does (RFC 8785 §3.2.2.3)."""
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) < 1e21:
+        return str(int(x))
+    sign = "-" if x < 0 else ""
+    mantissa, _, exp_text = repr(abs(x)).partition("e")
+    exp = int(exp_text) if exp_text else 0
+    int_part, _, frac_part = mantissa.partition(".")
+    if int_part.strip("0"):
+        n = len(int_part.lstrip("0")) + exp
+    else:
+        n = exp - (len(frac_part) - len(frac_part.lstrip("0")))
+    digits = (int_part + frac_part).lstrip("0").rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    exp_str = f"e{'+' if e >= 0 else '-'}{abs(e)}"
+    if k == 1:
+        return sign + digits + exp_str
+    return sign + digits[0] + "." + digits[1:] + exp_str

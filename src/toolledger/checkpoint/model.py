@@ -1,0 +1,282 @@
+"""Checkpoint records: the data. Pure and immutable; no I/O.
+
+Records are frozen dataclasses changed only through the transitions in ``transitions.py``
+(which use ``dataclasses.replace``). ``to_dict``/``from_dict`` give the JSON-ready stored
+form (schema version 1); ``from_dict`` validates, so a malformed stored row is refused,
+never silently repaired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from ._json import canonical_json
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Action",
+    "Binding",
+    "CheckpointRecord",
+    "Decision",
+    "Result",
+    "Status",
+    "Transition",
+    "check_identifier",
+    "check_time",
+    "fingerprint",
+    "format_time",
+    "parse_time",
+]
+
+SCHEMA_VERSION = 1
+
+# Explicit ASCII classes with fullmatch: no \w (Unicode digits) and no $ (matches before "\n").
+_IDENTIFIER = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_FINGERPRINT = re.compile(r"[A-Za-z0-9._:+/=-]{1,256}")
+
+
+class Status(str, Enum):
+    """Where a tool call stands. Values are the stored strings."""
+
+    READY = "ready"
+    EXECUTING = "executing"
+    UNCERTAIN = "uncertain"
+    COMPLETED = "completed"
+    DELIVERING = "delivering"
+    DELIVERED = "delivered"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Action(str, Enum):
+    """What the caller must do next. Values are the stored strings."""
+
+    EXECUTE = "execute"
+    RECONCILE_EXECUTION = "reconcile-execution"
+    DELIVER = "deliver"
+    RECONCILE_DELIVERY = "reconcile-delivery"
+    NONE = "none"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def check_identifier(value: object, name: str, *, fingerprint: bool = False) -> str:
+    """Return ``value`` if it is a valid identifier, else raise ``INVALID_ARGUMENT``.
+
+    Identifiers are 1-128 ASCII characters from ``[A-Za-z0-9._:-]``; fingerprints are 1-256
+    from ``[A-Za-z0-9._:+/=-]``.
+    """
+    pattern = _FINGERPRINT if fingerprint else _IDENTIFIER
+    if type(value) is not str or pattern.fullmatch(value) is None:
+        allowed = "1-256 of [A-Za-z0-9._:+/=-]" if fingerprint else "1-128 of [A-Za-z0-9._:-]"
+        raise InvalidArgumentError(
+            message=f"{name} must be a str of {allowed}; got {value!r:.200}",
+            details={"argument": name},
+        )
+    return value
+
+
+def check_time(value: object, name: str = "at") -> datetime:
+    """Return ``value`` normalised to UTC if it is a timezone-aware datetime.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a naive datetime or another type.
+    """
+    if not isinstance(value, datetime):
+        raise InvalidArgumentError(
+            message=f"{name} must be a timezone-aware datetime; got {type(value).__name__}",
+            details={"argument": name},
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgumentError(
+            message=f"{name} must be timezone-aware (e.g. datetime.now(timezone.utc))",
+            details={"argument": name},
+        )
+    return value.astimezone(timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """Return the stored form of a time: ISO-8601 in UTC with microseconds."""
+    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_time(value: object, name: str) -> datetime:
+    """Parse a stored ISO-8601 time; it must carry an offset."""
+    if type(value) is not str:
+        raise ValueError(f"{name} must be an ISO-8601 string")
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError(f"{name} has no UTC offset")
+    return parsed.astimezone(timezone.utc)
+
+
+def fingerprint(value: Any) -> str:
+    """Return ``"sha256:<hex>"`` over the canonical JSON of ``value`` (RFC 8785 style).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``value`` is not exact JSON.
+    """
+    digest = hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    return f"sha256:{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What a checkpoint is for: the key ``(namespace, call_id)`` and what it must match.
+
+    A record found under the key whose binding differs in any field is a
+    ``BINDING_CONFLICT``, never a cache hit.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a malformed identifier.
+    """
+
+    namespace: str
+    call_id: str
+    tool_name: str
+    tool_revision: str
+    input_fingerprint: str
+
+    def __post_init__(self) -> None:
+        check_identifier(self.namespace, "namespace")
+        check_identifier(self.call_id, "call_id")
+        check_identifier(self.tool_name, "tool_name")
+        check_identifier(self.tool_revision, "tool_revision")
+        check_identifier(self.input_fingerprint, "input_fingerprint", fingerprint=True)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The store key, ``(namespace, call_id)``."""
+        return (self.namespace, self.call_id)
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the JSON-ready form."""
+        return {
+            "namespace": self.namespace,
+            "call_id": self.call_id,
+            "tool_name": self.tool_name,
+            "tool_revision": self.tool_revision,
+            "input_fingerprint": self.input_fingerprint,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Binding:
+        """Build a binding from its JSON form; raises ``INVALID_ARGUMENT`` when malformed."""
+        if not isinstance(data, dict):
+            raise InvalidArgumentError(message="binding must be an object")
+        fields = ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint")
+        if set(data) != set(fields):
+            raise InvalidArgumentError(
+                message=f"binding must have exactly the keys {', '.join(fields)}",
+                details={"keys": sorted(map(str, data))},
+            )
+        return cls(*(data[f] for f in fields))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """A stored tool result: the exact JSON ``payload``, and whether it reports an error.
+
+    The payload may be ``None`` (JSON ``null``): ``record.result is None`` means "no result",
+    ``record.result.payload is None`` means "the result is null".
+    """
+
+    payload: Any
+    is_error: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form."""
+        return {"payload": self.payload, "is_error": self.is_error}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRecord:
+    """One tool call's persisted checkpoint, schema version 1.
+
+    Build one with ``create_checkpoint``; change it only with the transition functions.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    binding: Binding
+    status: Status
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+    execution_fence: str | None = None
+    execution_claimed_at: datetime | None = None
+    uncertain_reason: str | None = None
+    result: Result | None = None
+    completed_at: datetime | None = None
+    delivery_fence: str | None = None
+    delivery_attempts: int = 0
+    delivered_at: datetime | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The store key, ``(namespace, call_id)``."""
+        return self.binding.key
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready stored form (binding nested, times as ISO-8601 UTC)."""
+
+        def t(value: datetime | None) -> str | None:
+            return None if value is None else format_time(value)
+
+        return {
+            "schema_version": self.schema_version,
+            "binding": self.binding.to_dict(),
+            "status": self.status.value,
+            "revision": self.revision,
+            "created_at": t(self.created_at),
+            "updated_at": t(self.updated_at),
+            "execution_fence": self.execution_fence,
+            "execution_claimed_at": t(self.execution_claimed_at),
+            "uncertain_reason": self.uncertain_reason,
+            "result": None if self.result is None else self.result.to_dict(),
+            "completed_at": t(self.completed_at),
+            "delivery_fence": self.delivery_fence,
+            "delivery_attempts": self.delivery_attempts,
+            "delivered_at": t(self.delivered_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, *, max_payload_bytes: int | None = None) -> CheckpointRecord:
+        """Build and validate a record from its stored form.
+
+        Raises:
+            UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA`` for another schema version.
+            InvalidCheckpointError: ``INVALID_CHECKPOINT`` for anything malformed.
+        """
+        from .validate import validate_checkpoint
+
+        return validate_checkpoint(data, max_payload_bytes=max_payload_bytes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What ``decide_checkpoint`` concluded: the action, and the status/revision it saw."""
+
+    action: Action
+    status: Status
+    revision: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transition:
+    """A proposed change: act only after the store's CAS from ``expected_revision`` to ``next``.
+
+    ``name`` is the transition function's name (``claim_execution``, …).
+    """
+
+    action: Action
+    expected_revision: int
+    next: CheckpointRecord
+    name: str

@@ -1,0 +1,397 @@
+"""The checkpoint state machine: every legal move is in ``TRANSITIONS``. Pure; no I/O.
+
+All transition logic lives in this file, which does not know who calls it or where records
+are stored. Each transition is ``f(record, *, at, ...) -> Transition``: the clock and ids
+are passed in, the input record is never changed, and ``next`` has ``revision + 1`` and
+``updated_at == at``. The caller may act only after the store's compare-and-swap from
+``expected_revision`` to ``next`` succeeds.
+
+Order of checks, the same in every transition: the record is validated
+(``UNSUPPORTED_SCHEMA``, ``INVALID_CHECKPOINT``), then the arguments (``INVALID_ARGUMENT``),
+then the status (``INVALID_TRANSITION``, or ``FENCE_CONFLICT`` when the fence is already
+held), then the fence (``FENCE_CONFLICT``), then payload bounds (``PAYLOAD_LIMIT``).
+
+There is no automatic way back to ``ready`` and no lease expiry. The one way back,
+``release_execution``, exists for the guard alone: it needs the owning attempt and the
+evidence ``"journal-empty"`` (the operation journal proves the failure was pre-effect).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from ..errors import (
+    BindingConflictError,
+    FenceConflictError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+)
+from ._json import DEFAULT_MAX_PAYLOAD_BYTES, HARD_MAX_PAYLOAD_BYTES, check_bounds, check_types
+from .model import (
+    Action,
+    Binding,
+    CheckpointRecord,
+    Decision,
+    Result,
+    Status,
+    Transition,
+    check_identifier,
+    check_time,
+)
+from .validate import validate_checkpoint
+
+__all__ = [
+    "DECISIONS",
+    "TRANSITIONS",
+    "TransitionRule",
+    "claim_delivery",
+    "claim_execution",
+    "complete_delivery",
+    "complete_execution",
+    "create_checkpoint",
+    "decide_checkpoint",
+    "mark_execution_uncertain",
+    "release_delivery",
+    "release_execution",
+    "transition_between",
+]
+
+
+class TransitionRule(NamedTuple):
+    """One row of the table: legal source statuses, the target, and the returned action."""
+
+    sources: frozenset[Status]
+    target: Status
+    action: Action
+    #: A source status on which the move fails with FENCE_CONFLICT (the fence is held).
+    fenced: Status | None = None
+
+
+#: The legal moves. A test renders this table to Mermaid and compares it with the docs.
+TRANSITIONS: dict[str, TransitionRule] = {
+    "claim_execution": TransitionRule(
+        frozenset({Status.READY}), Status.EXECUTING, Action.EXECUTE, Status.EXECUTING
+    ),
+    "complete_execution": TransitionRule(
+        frozenset({Status.EXECUTING, Status.UNCERTAIN}), Status.COMPLETED, Action.DELIVER
+    ),
+    "mark_execution_uncertain": TransitionRule(
+        frozenset({Status.EXECUTING}), Status.UNCERTAIN, Action.RECONCILE_EXECUTION
+    ),
+    "release_execution": TransitionRule(
+        frozenset({Status.EXECUTING}), Status.READY, Action.EXECUTE
+    ),
+    "claim_delivery": TransitionRule(
+        frozenset({Status.COMPLETED}), Status.DELIVERING, Action.DELIVER, Status.DELIVERING
+    ),
+    "release_delivery": TransitionRule(
+        frozenset({Status.DELIVERING}), Status.COMPLETED, Action.DELIVER
+    ),
+    "complete_delivery": TransitionRule(
+        frozenset({Status.DELIVERING}), Status.DELIVERED, Action.NONE
+    ),
+}
+
+#: What ``decide_checkpoint`` answers for each status.
+DECISIONS: dict[Status, Action] = {
+    Status.READY: Action.EXECUTE,
+    Status.EXECUTING: Action.RECONCILE_EXECUTION,
+    Status.UNCERTAIN: Action.RECONCILE_EXECUTION,
+    Status.COMPLETED: Action.DELIVER,
+    Status.DELIVERING: Action.RECONCILE_DELIVERY,
+    Status.DELIVERED: Action.NONE,
+}
+
+_BY_EDGE: dict[tuple[Status, Status], str] = {
+    (source, rule.target): name for name, rule in TRANSITIONS.items() for source in rule.sources
+}
+
+
+def transition_between(source: Status | None, target: Status) -> tuple[str, Action]:
+    """Name the transition from ``source`` to ``target`` (``None``: creation) and its action.
+
+    Stores use this to label history rows without being told which function ran.
+
+    Raises:
+        InvalidTransitionError: ``INVALID_TRANSITION`` when no transition joins the two.
+    """
+    if source is None:
+        if target is Status.READY:
+            return ("create_checkpoint", Action.EXECUTE)
+    else:
+        name = _BY_EDGE.get((source, target))
+        if name is not None:
+            return (name, TRANSITIONS[name].action)
+    raise InvalidTransitionError(
+        message=f"no transition leads from {source} to {target}",
+        details={"from": None if source is None else source.value, "to": target.value},
+    )
+
+
+def create_checkpoint(binding: Binding, *, at: datetime) -> CheckpointRecord:
+    """Return a new ``ready`` record at revision 0.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a non-Binding or a naive ``at``.
+    """
+    if not isinstance(binding, Binding):
+        raise InvalidArgumentError(message="binding must be a Binding")
+    when = check_time(at)
+    return CheckpointRecord(
+        binding=binding, status=Status.READY, revision=0, created_at=when, updated_at=when
+    )
+
+
+def decide_checkpoint(record: CheckpointRecord, binding: Binding) -> Decision:
+    """Return what to do with the call ``binding`` given its stored ``record``.
+
+    ready→execute, executing/uncertain→reconcile-execution, completed→deliver,
+    delivering→reconcile-delivery, delivered→none.
+
+    Raises:
+        UnsupportedSchemaError, InvalidCheckpointError: the record fails validation.
+        InvalidArgumentError: ``binding`` is not a Binding.
+        BindingConflictError: ``BINDING_CONFLICT`` when any binding field differs.
+    """
+    rec = validate_checkpoint(record)
+    if not isinstance(binding, Binding):
+        raise InvalidArgumentError(message="binding must be a Binding")
+    if rec.binding != binding:
+        differing = [
+            f
+            for f in ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint")
+            if getattr(rec.binding, f) != getattr(binding, f)
+        ]
+        raise BindingConflictError(
+            message=f"call {binding.namespace}/{binding.call_id} was checkpointed for another "
+            f"binding (differs in {', '.join(differing)}); use a new call id for a new call",
+            details={
+                "namespace": binding.namespace,
+                "call_id": binding.call_id,
+                "differs": differing,
+                "stored": rec.binding.to_dict(),
+            },
+        )
+    return Decision(action=DECISIONS[rec.status], status=rec.status, revision=rec.revision)
+
+
+def claim_execution(record: CheckpointRecord, *, attempt_id: str, at: datetime) -> Transition:
+    """Claim the right to execute: ready → executing, fenced by ``attempt_id``.
+
+    Raises:
+        FenceConflictError: ``FENCE_CONFLICT`` when the record is already executing (even
+            for the same ``attempt_id``).
+        InvalidTransitionError: ``INVALID_TRANSITION`` from any other status.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(attempt_id, "attempt_id")
+    _check_status(rec, "claim_execution")
+    return _move(
+        rec,
+        "claim_execution",
+        when,
+        execution_fence=attempt_id,
+        execution_claimed_at=when,
+    )
+
+
+def complete_execution(
+    record: CheckpointRecord,
+    *,
+    attempt_id: str,
+    at: datetime,
+    result: Any,
+    is_error: bool = False,
+    max_payload_bytes: int | None = None,
+) -> Transition:
+    """Store the result: executing/uncertain → completed, owning attempt only.
+
+    ``result`` is the exact JSON payload to deliver (and re-deliver byte for byte); set
+    ``is_error`` when it reports a handler error.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for payload types or a bad
+            ``max_payload_bytes`` (1 to 10,485,760).
+        InvalidTransitionError, FenceConflictError: wrong status or not the owner.
+        PayloadLimitError: ``PAYLOAD_LIMIT`` when the payload exceeds its bounds.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(attempt_id, "attempt_id")
+    limit = _payload_limit(max_payload_bytes)
+    if type(is_error) is not bool:
+        raise InvalidArgumentError(message="is_error must be a bool")
+    shape = check_types(result, what="result")
+    _check_status(rec, "complete_execution")
+    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    check_bounds(result, shape, max_bytes=limit, what="result")
+    return _move(
+        rec,
+        "complete_execution",
+        when,
+        uncertain_reason=None,
+        result=Result(payload=result, is_error=is_error),
+        completed_at=when,
+    )
+
+
+def mark_execution_uncertain(
+    record: CheckpointRecord, *, attempt_id: str, at: datetime, reason: str
+) -> Transition:
+    """Record that the outcome is unknown: executing → uncertain, owning attempt only.
+
+    Raises:
+        InvalidArgumentError: ``reason`` is not a str of 1-1024 characters.
+        InvalidTransitionError, FenceConflictError: wrong status or not the owner.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(attempt_id, "attempt_id")
+    if type(reason) is not str or not 1 <= len(reason) <= 1024:
+        raise InvalidArgumentError(
+            message="reason must be a str of 1-1024 characters", details={"argument": "reason"}
+        )
+    _check_status(rec, "mark_execution_uncertain")
+    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    return _move(rec, "mark_execution_uncertain", when, uncertain_reason=reason)
+
+
+def release_execution(
+    record: CheckpointRecord, *, attempt_id: str, at: datetime, evidence: str
+) -> Transition:
+    """Give back an execution claim proven pre-effect: executing → ready.
+
+    This exists for one caller, the guard, when the tool failed and the call's operation
+    journal is empty (no effect was attempted). ``evidence`` must be ``"journal-empty"``.
+
+    Raises:
+        InvalidArgumentError: any other ``evidence``.
+        InvalidTransitionError, FenceConflictError: wrong status or not the owner.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(attempt_id, "attempt_id")
+    if evidence != "journal-empty":
+        raise InvalidArgumentError(
+            message='release_execution needs evidence="journal-empty" (the operation journal '
+            "proves the failure happened before any effect)",
+            details={"argument": "evidence", "value": repr(evidence)[:100]},
+        )
+    _check_status(rec, "release_execution")
+    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    return _move(rec, "release_execution", when, execution_fence=None, execution_claimed_at=None)
+
+
+def claim_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetime) -> Transition:
+    """Claim the right to post the result: completed → delivering, attempts + 1.
+
+    Raises:
+        FenceConflictError: ``FENCE_CONFLICT`` when a delivery is already claimed.
+        InvalidTransitionError: from any status other than completed.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(delivery_id, "delivery_id")
+    _check_status(rec, "claim_delivery")
+    return _move(
+        rec,
+        "claim_delivery",
+        when,
+        delivery_fence=delivery_id,
+        delivery_attempts=rec.delivery_attempts + 1,
+    )
+
+
+def release_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetime) -> Transition:
+    """Give back a delivery claim after a known failed post: delivering → completed.
+
+    The result is kept; the next delivery posts the same payload.
+
+    Raises:
+        InvalidTransitionError, FenceConflictError: wrong status or not the owner.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(delivery_id, "delivery_id")
+    _check_status(rec, "release_delivery")
+    _check_fence(rec.delivery_fence, delivery_id, "delivery", rec)
+    return _move(rec, "release_delivery", when, delivery_fence=None)
+
+
+def complete_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetime) -> Transition:
+    """Record that the post succeeded: delivering → delivered.
+
+    Raises:
+        InvalidTransitionError, FenceConflictError: wrong status or not the owner.
+    """
+    rec, when = _begin(record, at)
+    check_identifier(delivery_id, "delivery_id")
+    _check_status(rec, "complete_delivery")
+    _check_fence(rec.delivery_fence, delivery_id, "delivery", rec)
+    return _move(rec, "complete_delivery", when, delivered_at=when)
+
+
+def _begin(record: CheckpointRecord, at: datetime) -> tuple[CheckpointRecord, datetime]:
+    rec = validate_checkpoint(record)
+    when = check_time(at)
+    if when < rec.updated_at:
+        raise InvalidArgumentError(
+            message=f"at ({when.isoformat()}) is earlier than the record's updated_at "
+            f"({rec.updated_at.isoformat()})",
+            details={"argument": "at"},
+        )
+    return rec, when
+
+
+def _payload_limit(max_payload_bytes: int | None) -> int:
+    if max_payload_bytes is None:
+        return DEFAULT_MAX_PAYLOAD_BYTES
+    if type(max_payload_bytes) is not int or not 1 <= max_payload_bytes <= HARD_MAX_PAYLOAD_BYTES:
+        raise InvalidArgumentError(
+            message=f"max_payload_bytes must be an int from 1 to {HARD_MAX_PAYLOAD_BYTES}",
+            details={"argument": "max_payload_bytes"},
+        )
+    return max_payload_bytes
+
+
+def _check_status(rec: CheckpointRecord, name: str) -> None:
+    rule = TRANSITIONS[name]
+    if rec.status in rule.sources:
+        return
+    details = {
+        "namespace": rec.binding.namespace,
+        "call_id": rec.binding.call_id,
+        "transition": name,
+        "status": rec.status.value,
+        "revision": rec.revision,
+    }
+    if rec.status is rule.fenced:
+        raise FenceConflictError(
+            message=f"{name}: call {rec.binding.namespace}/{rec.binding.call_id} is already "
+            f"{rec.status.value} under another claim",
+            details=details,
+        )
+    legal = ", ".join(sorted(s.value for s in rule.sources))
+    raise InvalidTransitionError(
+        message=f"{name} is not allowed from {rec.status.value} (only from {legal})",
+        details=details,
+    )
+
+
+def _check_fence(held: str | None, claimed: str, kind: str, rec: CheckpointRecord) -> None:
+    if held != claimed:
+        raise FenceConflictError(
+            message=f"the {kind} of {rec.binding.namespace}/{rec.binding.call_id} is held by "
+            f"another {'attempt' if kind == 'execution' else 'delivery'}",
+            details={
+                "namespace": rec.binding.namespace,
+                "call_id": rec.binding.call_id,
+                "status": rec.status.value,
+                "revision": rec.revision,
+            },
+        )
+
+
+def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> Transition:
+    rule = TRANSITIONS[name]
+    nxt = dataclasses.replace(
+        rec, status=rule.target, revision=rec.revision + 1, updated_at=when, **changes
+    )
+    return Transition(action=rule.action, expected_revision=rec.revision, next=nxt, name=name)

@@ -1,0 +1,208 @@
+"""Errors raised by toolledger, each with a stable ``code``.
+
+Every error toolledger raises on purpose is a :class:`CheckpointError`. Catch the base
+class to handle them all, a layer base (:class:`StoreError`) to handle one layer, or a leaf
+to handle one condition. Codes are API: they never change meaning and are pinned by
+``tests/test_errors.py``::
+
+    CheckpointError                     (abstract in spirit: carries any code)
+    ├── BindingConflictError            BINDING_CONFLICT
+    ├── FenceConflictError              FENCE_CONFLICT
+    ├── InvalidTransitionError          INVALID_TRANSITION
+    ├── InvalidArgumentError            INVALID_ARGUMENT
+    ├── PayloadLimitError               PAYLOAD_LIMIT
+    ├── InvalidCheckpointError          INVALID_CHECKPOINT
+    ├── UnsupportedSchemaError          UNSUPPORTED_SCHEMA
+    ├── NotFoundError                   NOT_FOUND
+    ├── OutcomeUnknownError             OUTCOME_UNKNOWN
+    ├── DeliveryUncertainError          DELIVERY_UNCERTAIN
+    ├── TombstonedError                 TOMBSTONED
+    └── StoreError
+        ├── StoreBusyError              STORE_BUSY
+        ├── StoreUnavailableError       STORE_UNAVAILABLE
+        └── StoreSchemaTooNewError      STORE_SCHEMA_TOO_NEW
+
+Backends never leak driver exceptions: they re-raise them as a ``StoreError`` ``from`` the
+original, so ``__cause__`` keeps the driver's detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "ERROR_CODES",
+    "BindingConflictError",
+    "CheckpointError",
+    "DeliveryUncertainError",
+    "FenceConflictError",
+    "InvalidArgumentError",
+    "InvalidCheckpointError",
+    "InvalidTransitionError",
+    "NotFoundError",
+    "OutcomeUnknownError",
+    "PayloadLimitError",
+    "StoreBusyError",
+    "StoreError",
+    "StoreSchemaTooNewError",
+    "StoreUnavailableError",
+    "TombstonedError",
+    "UnsupportedSchemaError",
+    "error_for_code",
+]
+
+
+class CheckpointError(Exception):
+    """A toolledger error with a stable machine-readable ``code``.
+
+    Args:
+        code: Stable UPPER_SNAKE code (see ``ERROR_CODES``).
+        message: Human-readable explanation, including what to do.
+        details: JSON-ready facts (keys, revisions, limits) for programs and logs.
+    """
+
+    default_code: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        code: str | None = None,
+        message: str = "",
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.code: str = code or self.default_code
+        self.message: str = message
+        self.details: dict[str, Any] = dict(details or {})
+        super().__init__(f"{self.code}: {message}" if message else self.code)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep code/message/details across pickling (multiprocessing ships errors back).
+        return (_rebuild, (type(self), self.code, self.message, self.details))
+
+
+def _rebuild(
+    cls: type[CheckpointError], code: str, message: str, details: dict[str, Any]
+) -> CheckpointError:
+    err = cls.__new__(cls)
+    CheckpointError.__init__(err, code, message, details)
+    return err
+
+
+class BindingConflictError(CheckpointError):
+    """A record exists under the key but was made for a different binding."""
+
+    default_code = "BINDING_CONFLICT"
+
+
+class FenceConflictError(CheckpointError):
+    """Another attempt or delivery holds the fence; this caller may not act."""
+
+    default_code = "FENCE_CONFLICT"
+
+
+class InvalidTransitionError(CheckpointError):
+    """The transition is not legal from the record's current status."""
+
+    default_code = "INVALID_TRANSITION"
+
+
+class InvalidArgumentError(CheckpointError):
+    """An argument is malformed: identifier, time, payload type, option."""
+
+    default_code = "INVALID_ARGUMENT"
+
+
+class PayloadLimitError(CheckpointError):
+    """A payload exceeds a size, depth or value-count bound."""
+
+    default_code = "PAYLOAD_LIMIT"
+
+
+class InvalidCheckpointError(CheckpointError):
+    """A record (or stored row) fails validation; it is quarantined, never reset."""
+
+    default_code = "INVALID_CHECKPOINT"
+
+
+class UnsupportedSchemaError(CheckpointError):
+    """A record carries a schema version this code does not understand."""
+
+    default_code = "UNSUPPORTED_SCHEMA"
+
+
+class NotFoundError(CheckpointError):
+    """A run, event or checkpoint named by the caller does not exist."""
+
+    default_code = "NOT_FOUND"
+
+
+class OutcomeUnknownError(CheckpointError):
+    """A tool call may or may not have taken effect; it must not be retried blindly."""
+
+    default_code = "OUTCOME_UNKNOWN"
+
+
+class DeliveryUncertainError(CheckpointError):
+    """A delivery was interrupted after its claim; the post may have been accepted."""
+
+    default_code = "DELIVERY_UNCERTAIN"
+
+
+class TombstonedError(CheckpointError):
+    """The call's content was erased by retention; it will not be executed again."""
+
+    default_code = "TOMBSTONED"
+
+
+class StoreError(CheckpointError):
+    """Base for storage-layer failures."""
+
+
+class StoreBusyError(StoreError):
+    """The store stayed locked past its timeout. Retry later."""
+
+    default_code = "STORE_BUSY"
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached, or a commit's outcome could not be resolved."""
+
+    default_code = "STORE_UNAVAILABLE"
+
+
+class StoreSchemaTooNewError(StoreError):
+    """The database was written by a newer toolledger. Upgrade toolledger."""
+
+    default_code = "STORE_SCHEMA_TOO_NEW"
+
+
+_BY_CODE: dict[str, type[CheckpointError]] = {
+    cls.default_code: cls
+    for cls in (
+        BindingConflictError,
+        FenceConflictError,
+        InvalidTransitionError,
+        InvalidArgumentError,
+        PayloadLimitError,
+        InvalidCheckpointError,
+        UnsupportedSchemaError,
+        NotFoundError,
+        OutcomeUnknownError,
+        DeliveryUncertainError,
+        TombstonedError,
+        StoreBusyError,
+        StoreUnavailableError,
+        StoreSchemaTooNewError,
+    )
+}
+
+#: Every published error code. Codes are API; ``tests/test_errors.py`` pins this set.
+ERROR_CODES: frozenset[str] = frozenset(_BY_CODE)
+
+
+def error_for_code(
+    code: str, message: str = "", details: Mapping[str, Any] | None = None
+) -> CheckpointError:
+    """Build the error class that owns ``code`` (a plain ``CheckpointError`` if unknown)."""
+    cls = _BY_CODE.get(code, CheckpointError)
+    return cls(code, message, details)

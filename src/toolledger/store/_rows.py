@@ -1,0 +1,138 @@
+"""Serialisation shared by every backend: records to and from stored JSON. No I/O here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..checkpoint._json import check_bounds, check_types, compact_json
+from ..checkpoint.model import CheckpointRecord, Status, parse_time
+from ..checkpoint.validate import validate_checkpoint
+from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    Op,
+    RemoveOperation,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = [
+    "OPERATION_MAX_BYTES",
+    "prepare_op",
+    "check_next",
+    "dump_operation",
+    "dump_record",
+    "load_record",
+    "status_values",
+]
+
+#: Operation-journal entries are correlation data (an order id), not outputs.
+OPERATION_MAX_BYTES = 16_384
+
+
+def dump_record(record: CheckpointRecord) -> str:
+    """Return the stored JSON of a record."""
+    return compact_json(record.to_dict())
+
+
+def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRecord:
+    """Parse and validate a stored row; raise ``INVALID_CHECKPOINT`` naming its key."""
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise InvalidCheckpointError(
+            message=f"checkpoint {namespace}/{call_id} is not valid JSON: {exc}",
+            details={"namespace": namespace, "call_id": call_id, "reason": str(exc)},
+        ) from exc
+    try:
+        rec = validate_checkpoint(data)
+    except InvalidCheckpointError as exc:
+        raise InvalidCheckpointError(
+            message=f"stored checkpoint {namespace}/{call_id} is invalid: "
+            f"{exc.details.get('reason', exc.message)} (left untouched)",
+            details={**exc.details, "namespace": namespace, "call_id": call_id},
+        ) from exc
+    if rec.key != (namespace, call_id):
+        raise InvalidCheckpointError(
+            message=f"stored checkpoint {namespace}/{call_id} holds the record of "
+            f"{rec.binding.namespace}/{rec.binding.call_id} (left untouched)",
+            details={"namespace": namespace, "call_id": call_id, "reason": "key mismatch"},
+        )
+    return rec
+
+
+def check_next(expected_revision: int, next: CheckpointRecord) -> None:
+    """Refuse a CAS target that is not the next revision or not a valid record."""
+    if type(expected_revision) is not int or next.revision != expected_revision + 1:
+        raise InvalidArgumentError(
+            message=f"next.revision ({next.revision}) must be expected_revision + 1 "
+            f"({expected_revision!r} + 1)",
+            details={"expected_revision": expected_revision, "revision": next.revision},
+        )
+    validate_checkpoint(next)
+
+
+def dump_operation(data: Mapping[str, Any]) -> str:
+    """Check an operation-journal entry (a small JSON object) and return its JSON."""
+    if not isinstance(data, dict):
+        raise InvalidArgumentError(message="an operation-journal entry must be a dict")
+    shape = check_types(data, what="operation-journal entry")
+    try:
+        return check_bounds(
+            data, shape, max_bytes=OPERATION_MAX_BYTES, what="operation-journal entry"
+        )
+    except CheckpointError:
+        raise
+
+
+def status_values(status: Status | str | Iterable[Status | str] | None) -> list[str] | None:
+    """Normalise a ``list(status=…)`` filter to stored strings."""
+    if status is None:
+        return None
+    items: Iterable[Status | str] = [status] if isinstance(status, (str, Status)) else status
+    out = []
+    for s in items:
+        try:
+            out.append(Status(s).value)
+        except ValueError as exc:
+            raise InvalidArgumentError(message=f"unknown status {s!r}") from exc
+    return out
+
+
+def parse_stored_time(value: str) -> Any:
+    """Parse a time column."""
+    return parse_time(value, "at")
+
+
+def prepare_op(op: Op) -> tuple[Op, Any]:
+    """Validate an op and precompute what it writes (outside the transaction)."""
+    if isinstance(op, CreateCheckpoint):
+        rec = validate_checkpoint(op.record)
+        if rec.revision != 0 or rec.status is not Status.READY:
+            raise InvalidArgumentError(
+                message="create_if_absent takes a ready record at revision 0 "
+                "(create_checkpoint's result)",
+                details={"status": rec.status.value, "revision": rec.revision},
+            )
+        return op, dump_record(rec)
+    if isinstance(op, SwapCheckpoint):
+        check_next(op.expected_revision, op.next)
+        return op, dump_record(op.next)
+    if isinstance(op, WriteOperation):
+        return op, dump_operation(op.data)
+    if isinstance(op, RemoveOperation):
+        return op, None
+    if isinstance(op, AppendEvents):
+        if type(op.expected_count) is not int or op.expected_count < 0:
+            raise InvalidArgumentError(message="expected_count must be a non-negative int")
+        for i, row in enumerate(op.rows):
+            if row.run_id != op.run_id or row.seq != op.expected_count + i:
+                raise InvalidArgumentError(
+                    message="event rows must belong to the run and continue its sequence",
+                    details={"run_id": op.run_id, "expected_seq": op.expected_count + i},
+                )
+        return op, None
+    raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")

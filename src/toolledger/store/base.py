@@ -1,0 +1,305 @@
+"""The ``Store`` protocol: what every backend guarantees. No backend code here.
+
+A store persists four things: checkpoints (with their transition history), the operation
+journal (small per-call correlation data), runs, and journal events. Backends:
+``SQLiteStore`` (embedded default), ``PostgresStore`` (fleets), and ``MemoryStore`` in
+``toolledger.testing``. The same contract suite (``toolledger.testing.check_store``) runs
+against each.
+
+Guarantees every backend gives:
+
+- ``compare_and_swap`` and ``create_if_absent`` are atomic: of any number of concurrent
+  callers (threads, processes, hosts) swapping from the same revision, exactly one wins.
+- Every checkpoint write appends a history row in the same transaction.
+- ``apply`` runs several writes in one transaction (one commit): all are applied, each
+  reporting its own outcome, or, on a storage failure, none is.
+- ``durable=True`` writes survive power loss once the call returns (when the store was
+  opened with full durability); ``durable=False`` writes may be lost by a power failure, but
+  never by a process crash, and never torn.
+- A stored row that fails validation raises ``INVALID_CHECKPOINT`` naming its key; it is
+  never rewritten, and other rows stay readable.
+- Storage failures surface as ``StoreError`` subclasses (``STORE_BUSY``,
+  ``STORE_UNAVAILABLE``, ``STORE_SCHEMA_TOO_NEW``), never as driver exceptions.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, Union, runtime_checkable
+
+from ..checkpoint.model import Action, CheckpointRecord, Status
+
+__all__ = [
+    "AppendEvents",
+    "CreateCheckpoint",
+    "EventRow",
+    "HistoryEntry",
+    "Op",
+    "QuarantinedRow",
+    "RemoveOperation",
+    "RunRow",
+    "Store",
+    "SwapCheckpoint",
+    "WriteOperation",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryEntry:
+    """One stored transition of a checkpoint (revision 0 is its creation)."""
+
+    revision: int
+    status: Status
+    transition: str
+    action: Action
+    at: datetime
+    record: CheckpointRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuarantinedRow:
+    """A stored checkpoint row that failed validation; it is left exactly as found."""
+
+    namespace: str
+    call_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRow:
+    """A stored run. ``data`` is the run's JSON document (owned by the journal layer).
+
+    ``head_hash`` and ``event_count`` are maintained by ``append_events``.
+    """
+
+    run_id: str
+    namespace: str
+    agent: str | None
+    goal: str | None
+    status: str
+    started_at: str
+    ended_at: str | None = None
+    head_hash: str | None = None
+    event_count: int = 0
+    data: str = "{}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventRow:
+    """A stored journal record. ``data`` is its canonical JSON (owned by the journal layer).
+
+    ``seq`` is 0-based and dense within a run; ``hash`` chains over ``prev_hash``.
+    """
+
+    run_id: str
+    seq: int
+    event_id: str
+    parent_id: str | None
+    kind: str
+    name: str | None
+    status: str | None
+    at: str
+    prev_hash: str | None
+    hash: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateCheckpoint:
+    """``apply`` op: ``create_if_absent(record)``; outcome ``(created, stored_record)``."""
+
+    record: CheckpointRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SwapCheckpoint:
+    """``apply`` op: ``compare_and_swap(expected_revision, next)``; outcome ``bool``."""
+
+    expected_revision: int
+    next: CheckpointRecord
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOperation:
+    """``apply`` op: set the call's operation-journal entry; outcome ``None``."""
+
+    namespace: str
+    call_id: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveOperation:
+    """``apply`` op: remove the call's operation-journal entry; outcome ``bool`` (existed)."""
+
+    namespace: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEvents:
+    """``apply`` op: ``append_events(run_id, rows, expected_count=…)``; outcome ``bool``."""
+
+    run_id: str
+    rows: Sequence[EventRow] = field(default_factory=tuple)
+    expected_count: int = 0
+
+
+Op = Union[  # noqa: UP007 (a runtime alias; X | Y needs 3.10 evaluation of classes)
+    CreateCheckpoint, SwapCheckpoint, WriteOperation, RemoveOperation, AppendEvents
+]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for checkpoints, the operation journal, runs and journal events."""
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def create_if_absent(
+        self, record: CheckpointRecord, *, durable: bool = True
+    ) -> tuple[bool, CheckpointRecord]:
+        """Store ``record`` unless its key exists.
+
+        Returns:
+            ``(True, record)`` when stored, else ``(False, the stored record)``. The caller
+            compares bindings (``decide_checkpoint``); the store does not.
+
+        Raises:
+            InvalidCheckpointError: ``record`` is invalid, or the stored row is.
+            StoreError: storage failure.
+        """
+        ...
+
+    def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
+        """Return the stored record, or ``None`` when the key is absent.
+
+        Raises:
+            InvalidCheckpointError: the stored row fails validation (it is left as is).
+        """
+        ...
+
+    def compare_and_swap(
+        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
+    ) -> bool:
+        """Replace the record at ``next``'s key iff its revision is ``expected_revision``.
+
+        ``next.revision`` must be ``expected_revision + 1``. Returns ``False`` (and writes
+        nothing) when the stored revision differs or the key is absent.
+        """
+        ...
+
+    def list(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        namespace: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[CheckpointRecord]:
+        """Return records matching every given filter, oldest ``updated_at`` first.
+
+        This is the reconcile queue. Rows that fail validation are skipped here and
+        reported by ``quarantined()``.
+        """
+        ...
+
+    def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
+        """Return stored checkpoint rows that fail validation, untouched."""
+        ...
+
+    def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
+        """Return every stored transition of the key in revision order (empty if absent)."""
+        ...
+
+    # -- batches -----------------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
+        """Run ``ops`` in order in one transaction and one commit; return each outcome."""
+        ...
+
+    # -- operation journal -------------------------------------------------------------
+
+    def operation_write(
+        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
+    ) -> None:
+        """Set the call's operation-journal entry (small JSON object; no secrets)."""
+        ...
+
+    def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
+        """Return the call's operation-journal entry, or ``None`` when empty."""
+        ...
+
+    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
+        """Remove the call's entry; return whether one existed."""
+        ...
+
+    # -- runs and journal events -------------------------------------------------------
+
+    def create_run(self, run: RunRow, *, durable: bool = False) -> None:
+        """Store a new run.
+
+        Raises:
+            InvalidArgumentError: a run with that id exists.
+        """
+        ...
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return the run, or ``None``."""
+        ...
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        ended_at: str | None = None,
+        data: str | None = None,
+        durable: bool = False,
+    ) -> None:
+        """Update a run's status, end time or document (not its chain head).
+
+        Raises:
+            NotFoundError: no such run.
+        """
+        ...
+
+    def list_runs(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[RunRow]:
+        """Return runs, newest ``started_at`` first."""
+        ...
+
+    def append_events(
+        self,
+        run_id: str,
+        rows: Sequence[EventRow],
+        *,
+        expected_count: int,
+        durable: bool = False,
+    ) -> bool:
+        """Append ``rows`` iff the run holds exactly ``expected_count`` events.
+
+        On success the run's ``event_count`` grows by ``len(rows)`` and its ``head_hash``
+        becomes the last row's hash, in the same transaction. Returns ``False`` (nothing
+        written) when another writer appended first.
+
+        Raises:
+            NotFoundError: no such run.
+        """
+        ...
+
+    def read_events(
+        self, run_id: str, *, after_seq: int = -1, limit: int | None = None
+    ) -> builtins.list[EventRow]:
+        """Return the run's events with ``seq > after_seq``, in ``seq`` order."""
+        ...
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+        ...

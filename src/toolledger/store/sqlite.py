@@ -1,0 +1,749 @@
+"""The embedded default store: one SQLite file, safe across threads and processes.
+
+Rules this module keeps:
+
+- Pragmas are set once per connection at open: WAL, ``busy_timeout``, ``synchronous``.
+- Each thread (and each process: connections are never shared across ``fork``) gets its
+  own connection. Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction.
+- CAS is ``UPDATE … WHERE namespace=? AND call_id=? AND revision=?`` plus a row-count
+  check; the history row is inserted in the same transaction.
+- Durability: ``durability="full"`` (default) commits durable writes with
+  ``synchronous=FULL`` (the WAL is fsync-ed before the commit returns: a claim survives
+  power loss before the tool runs) and relaxed writes with ``synchronous=NORMAL``.
+  ``durability="normal"`` uses NORMAL for everything: a power failure (not a process
+  crash) may lose the last commits, so a completed call could be forgotten and, after the
+  reboot, found ``executing``, i.e. reconciled, never silently re-run if its claim
+  survived, but possibly re-run if the claim was lost too.
+- Schema changes are numbered migrations recorded in ``toolledger_schema`` in the same
+  transaction; a file written by a newer toolledger fails with ``STORE_SCHEMA_TOO_NEW``.
+- ``sqlite3`` errors never leak: locked/busy becomes ``STORE_BUSY``, anything else
+  ``STORE_UNAVAILABLE``, raised ``from`` the driver error.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
+from ..checkpoint.transitions import transition_between
+from ..errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    NotFoundError,
+    StoreBusyError,
+    StoreSchemaTooNewError,
+    StoreUnavailableError,
+)
+from ._rows import load_record, prepare_op, status_values
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    HistoryEntry,
+    Op,
+    QuarantinedRow,
+    RemoveOperation,
+    RunRow,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["MIGRATIONS", "SQLiteStore"]
+
+T = TypeVar("T")
+
+#: Numbered migrations: (version, name, statements). Append only; never edit a shipped one.
+MIGRATIONS: builtins.list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "checkpoints_history_operations_runs_events",
+        [
+            """CREATE TABLE checkpoints (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                tool_name TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX checkpoints_reconcile ON checkpoints (status, updated_at)",
+            "CREATE INDEX checkpoints_ns_updated ON checkpoints (namespace, updated_at)",
+            """CREATE TABLE checkpoint_history (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                status TEXT NOT NULL,
+                transition TEXT NOT NULL,
+                action TEXT NOT NULL,
+                at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id, revision)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE operation_journal (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                data TEXT NOT NULL,
+                written_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE runs (
+                run_id TEXT PRIMARY KEY,
+                namespace TEXT NOT NULL,
+                agent TEXT,
+                goal TEXT,
+                status TEXT NOT NULL,
+                started_at TEXT NOT NULL,
+                ended_at TEXT,
+                head_hash TEXT,
+                event_count INTEGER NOT NULL DEFAULT 0,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX runs_started ON runs (started_at)",
+            """CREATE TABLE events (
+                run_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                event_id TEXT NOT NULL,
+                parent_id TEXT,
+                kind TEXT NOT NULL,
+                name TEXT,
+                status TEXT,
+                at TEXT NOT NULL,
+                prev_hash TEXT,
+                hash TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (run_id, seq)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX events_event_id ON events (run_id, event_id)",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+_BUSY_MARKERS = ("locked", "busy")
+
+
+class SQLiteStore:
+    """The embedded store: one SQLite file holding everything.
+
+    Args:
+        path: The database file (created if missing, with its parent directory).
+        durability: ``"full"`` (default: durable writes are fsync-ed before returning) or
+            ``"normal"`` (faster; a power failure may lose the last commits).
+        busy_timeout: Seconds to wait for another writer before ``STORE_BUSY``.
+
+    Raises:
+        StoreSchemaTooNewError: the file was written by a newer toolledger.
+        StoreBusyError, StoreUnavailableError: the file cannot be opened or migrated.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Literal["full", "normal"] = "full",
+        busy_timeout: float = 10.0,
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidArgumentError(message='durability must be "full" or "normal"')
+        if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
+            raise InvalidArgumentError(message="busy_timeout must be a non-negative number")
+        self.path = Path(path)
+        self.durability = durability
+        self.busy_timeout = float(busy_timeout)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: builtins.list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self._closed = False
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r}, durability={self.durability!r})"
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise _map_error(exc, f"cannot open {self.path}") from exc
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        self._retry_locked(lambda: _set_wal(conn))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        self._local.sync = "NORMAL"
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreUnavailableError(message=f"{self!r} is closed")
+        pid = os.getpid()
+        if pid != self._pid:
+            # After fork: never use the parent's connections (they share file locks).
+            self._pid = pid
+            self._local = threading.local()
+            self._connections = []
+            self._lock = threading.Lock()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this store opened in this process. Idempotent."""
+        self._closed = True
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            conns, self._connections = self._connections, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
+    def _retry_locked(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying 'database is locked' up to the busy timeout.
+
+        Some operations (switching to WAL on a brand-new file) return SQLITE_BUSY without
+        consulting the busy handler, so concurrent first opens need this.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.001
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise _map_error(exc, f"opening {self.path}") from exc
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.05)
+
+    def _set_sync(self, conn: sqlite3.Connection, durable: bool) -> None:
+        want = "FULL" if durable and self.durability == "full" else "NORMAL"
+        if getattr(self._local, "sync", None) != want:
+            conn.execute(f"PRAGMA synchronous = {want}")
+            self._local.sync = want
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+        conn = self._conn()
+        try:
+            self._set_sync(conn, durable)
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _map_error(exc, "beginning a write") from exc
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise _map_error(exc, "writing") from exc
+            raise
+        return result
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
+        conn = self._conn()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _map_error(exc, "reading") from exc
+
+    # -- migrations --------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        conn = self._conn()
+        try:
+            (current,) = conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as exc:
+            raise _map_error(exc, f"reading {self.path}") from exc
+        if current > LATEST_VERSION:
+            raise _too_new(self.path, current)
+        if current == LATEST_VERSION:
+            return
+
+        def run(c: sqlite3.Connection) -> None:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS toolledger_schema ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            row = c.execute("SELECT MAX(version) FROM toolledger_schema").fetchone()
+            have = row[0] or 0
+            if have > LATEST_VERSION:
+                raise _too_new(self.path, have)
+            now = format_time(datetime.now(timezone.utc))
+            for version, name, statements in MIGRATIONS:
+                if version <= have:
+                    continue
+                for statement in statements:
+                    c.execute(statement)
+                c.execute(
+                    "INSERT INTO toolledger_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, now),
+                )
+            c.execute(f"PRAGMA user_version = {LATEST_VERSION}")
+
+        self._write(run, durable=True)
+
+    def applied_migrations(self) -> builtins.list[tuple[int, str]]:
+        """Return ``(version, name)`` of every applied migration. Read-only."""
+        rows = self._read("SELECT version, name FROM toolledger_schema ORDER BY version")
+        return [(int(v), str(n)) for v, n in rows]
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def create_if_absent(
+        self, record: CheckpointRecord, *, durable: bool = True
+    ) -> tuple[bool, CheckpointRecord]:
+        """Store ``record`` unless its key exists; see ``Store.create_if_absent``."""
+        result = self.apply([CreateCheckpoint(record)], durable=durable)[0]
+        return result  # type: ignore[no-any-return]
+
+    def compare_and_swap(
+        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
+    ) -> bool:
+        """Swap iff the stored revision is ``expected_revision``; see ``Store``."""
+        return bool(self.apply([SwapCheckpoint(expected_revision, next)], durable=durable)[0])
+
+    def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
+        """Return the stored record or ``None``; see ``Store.get``."""
+        rows = self._read(
+            "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?",
+            (namespace, call_id),
+        )
+        if not rows:
+            return None
+        return load_record(rows[0][0], namespace, call_id)
+
+    def list(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        namespace: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[CheckpointRecord]:
+        """Return matching records, oldest first; invalid rows are skipped (``quarantined``)."""
+        out = []
+        for ns, cid, text in self._select_checkpoints(status, namespace, updated_before, limit):
+            try:
+                out.append(load_record(text, ns, cid))
+            except CheckpointError:
+                continue
+        return out
+
+    def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
+        """Return stored rows that fail validation, untouched."""
+        out = []
+        for ns, cid, text in self._select_checkpoints(None, None, None, None):
+            try:
+                load_record(text, ns, cid)
+            except CheckpointError as exc:
+                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _select_checkpoints(
+        self,
+        status: Status | str | Iterable[Status | str] | None,
+        namespace: str | None,
+        updated_before: datetime | None,
+        limit: int | None,
+    ) -> builtins.list[tuple[str, str, str]]:
+        where, params = [], []
+        statuses = status_values(status)
+        if statuses is not None:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params.extend(statuses)
+        if namespace is not None:
+            where.append("namespace = ?")
+            params.append(namespace)
+        if updated_before is not None:
+            where.append("updated_at < ?")
+            params.append(format_time(check_time(updated_before, "updated_before")))
+        sql = "SELECT namespace, call_id, record FROM checkpoints"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at, namespace, call_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [(str(a), str(b), str(c)) for a, b, c in self._read(sql, params)]
+
+    def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
+        """Return every transition of the key in order; see ``Store.history``."""
+        rows = self._read(
+            "SELECT revision, status, transition, action, record FROM checkpoint_history "
+            "WHERE namespace = ? AND call_id = ? ORDER BY revision",
+            (namespace, call_id),
+        )
+        out = []
+        for _revision, _status, transition, action, text in rows:
+            rec = load_record(text, namespace, call_id)
+            out.append(
+                HistoryEntry(
+                    revision=rec.revision,
+                    status=rec.status,
+                    transition=str(transition),
+                    action=Action(action),
+                    at=rec.updated_at,
+                    record=rec,
+                )
+            )
+        return out
+
+    # -- batches -----------------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
+        """Run ``ops`` in one transaction; see ``Store.apply``."""
+        prepared = [prepare_op(op) for op in ops]  # validate everything before writing
+
+        def run(conn: sqlite3.Connection) -> builtins.list[Any]:
+            return [_execute(conn, op, extra) for op, extra in prepared]
+
+        return self._write(run, durable=durable)
+
+    # -- operation journal -------------------------------------------------------------
+
+    def operation_write(
+        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
+    ) -> None:
+        """Set the call's operation-journal entry."""
+        self.apply([WriteOperation(namespace, call_id, data)], durable=durable)
+
+    def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
+        """Return the call's operation-journal entry or ``None``."""
+        rows = self._read(
+            "SELECT data FROM operation_journal WHERE namespace = ? AND call_id = ?",
+            (namespace, call_id),
+        )
+        return None if not rows else dict(json.loads(rows[0][0]))
+
+    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
+        """Remove the call's entry; return whether one existed."""
+        return bool(self.apply([RemoveOperation(namespace, call_id)], durable=durable)[0])
+
+    # -- runs and events ---------------------------------------------------------------
+
+    def create_run(self, run: RunRow, *, durable: bool = False) -> None:
+        """Store a new run; ``INVALID_ARGUMENT`` if the id exists."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO runs (run_id, namespace, agent, goal, status, started_at, "
+                    "ended_at, head_hash, event_count, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        run.run_id,
+                        run.namespace,
+                        run.agent,
+                        run.goal,
+                        run.status,
+                        run.started_at,
+                        run.ended_at,
+                        run.head_hash,
+                        run.event_count,
+                        run.data,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise InvalidArgumentError(
+                    message=f"run {run.run_id} exists already", details={"run_id": run.run_id}
+                ) from exc
+
+        self._write(write, durable=durable)
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return the run or ``None``."""
+        rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        return _run_row(rows[0]) if rows else None
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        ended_at: str | None = None,
+        data: str | None = None,
+        durable: bool = False,
+    ) -> None:
+        """Update a run's status, end time or document; ``NOT_FOUND`` if absent."""
+        sets, params = [], []
+        for column, value in (("status", status), ("ended_at", ended_at), ("data", data)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(value)
+
+        def write(conn: sqlite3.Connection) -> None:
+            if sets:
+                cur = conn.execute(
+                    f"UPDATE runs SET {', '.join(sets)} WHERE run_id = ?", (*params, run_id)
+                )
+                found = cur.rowcount == 1
+            else:
+                found = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if not found:
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+
+        self._write(write, durable=durable)
+
+    def list_runs(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[RunRow]:
+        """Return runs, newest first."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        sql += " ORDER BY started_at DESC, run_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_run_row(r) for r in self._read(sql, params)]
+
+    def append_events(
+        self,
+        run_id: str,
+        rows: Sequence[EventRow],
+        *,
+        expected_count: int,
+        durable: bool = False,
+    ) -> bool:
+        """Append iff the run holds ``expected_count`` events; see ``Store``."""
+        op = AppendEvents(run_id, tuple(rows), expected_count)
+        return bool(self.apply([op], durable=durable)[0])
+
+    def read_events(
+        self, run_id: str, *, after_seq: int = -1, limit: int | None = None
+    ) -> builtins.list[EventRow]:
+        """Return the run's events after ``after_seq`` in order."""
+        sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_event_row(r) for r in self._read(sql, (run_id, after_seq))]
+
+    def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
+        """Yield the run's events in order, reading ``batch`` rows at a time."""
+        after = -1
+        while True:
+            rows = self.read_events(run_id, after_seq=after, limit=batch)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].seq
+
+
+_RUN_COLUMNS = (
+    "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
+)
+_EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
+
+
+def _run_row(r: Sequence[Any]) -> RunRow:
+    return RunRow(
+        run_id=r[0],
+        namespace=r[1],
+        agent=r[2],
+        goal=r[3],
+        status=r[4],
+        started_at=r[5],
+        ended_at=r[6],
+        head_hash=r[7],
+        event_count=int(r[8]),
+        data=r[9],
+    )
+
+
+def _event_row(r: Sequence[Any]) -> EventRow:
+    return EventRow(
+        run_id=r[0],
+        seq=int(r[1]),
+        event_id=r[2],
+        parent_id=r[3],
+        kind=r[4],
+        name=r[5],
+        status=r[6],
+        at=r[7],
+        prev_hash=r[8],
+        hash=r[9],
+        data=r[10],
+    )
+
+
+def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
+    if isinstance(op, CreateCheckpoint):
+        rec = op.record
+        ns, cid = rec.key
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO checkpoints "
+            "(namespace, call_id, status, revision, tool_name, updated_at, record) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                ns,
+                cid,
+                rec.status.value,
+                0,
+                rec.binding.tool_name,
+                format_time(rec.updated_at),
+                extra,
+            ),
+        )
+        if cur.rowcount == 1:
+            _history(conn, rec, "create_checkpoint", "execute", extra)
+            return (True, rec)
+        row = conn.execute(
+            "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
+        ).fetchone()
+        return (False, load_record(row[0], ns, cid))
+    if isinstance(op, SwapCheckpoint):
+        nxt = op.next
+        ns, cid = nxt.key
+        row = conn.execute(
+            "SELECT status, revision FROM checkpoints WHERE namespace = ? AND call_id = ?",
+            (ns, cid),
+        ).fetchone()
+        if row is None or row[1] != op.expected_revision:
+            return False
+        name, action = transition_between(Status(row[0]), nxt.status)
+        cur = conn.execute(
+            "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
+            "WHERE namespace = ? AND call_id = ? AND revision = ?",
+            (
+                nxt.status.value,
+                nxt.revision,
+                format_time(nxt.updated_at),
+                extra,
+                ns,
+                cid,
+                op.expected_revision,
+            ),
+        )
+        if cur.rowcount != 1:
+            return False
+        _history(conn, nxt, name, action.value, extra)
+        return True
+    if isinstance(op, WriteOperation):
+        conn.execute(
+            "INSERT INTO operation_journal (namespace, call_id, data, written_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, call_id) DO UPDATE SET "
+            "data = excluded.data, written_at = excluded.written_at",
+            (op.namespace, op.call_id, extra, format_time(datetime.now(timezone.utc))),
+        )
+        return None
+    if isinstance(op, RemoveOperation):
+        cur = conn.execute(
+            "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?",
+            (op.namespace, op.call_id),
+        )
+        return cur.rowcount == 1
+    assert isinstance(op, AppendEvents)
+    row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+    if row[0] != op.expected_count:
+        return False
+    if not op.rows:
+        return True
+    conn.executemany(
+        f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (
+                r.run_id,
+                r.seq,
+                r.event_id,
+                r.parent_id,
+                r.kind,
+                r.name,
+                r.status,
+                r.at,
+                r.prev_hash,
+                r.hash,
+                r.data,
+            )
+            for r in op.rows
+        ],
+    )
+    conn.execute(
+        "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",
+        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id),
+    )
+    return True
+
+
+def _history(
+    conn: sqlite3.Connection, rec: CheckpointRecord, name: str, action: str, text: str
+) -> None:
+    conn.execute(
+        "INSERT INTO checkpoint_history "
+        "(namespace, call_id, revision, status, transition, action, at, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            rec.binding.namespace,
+            rec.binding.call_id,
+            rec.revision,
+            rec.status.value,
+            name,
+            action,
+            format_time(rec.updated_at),
+            text,
+        ),
+    )
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if str(mode).lower() not in ("wal", "memory"):
+        raise sqlite3.OperationalError(f"database is locked (journal_mode stayed {mode})")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return any(marker in text for marker in _BUSY_MARKERS)
+
+
+def _map_error(exc: sqlite3.Error, doing: str) -> CheckpointError:
+    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+        return StoreBusyError(
+            message=f"the database stayed locked while {doing}; retry later ({exc})",
+            details={"doing": doing},
+        )
+    return StoreUnavailableError(
+        message=f"SQLite failed while {doing}: {exc}", details={"doing": doing}
+    )
+
+
+def _too_new(path: Path, version: int) -> StoreSchemaTooNewError:
+    return StoreSchemaTooNewError(
+        message=f"{path} has schema version {version}; this toolledger knows up to "
+        f"{LATEST_VERSION}. Upgrade toolledger to open it.",
+        details={"path": str(path), "version": version, "supported": LATEST_VERSION},
+    )

@@ -1,0 +1,328 @@
+"""Test helpers users can rely on: an in-memory store and the store contract suite.
+
+``MemoryStore`` keeps the same contract as ``SQLiteStore`` within one process (records
+are kept as their stored JSON, so nothing a caller mutates leaks in). ``check_store``
+runs toolledger's store contract suite against any backend.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .checkpoint.model import Action, CheckpointRecord, Status, check_time
+from .checkpoint.transitions import transition_between
+from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
+from .store._rows import load_record, prepare_op, status_values
+from .store.base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    HistoryEntry,
+    Op,
+    QuarantinedRow,
+    RemoveOperation,
+    RunRow,
+    Store,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["MemoryStore", "check_store"]
+
+
+class MemoryStore:
+    """An in-process ``Store`` for tests: the full contract, no durability.
+
+    ``rows`` exposes the stored JSON by key so tests can simulate corruption.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.rows: dict[tuple[str, str], str] = {}
+        self._history: dict[tuple[str, str], builtins.list[tuple[str, str, str]]] = {}
+        self._ops: dict[tuple[str, str], str] = {}
+        self._runs: dict[str, RunRow] = {}
+        self._events: dict[str, builtins.list[EventRow]] = {}
+        self._closed = False
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Mark the store closed. Idempotent."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError(message="MemoryStore is closed")
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def create_if_absent(
+        self, record: CheckpointRecord, *, durable: bool = True
+    ) -> tuple[bool, CheckpointRecord]:
+        """Store ``record`` unless its key exists."""
+        result: tuple[bool, CheckpointRecord] = self.apply([CreateCheckpoint(record)])[0]
+        return result
+
+    def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
+        """Return the stored record or ``None``."""
+        with self._lock:
+            self._check_open()
+            text = self.rows.get((namespace, call_id))
+        return None if text is None else load_record(text, namespace, call_id)
+
+    def compare_and_swap(
+        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
+    ) -> bool:
+        """Swap iff the stored revision is ``expected_revision``."""
+        return bool(self.apply([SwapCheckpoint(expected_revision, next)])[0])
+
+    def list(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        namespace: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[CheckpointRecord]:
+        """Return matching records, oldest first; invalid rows are skipped."""
+        statuses = status_values(status)
+        before = None if updated_before is None else check_time(updated_before, "updated_before")
+        with self._lock:
+            self._check_open()
+            items = builtins.list(self.rows.items())
+        out = []
+        for (ns, cid), text in items:
+            try:
+                rec = load_record(text, ns, cid)
+            except CheckpointError:
+                continue
+            if statuses is not None and rec.status.value not in statuses:
+                continue
+            if namespace is not None and ns != namespace:
+                continue
+            if before is not None and not rec.updated_at < before:
+                continue
+            out.append(rec)
+        out.sort(key=lambda r: (r.updated_at, r.binding.namespace, r.binding.call_id))
+        return out if limit is None else out[:limit]
+
+    def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
+        """Return stored rows that fail validation, untouched."""
+        with self._lock:
+            items = builtins.list(self.rows.items())
+        out = []
+        for (ns, cid), text in sorted(items):
+            try:
+                load_record(text, ns, cid)
+            except CheckpointError as exc:
+                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
+        return out if limit is None else out[:limit]
+
+    def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
+        """Return every transition of the key in order."""
+        with self._lock:
+            self._check_open()
+            rows = builtins.list(self._history.get((namespace, call_id), []))
+        out = []
+        for name, action, text in rows:
+            rec = load_record(text, namespace, call_id)
+            out.append(
+                HistoryEntry(
+                    revision=rec.revision,
+                    status=rec.status,
+                    transition=name,
+                    action=Action(action),
+                    at=rec.updated_at,
+                    record=rec,
+                )
+            )
+        return out
+
+    # -- batches -----------------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
+        """Run ``ops`` atomically (all or none)."""
+        prepared = [prepare_op(op) for op in ops]
+        with self._lock:
+            self._check_open()
+            snapshot = (
+                dict(self.rows),
+                {k: builtins.list(v) for k, v in self._history.items()},
+                dict(self._ops),
+                dict(self._runs),
+                {k: builtins.list(v) for k, v in self._events.items()},
+            )
+            try:
+                return [self._execute(op, extra) for op, extra in prepared]
+            except BaseException:
+                (self.rows, self._history, self._ops, self._runs, self._events) = snapshot
+                raise
+
+    def _execute(self, op: Op, extra: Any) -> Any:
+        if isinstance(op, CreateCheckpoint):
+            key = op.record.key
+            if key in self.rows:
+                return (False, load_record(self.rows[key], *key))
+            self.rows[key] = extra
+            self._history[key] = [("create_checkpoint", Action.EXECUTE.value, extra)]
+            return (True, op.record)
+        if isinstance(op, SwapCheckpoint):
+            key = op.next.key
+            text = self.rows.get(key)
+            if text is None:
+                return False
+            stored = json.loads(text)
+            if stored.get("revision") != op.expected_revision:
+                return False
+            name, action = transition_between(Status(stored["status"]), op.next.status)
+            self.rows[key] = extra
+            self._history.setdefault(key, []).append((name, action.value, extra))
+            return True
+        if isinstance(op, WriteOperation):
+            self._ops[(op.namespace, op.call_id)] = extra
+            return None
+        if isinstance(op, RemoveOperation):
+            return self._ops.pop((op.namespace, op.call_id), None) is not None
+        assert isinstance(op, AppendEvents)
+        run = self._runs.get(op.run_id)
+        if run is None:
+            raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+        if run.event_count != op.expected_count:
+            return False
+        if op.rows:
+            self._events.setdefault(op.run_id, []).extend(op.rows)
+            self._runs[op.run_id] = _replace_run(
+                run, event_count=op.expected_count + len(op.rows), head_hash=op.rows[-1].hash
+            )
+        return True
+
+    # -- operation journal -------------------------------------------------------------
+
+    def operation_write(
+        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
+    ) -> None:
+        """Set the call's operation-journal entry."""
+        self.apply([WriteOperation(namespace, call_id, data)])
+
+    def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
+        """Return the call's operation-journal entry or ``None``."""
+        with self._lock:
+            self._check_open()
+            text = self._ops.get((namespace, call_id))
+        return None if text is None else dict(json.loads(text))
+
+    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
+        """Remove the call's entry; return whether one existed."""
+        return bool(self.apply([RemoveOperation(namespace, call_id)])[0])
+
+    # -- runs and events ---------------------------------------------------------------
+
+    def create_run(self, run: RunRow, *, durable: bool = False) -> None:
+        """Store a new run."""
+        with self._lock:
+            self._check_open()
+            if run.run_id in self._runs:
+                raise InvalidArgumentError(
+                    message=f"run {run.run_id} exists already", details={"run_id": run.run_id}
+                )
+            self._runs[run.run_id] = run
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return the run or ``None``."""
+        with self._lock:
+            self._check_open()
+            return self._runs.get(run_id)
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        ended_at: str | None = None,
+        data: str | None = None,
+        durable: bool = False,
+    ) -> None:
+        """Update a run's status, end time or document."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None:
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+            changes = {
+                k: v
+                for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
+                if v is not None
+            }
+            self._runs[run_id] = _replace_run(run, **changes)
+
+    def list_runs(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[RunRow]:
+        """Return runs, newest first."""
+        with self._lock:
+            runs = [r for r in self._runs.values() if namespace in (None, r.namespace)]
+        runs.sort(key=lambda r: r.run_id)
+        runs.sort(key=lambda r: r.started_at, reverse=True)
+        return runs if limit is None else runs[:limit]
+
+    def append_events(
+        self,
+        run_id: str,
+        rows: Sequence[EventRow],
+        *,
+        expected_count: int,
+        durable: bool = False,
+    ) -> bool:
+        """Append iff the run holds ``expected_count`` events."""
+        return bool(self.apply([AppendEvents(run_id, tuple(rows), expected_count)])[0])
+
+    def read_events(
+        self, run_id: str, *, after_seq: int = -1, limit: int | None = None
+    ) -> builtins.list[EventRow]:
+        """Return the run's events after ``after_seq`` in order."""
+        with self._lock:
+            self._check_open()
+            rows = [r for r in self._events.get(run_id, []) if r.seq > after_seq]
+        return rows if limit is None else rows[:limit]
+
+
+def _replace_run(run: RunRow, **changes: Any) -> RunRow:
+    import dataclasses
+
+    return dataclasses.replace(run, **changes)
+
+
+def check_store(factory: Callable[[], Store]) -> None:
+    """Run the store contract suite against stores made by ``factory``.
+
+    Args:
+        factory: Returns a fresh, empty store each time it is called.
+
+    Raises:
+        AssertionError: listing every failed check by name.
+    """
+    from ._contract import CHECKS
+
+    failures = []
+    for check in CHECKS:
+        store = factory()
+        try:
+            check(store)
+        except Exception as exc:
+            failures.append(f"{check.__name__}: {type(exc).__name__}: {exc}")
+        finally:
+            store.close()
+    if failures:
+        raise AssertionError(
+            f"{len(failures)} of {len(CHECKS)} store checks failed:\n" + "\n".join(failures)
+        )
