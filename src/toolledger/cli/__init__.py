@@ -1,0 +1,36 @@
+"""The ``toolledger`` command: a thin layer over the public API.
+
+Data goes to stdout, diagnostics to stderr. Exit 0 on success, 1 on a failed check, 2 on
+usage errors (an unknown run id included). Commands live in one module per area and
+register themselves on ``main``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from ._common import CONTEXT_SETTINGS, db_option
+
+__all__ = ["main"]
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, prog_name="toolledger")
+@db_option
+@click.pass_context
+def main(ctx: click.Context, db: str | None) -> None:
+    """Inspect, export, verify and replay toolledger runs and checkpoints.
+
+    Example: toolledger --db .toolledger.db runs
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+def _register() -> None:
+    # Each area module adds its commands to ``main`` when imported.
+    from . import _admin, _journal, _otlp  # noqa: F401
+
+
+_register()

@@ -1,0 +1,1 @@
+"""CLI commands (filled in by its area)."""
