@@ -133,9 +133,12 @@ def _type_error(what: str, path: Any, why: str) -> InvalidArgumentError:
     )
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def compact_json(value: Any) -> str:
     """Encode ``value`` as compact JSON, key order kept, non-ASCII kept (the stored form)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 def check_bounds(

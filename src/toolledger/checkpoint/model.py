@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -31,7 +32,9 @@ __all__ = [
     "check_time",
     "fingerprint",
     "format_time",
+    "is_known_valid",
     "parse_time",
+    "remember_valid",
 ]
 
 SCHEMA_VERSION = 1
@@ -103,9 +106,21 @@ def check_time(value: object, name: str = "at") -> datetime:
     return value.astimezone(timezone.utc)
 
 
+# A record is serialised several times over its life (every transition re-dumps it, the
+# store writes its time columns too), and its times rarely change: remember the text.
+_TIME_TEXT: dict[datetime, str] = {}
+
+
 def format_time(value: datetime) -> str:
     """Return the stored form of a time: ISO-8601 in UTC with microseconds."""
-    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    text = _TIME_TEXT.get(value) if value.tzinfo is not None else None
+    if text is None:
+        text = value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        if value.tzinfo is not None:
+            if len(_TIME_TEXT) >= 4096:
+                _TIME_TEXT.clear()
+            _TIME_TEXT[value] = text
+    return text
 
 
 def parse_time(value: object, name: str) -> datetime:
@@ -197,8 +212,14 @@ class Result:
         return {"payload": self.payload, "is_error": self.is_error}
 
 
+class _WeakReferenceable:
+    """Lets slotted records be weakly referenced (for the known-valid registry below)."""
+
+    __slots__ = ("__weakref__",)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointRecord:
+class CheckpointRecord(_WeakReferenceable):
     """One tool call's persisted checkpoint, schema version 1.
 
     Build one with ``create_checkpoint``; change it only with the transition functions.
@@ -280,3 +301,24 @@ class Transition:
     expected_revision: int
     next: CheckpointRecord
     name: str
+
+
+# Records toolledger itself built or validated and whose contents nobody else holds: the
+# output of a transition (built from a valid record and checked arguments, with a private
+# copy of the result payload), a record loaded from a store, a validated payload-free
+# record (all of its fields are immutable). ``validate_checkpoint`` skips the walk for
+# them, so the hot path (get -> transition -> CAS) validates each record once. Keyed by
+# id() with weak values: an entry dies with its record, so an id is never confused with a
+# later object's.
+_KNOWN_VALID: weakref.WeakValueDictionary[int, CheckpointRecord] = weakref.WeakValueDictionary()
+
+
+def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
+    """Mark ``record`` as valid (see ``_KNOWN_VALID``) and return it."""
+    _KNOWN_VALID[id(record)] = record
+    return record
+
+
+def is_known_valid(record: object) -> bool:
+    """Return whether ``record`` itself (not an equal copy) was marked valid."""
+    return _KNOWN_VALID.get(id(record)) is record

@@ -19,6 +19,7 @@ evidence ``"journal-empty"`` (the operation journal proves the failure was pre-e
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -39,6 +40,8 @@ from .model import (
     Transition,
     check_identifier,
     check_time,
+    is_known_valid,
+    remember_valid,
 )
 from .validate import validate_checkpoint
 
@@ -139,8 +142,10 @@ def create_checkpoint(binding: Binding, *, at: datetime) -> CheckpointRecord:
     if not isinstance(binding, Binding):
         raise InvalidArgumentError(message="binding must be a Binding")
     when = check_time(at)
-    return CheckpointRecord(
-        binding=binding, status=Status.READY, revision=0, created_at=when, updated_at=when
+    return remember_valid(
+        CheckpointRecord(
+            binding=binding, status=Status.READY, revision=0, created_at=when, updated_at=when
+        )
     )
 
 
@@ -225,13 +230,15 @@ def complete_execution(
     shape = check_types(result, what="result")
     _check_status(rec, "complete_execution")
     _check_fence(rec.execution_fence, attempt_id, "execution", rec)
-    check_bounds(result, shape, max_bytes=limit, what="result")
+    text = check_bounds(result, shape, max_bytes=limit, what="result")
+    # Keep a private copy (exact: the JSON round trip of exact JSON is the identity), so a
+    # caller mutating its object later cannot change what is stored and re-delivered.
     return _move(
         rec,
         "complete_execution",
         when,
         uncertain_reason=None,
-        result=Result(payload=result, is_error=is_error),
+        result=Result(payload=json.loads(text), is_error=is_error),
         completed_at=when,
     )
 
@@ -394,4 +401,8 @@ def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> T
     nxt = dataclasses.replace(
         rec, status=rule.target, revision=rec.revision + 1, updated_at=when, **changes
     )
+    # Valid by construction (a valid record, checked arguments, the table's move). Its
+    # result payload is private when it is new or comes from a known-valid record.
+    if "result" in changes or rec.result is None or is_known_valid(rec):
+        remember_valid(nxt)
     return Transition(action=rule.action, expected_revision=rec.revision, next=nxt, name=name)

@@ -44,7 +44,9 @@ from .model import (
     Result,
     Status,
     check_identifier,
+    is_known_valid,
     parse_time,
+    remember_valid,
 )
 
 __all__ = ["validate_checkpoint"]
@@ -102,6 +104,8 @@ def validate_checkpoint(
         UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA`` when the schema version is another int.
         InvalidCheckpointError: ``INVALID_CHECKPOINT`` naming the first broken rule.
     """
+    if max_payload_bytes is None and is_known_valid(record):
+        return record  # type: ignore[return-value]
     limit = HARD_MAX_PAYLOAD_BYTES if max_payload_bytes is None else max_payload_bytes
     if isinstance(record, CheckpointRecord):
         _check_schema(record.schema_version)
@@ -127,6 +131,9 @@ def validate_checkpoint(
             check_bounds(rec.result.payload, shape, max_bytes=limit, what="result payload")
         except CheckpointError as exc:
             raise _invalid(rec.binding, exc) from exc
+    elif max_payload_bytes is None:
+        # Every field of a payload-free record is immutable: it stays valid.
+        remember_valid(rec)
     return rec
 
 

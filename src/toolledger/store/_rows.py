@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..checkpoint._json import check_bounds, check_types, compact_json
-from ..checkpoint.model import CheckpointRecord, Status, parse_time
+from ..checkpoint.model import CheckpointRecord, Status, parse_time, remember_valid
 from ..checkpoint.validate import validate_checkpoint
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
 from .base import (
@@ -61,18 +61,18 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
             f"{rec.binding.namespace}/{rec.binding.call_id} (left untouched)",
             details={"namespace": namespace, "call_id": call_id, "reason": "key mismatch"},
         )
-    return rec
+    return remember_valid(rec)  # its payload is ours: parsed from the row just now
 
 
 def check_next(expected_revision: int, next: CheckpointRecord) -> None:
-    """Refuse a CAS target that is not the next revision or not a valid record."""
+    """Refuse a CAS target that is not a valid record or not the next revision."""
+    validate_checkpoint(next)
     if type(expected_revision) is not int or next.revision != expected_revision + 1:
         raise InvalidArgumentError(
             message=f"next.revision ({next.revision}) must be expected_revision + 1 "
             f"({expected_revision!r} + 1)",
             details={"expected_revision": expected_revision, "revision": next.revision},
         )
-    validate_checkpoint(next)
 
 
 def dump_operation(data: Mapping[str, Any]) -> str:

@@ -1,0 +1,289 @@
+"""Benchmark: a whole checkpoint lifecycle on SQLite, toolledger vs. the raw SQL floor.
+
+A lifecycle is create, claim execution, complete execution, claim delivery, complete
+delivery: five committed writes. The *raw floor* runs the very same SQL statements on the
+same schema with no toolledger code at all (record JSON precomputed as strings), in the
+same run, interleaved batch by batch so both see the same machine. Reported per
+configuration (durability full/normal x 1/4 processes): median and p99 lifecycle latency,
+transitions (committed writes) per second, and the ratio toolledger / raw (target <= 1.3).
+
+With 4 processes every worker drives its own calls against one shared file; afterwards
+the bench checks that no write was lost: every call is ``delivered`` at revision 4 with a
+complete five-row history.
+
+Run: ``.venv/bin/python bench/bench_checkpoint.py [--lifecycles N]``. Prints a table;
+nothing here is asserted by the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import toolledger as tl
+from toolledger.checkpoint.model import format_time
+from toolledger.store import SQLiteStore
+from toolledger.store._rows import dump_record
+
+__all__ = ["main"]
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+RESULT = {"ok": True, "message_id": "msg-0001", "recipients": ["a@example.com"]}
+FINGERPRINT = tl.fingerprint({"to": "a@example.com", "subject": "hello"})
+BATCH = 25  # lifecycles per interleaved batch
+
+
+def _at(step: int) -> datetime:
+    return T0 + timedelta(milliseconds=step)
+
+
+def _binding(call_id: str) -> tl.Binding:
+    return tl.Binding("bench", call_id, "send_email", "1", FINGERPRINT)
+
+
+# -- toolledger ------------------------------------------------------------------------
+
+
+def _toolledger_lifecycle(store: SQLiteStore, call_id: str) -> None:
+    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    created, rec = store.create_if_absent(rec)
+    assert created
+    t = tl.claim_execution(rec, attempt_id="attempt-1", at=_at(1))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    t = tl.complete_execution(t.next, attempt_id="attempt-1", at=_at(2), result=RESULT)
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    t = tl.claim_delivery(t.next, delivery_id="delivery-1", at=_at(3))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    t = tl.complete_delivery(t.next, delivery_id="delivery-1", at=_at(4))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+
+
+# -- the raw floor: the same statements, no toolledger code -----------------------------
+
+_INSERT = (
+    "INSERT OR IGNORE INTO checkpoints "
+    "(namespace, call_id, status, revision, tool_name, updated_at, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_HISTORY = (
+    "INSERT INTO checkpoint_history "
+    "(namespace, call_id, revision, status, transition, action, at, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT = "SELECT status, revision FROM checkpoints WHERE namespace = ? AND call_id = ?"
+_UPDATE = (
+    "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ? , record = ? "
+    "WHERE namespace = ? AND call_id = ? AND revision = ?"
+)
+_STEPS = [
+    ("executing", "claim_execution", "execute"),
+    ("completed", "complete_execution", "deliver"),
+    ("delivering", "claim_delivery", "deliver"),
+    ("delivered", "complete_delivery", "none"),
+]
+
+
+def _precompute(call_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """Return, per call, the five stored JSON documents and their times (built up front)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for call_id in call_ids:
+        rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+        docs = [rec]
+        t = tl.claim_execution(rec, attempt_id="attempt-1", at=_at(1))
+        docs.append(t.next)
+        t = tl.complete_execution(t.next, attempt_id="attempt-1", at=_at(2), result=RESULT)
+        docs.append(t.next)
+        t = tl.claim_delivery(t.next, delivery_id="delivery-1", at=_at(3))
+        docs.append(t.next)
+        t = tl.complete_delivery(t.next, delivery_id="delivery-1", at=_at(4))
+        docs.append(t.next)
+        out[call_id] = [(dump_record(d), format_time(d.updated_at)) for d in docs]
+    return out
+
+
+def _raw_connect(path: Path, durability: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+    return conn
+
+
+def _raw_lifecycle(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    text, at = docs[0]
+    cur = conn.execute(_INSERT, ("bench", call_id, "ready", 0, "send_email", at, text))
+    assert cur.rowcount == 1
+    conn.execute(
+        _HISTORY,
+        ("bench", call_id, 0, "ready", "create_checkpoint", "execute", at, text),
+    )
+    conn.execute("COMMIT")
+    for revision, (status, name, action) in enumerate(_STEPS, start=1):
+        text, at = docs[revision]
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(_SELECT, ("bench", call_id)).fetchone()
+        assert row[1] == revision - 1
+        cur = conn.execute(_UPDATE, (status, revision, at, text, "bench", call_id, revision - 1))
+        assert cur.rowcount == 1
+        conn.execute(_HISTORY, ("bench", call_id, revision, status, name, action, at, text))
+        conn.execute("COMMIT")
+
+
+# -- one worker process ----------------------------------------------------------------
+
+
+def _worker(
+    path: str, durability: str, worker: int, n: int, barrier: Any, out: Any
+) -> None:  # pragma: no cover - runs in a child process
+    try:
+        raw_ids = [f"raw-{worker}-{i}" for i in range(n)]
+        tl_ids = [f"tl-{worker}-{i}" for i in range(n)]
+        docs = _precompute(raw_ids)
+        store = SQLiteStore(path, durability=durability, busy_timeout=30)  # type: ignore[arg-type]
+        conn = _raw_connect(Path(path), durability)
+        # Warm both paths (imports, statement cache, connection) outside the timings.
+        _toolledger_lifecycle(store, f"warm-tl-{worker}")
+        _raw_lifecycle(
+            conn, f"warm-raw-{worker}", _precompute([f"warm-raw-{worker}"])[f"warm-raw-{worker}"]
+        )
+        barrier.wait()
+        raw: list[float] = []
+        ours: list[float] = []
+        started = time.perf_counter()
+        for start in range(0, n, BATCH):
+            for call_id in raw_ids[start : start + BATCH]:
+                t0 = time.perf_counter()
+                _raw_lifecycle(conn, call_id, docs[call_id])
+                raw.append(time.perf_counter() - t0)
+            for call_id in tl_ids[start : start + BATCH]:
+                t0 = time.perf_counter()
+                _toolledger_lifecycle(store, call_id)
+                ours.append(time.perf_counter() - t0)
+        out.send(("ok", raw, ours, time.perf_counter() - started))
+        store.close()
+        conn.close()
+    except BaseException as exc:  # report, never hang the parent
+        out.send(("error", repr(exc), [], 0.0))
+        raise
+
+
+def _verify(path: Path, workers: int, n: int) -> list[str]:
+    """Return problems: any call not delivered at revision 4 with a full history."""
+    problems = []
+    with SQLiteStore(path) as store:
+        for prefix in ("tl", "raw"):
+            for w in range(workers):
+                for i in range(n):
+                    call_id = f"{prefix}-{w}-{i}"
+                    if prefix == "tl":
+                        rec = store.get("bench", call_id)
+                        if rec is None or rec.status is not tl.Status.DELIVERED:
+                            problems.append(f"{call_id}: {rec and rec.status}")
+                            continue
+                        if rec.revision != 4:
+                            problems.append(f"{call_id}: revision {rec.revision}")
+                    hist = store.history("bench", call_id)
+                    if [h.revision for h in hist] != [0, 1, 2, 3, 4]:
+                        problems.append(f"{call_id}: history {[h.revision for h in hist]}")
+    return problems
+
+
+def run_config(tmp: Path, durability: str, workers: int, n: int) -> dict[str, Any]:
+    """Run one configuration and return its measurements."""
+    path = tmp / f"bench-{durability}-{workers}.db"
+    SQLiteStore(path, durability=durability).close()  # type: ignore[arg-type]
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(str(path), durability, w, n, barrier, pipes[w][1]))
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    raw: list[float] = []
+    ours: list[float] = []
+    wall = 0.0
+    errors = []
+    for recv, _send in pipes:
+        kind, a, b, elapsed = recv.recv()
+        if kind != "ok":
+            errors.append(a)
+            continue
+        raw.extend(a)
+        ours.extend(b)
+        wall = max(wall, elapsed)
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            errors.append(f"worker exit code {p.exitcode}")
+    problems = [] if errors else _verify(path, workers, n)
+    return {
+        "durability": durability,
+        "workers": workers,
+        "raw": raw,
+        "ours": ours,
+        "wall": wall,
+        "errors": errors,
+        "problems": problems,
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every configuration and print the table; exit 1 on an error or lost update."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lifecycles", type=int, default=300, help="per process and side")
+    args = parser.parse_args(argv)
+    failed = False
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="toolledger-bench-") as tmp:
+        for durability in ("full", "normal"):
+            for workers in (1, 4):
+                n = args.lifecycles if workers == 1 else max(1, args.lifecycles // 2)
+                r = run_config(Path(tmp), durability, workers, n)
+                if r["errors"] or r["problems"]:
+                    failed = True
+                    print(f"{durability}/{workers}: errors={r['errors'][:3]}", file=sys.stderr)
+                    print(f"  lost updates: {r['problems'][:5]}", file=sys.stderr)
+                    continue
+                rows.append(r)
+    header = (
+        f"{'durability':<10} {'procs':>5} {'side':<10} {'median ms':>9} {'p99 ms':>8} "
+        f"{'trans/s':>8} {'ratio':>6}"
+    )
+    print("checkpoint lifecycle (create, claim, complete, claim delivery, complete delivery)")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        med_raw = statistics.median(r["raw"])
+        med_ours = statistics.median(r["ours"])
+        for side, values in (("raw floor", r["raw"]), ("toolledger", r["ours"])):
+            med = statistics.median(values)
+            # Throughput of this side alone: 5 writes per lifecycle, all processes together.
+            per_sec = 5 * r["workers"] / (sum(values) / len(values))
+            ratio = f"{med_ours / med_raw:6.2f}" if side == "toolledger" else ""
+            print(
+                f"{r['durability']:<10} {r['workers']:>5} {side:<10} {med * 1e3:9.3f} "
+                f"{_pct(values, 0.99) * 1e3:8.3f} {per_sec:8.0f} {ratio:>6}"
+            )
+        lost = "no errors, no lost updates" if not r["problems"] else "LOST UPDATES"
+        print(f"{'':<10} {'':>5} {lost} ({len(r['ours'])} + {len(r['raw'])} lifecycles)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
