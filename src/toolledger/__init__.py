@@ -42,6 +42,8 @@ from .errors import (
     TombstonedError,
     UnsupportedSchemaError,
 )
+from .journal import JournalWarning, Run, Step, run, traced
+from .journal._verify import VerifyReport, verify, verify_export
 from .store import SQLiteStore, Store, open_store
 
 __version__ = "0.1.0"
@@ -59,12 +61,15 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidTransitionError",
+    "JournalWarning",
     "NotFoundError",
     "OutcomeUnknownError",
     "PayloadLimitError",
     "Result",
+    "Run",
     "SQLiteStore",
     "Status",
+    "Step",
     "Store",
     "StoreBusyError",
     "StoreError",
@@ -73,6 +78,7 @@ __all__ = [
     "TombstonedError",
     "Transition",
     "UnsupportedSchemaError",
+    "VerifyReport",
     "__version__",
     "claim_delivery",
     "claim_execution",
@@ -85,5 +91,9 @@ __all__ = [
     "open_store",
     "release_delivery",
     "release_execution",
+    "run",
+    "traced",
     "validate_checkpoint",
+    "verify",
+    "verify_export",
 ]

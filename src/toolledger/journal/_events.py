@@ -1,0 +1,325 @@
+"""The journal's record format, canonical JSON, hashing and merging. Pure; no I/O.
+
+Stored layout (``EventRow.data``, compact JSON)::
+
+    {"header": {...}, "content": {...}}                       # a live record
+    {"header": {...}, "erased": {"at": ..., "reason": ...}}   # after retention
+
+The *header* is small and never erased: ``v, run_id, event_id, seq, parent_id, kind, name,
+status, phase`` (``start`` / ``end`` / ``point``), ``at``, ``justification_source``,
+``justification_missing``, ``checkpoint`` (``{"namespace", "call_id", "revision"}``),
+``trace_id``, ``span_id`` and ``content_sha256``. The *content* holds what users wrote:
+``inputs, outputs, justification, error, meta, approval, text, artifact``.
+
+Hashing (tamper evidence that survives erasure):
+
+- ``content_sha256 = sha256(canonical_json(content))``, stored in the header;
+- ``hash = sha256(prev_hash + canonical_json(header))`` where ``prev_hash`` is the previous
+  record's hash, and for ``seq`` 0 the run's *genesis* hash:
+  ``sha256(canonical_json(run_header))`` (run id, namespace, agent, start time and the hash
+  of the goal). Because the chain covers content *hashes*, erasing content keeps ``verify``
+  passing; editing content (or the header, or the order) breaks it.
+
+Canonical JSON is RFC 8785 (``toolledger.checkpoint.canonical_json``). ``canonical`` takes a
+fast path (``json.dumps(sort_keys=True)``) that is byte-identical when the value holds no
+float and no character outside the BMP; a property test pins that equality.
+
+Readers merge a step's start and end records into one *event* (``merge_records``).
+Unknown fields (a newer writer) are kept: unknown header/content keys appear in the merged
+event under ``extra``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..checkpoint import canonical_json
+
+__all__ = [
+    "CONTENT_KEYS",
+    "FORMAT_VERSION",
+    "HEADER_KEYS",
+    "KINDS",
+    "canonical",
+    "chain_hash",
+    "content_hash",
+    "erase_content",
+    "event_summary_text",
+    "merge_records",
+    "parse_record",
+    "run_genesis",
+]
+
+FORMAT_VERSION = 1
+
+#: Event kinds the journal writes (readers accept others, for newer writers).
+KINDS = ("step", "tool_call", "approval", "artifact", "note", "finish")
+
+HEADER_KEYS = frozenset(
+    {
+        "v",
+        "run_id",
+        "event_id",
+        "seq",
+        "parent_id",
+        "kind",
+        "name",
+        "status",
+        "phase",
+        "at",
+        "justification_source",
+        "justification_missing",
+        "checkpoint",
+        "trace_id",
+        "span_id",
+        "content_sha256",
+    }
+)
+CONTENT_KEYS = frozenset(
+    {"inputs", "outputs", "justification", "error", "meta", "approval", "text", "artifact"}
+)
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_dumps = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+
+
+def canonical(value: Any, *, maybe_float: bool = True) -> str:
+    """Return RFC 8785 canonical JSON of exact-JSON ``value``.
+
+    Args:
+        value: Exact JSON.
+        maybe_float: ``False`` promises that ``value`` holds no float; then the C encoder is
+            used (identical output unless a string holds a non-BMP character).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``value`` is not exact JSON.
+    """
+    if not maybe_float:
+        text: str = _dumps(value)
+        if not _ASTRAL.search(text):
+            return text
+    return canonical_json(value)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_hash(content: Mapping[str, Any], *, maybe_float: bool = True) -> str:
+    """Return the hex SHA-256 of ``content``'s canonical JSON."""
+    return _sha(canonical(content, maybe_float=maybe_float))
+
+
+def chain_hash(prev_hash: str | None, header_json: str) -> str:
+    """Return ``sha256(prev_hash + header_json)`` as hex (``prev_hash`` ``None`` is ``""``)."""
+    h = hashlib.sha256((prev_hash or "").encode("ascii"))
+    h.update(header_json.encode("utf-8"))
+    return h.hexdigest()
+
+
+def run_genesis(run_header: Mapping[str, Any]) -> str:
+    """Return the genesis hash of a run: the ``prev_hash`` of its record 0."""
+    return _sha(canonical(run_header))
+
+
+def _float_flag() -> tuple[list[bool], Any]:
+    seen = [False]
+
+    def parse_float(text: str) -> float:
+        seen[0] = True
+        return float(text)
+
+    return seen, parse_float
+
+
+def parse_record(data: str) -> tuple[dict[str, Any], bool]:
+    """Parse a stored record; return ``(document, contains_float)``.
+
+    Raises:
+        ValueError: the text is not a JSON object.
+    """
+    seen, parse_float = _float_flag()
+    doc = json.loads(data, parse_float=parse_float)
+    if not isinstance(doc, dict):
+        raise ValueError("a journal record must be a JSON object")
+    return doc, seen[0]
+
+
+def erase_content(event_data_json: str, *, at: str, reason: str) -> str:
+    """Return a stored record with its content removed and an ``erased`` marker.
+
+    The header (and so every hash input) is unchanged: ``verify`` still passes and reports
+    the record under ``content_erased``. Erasing an erased record keeps the first marker.
+
+    Args:
+        event_data_json: ``EventRow.data`` as stored.
+        at: When the content was erased (ISO-8601).
+        reason: Why (shown by readers and exports).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when the text is not a journal record.
+    """
+    from ..errors import InvalidArgumentError
+
+    try:
+        doc = json.loads(event_data_json)
+    except ValueError as exc:
+        raise InvalidArgumentError(message=f"not a journal record: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("header"), dict):
+        raise InvalidArgumentError(message="not a journal record: no header")
+    if not isinstance(at, str) or not isinstance(reason, str):
+        raise InvalidArgumentError(message="at and reason must be strings")
+    doc.pop("content", None)
+    doc.setdefault("erased", {"at": at, "reason": reason})
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+# -- merging records into events ---------------------------------------------------------
+
+
+def _duration_ms(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    except ValueError:
+        return None
+    return round(delta.total_seconds() * 1000.0, 3)
+
+
+def merge_records(
+    docs: Iterable[Mapping[str, Any]], *, goal: str | None = None, live: bool = False
+) -> list[dict[str, Any]]:
+    """Merge stored records (parsed, in ``seq`` order) into events, first-seen order.
+
+    Args:
+        docs: Parsed record documents (``{"header", "content"|"erased"}``).
+        goal: The run's goal, copied onto every event.
+        live: Whether the run may still be running; when ``False`` an event that never
+            ended is marked ``interrupted``.
+
+    Returns:
+        Event dicts: ``run_id, event_id, seq, parent_id, kind, name, goal, status,
+        started_at, ended_at, duration_ms, justification, justification_source,
+        justification_missing, inputs, outputs, artifacts, approval, error, text, meta,
+        checkpoint, trace_id, span_id, erased, interrupted, extra``.
+    """
+    events: dict[str, dict[str, Any]] = {}
+    order: list[dict[str, Any]] = []
+    for doc in docs:
+        header = doc.get("header") or {}
+        content = doc.get("content") or {}
+        event_id = str(header.get("event_id"))
+        phase = header.get("phase", "point")
+        ev = events.get(event_id)
+        if ev is None or phase != "end":
+            ev = _new_event(header, goal)
+            events[event_id] = ev
+            order.append(ev)
+        _merge_one(ev, header, content, doc.get("erased"), phase)
+        if header.get("kind") == "artifact" and phase != "end":
+            parent = events.get(str(header.get("parent_id")))
+            if parent is not None and content.get("artifact") is not None:
+                parent["artifacts"].append(content["artifact"])
+    for ev in order:
+        if ev["status"] == "running" and not live:
+            ev["interrupted"] = True
+        ev["duration_ms"] = _duration_ms(ev["started_at"], ev["ended_at"])
+    return order
+
+
+def _new_event(header: Mapping[str, Any], goal: str | None) -> dict[str, Any]:
+    source = header.get("justification_source")
+    return {
+        "run_id": header.get("run_id"),
+        "event_id": header.get("event_id"),
+        "seq": header.get("seq"),
+        "parent_id": header.get("parent_id"),
+        "kind": header.get("kind"),
+        "name": header.get("name"),
+        "goal": goal,
+        "status": header.get("status"),
+        "started_at": header.get("at"),
+        "ended_at": None,
+        "duration_ms": None,
+        "justification": None,
+        "justification_source": source,
+        "justification_missing": bool(header.get("justification_missing", False)),
+        "inputs": None,
+        "outputs": None,
+        "artifacts": [],
+        "approval": None,
+        "error": None,
+        "text": None,
+        "meta": {"justification_source": source} if source else {},
+        "checkpoint": None,
+        "trace_id": None,
+        "span_id": None,
+        "erased": None,
+        "interrupted": False,
+        "extra": {},
+    }
+
+
+def _merge_one(
+    ev: dict[str, Any],
+    header: Mapping[str, Any],
+    content: Mapping[str, Any],
+    erased: Any,
+    phase: str,
+) -> None:
+    ev["status"] = header.get("status", ev["status"])
+    if phase in ("end", "point"):
+        ev["ended_at"] = header.get("at")
+    for key in ("checkpoint", "trace_id", "span_id"):
+        if header.get(key) is not None:
+            ev[key] = header[key]
+    if erased is not None:
+        ev["erased"] = erased
+    for key, value in content.items():
+        if key == "outputs" and isinstance(value, dict) and isinstance(ev["outputs"], dict):
+            ev["outputs"] = {**ev["outputs"], **value}
+        elif key == "meta" and isinstance(value, dict):
+            ev["meta"] = {**ev["meta"], **value}
+        elif key in CONTENT_KEYS:
+            ev[key] = value
+        else:
+            ev["extra"][key] = value
+    for key, value in header.items():
+        if key not in HEADER_KEYS:
+            ev["extra"][key] = value
+
+
+def event_summary_text(ev: Mapping[str, Any]) -> str:
+    """Return the searchable text of a merged event (names, intent, values; no raw JSON)."""
+    parts: list[str] = []
+    stack: list[Any] = [
+        ev.get("name"),
+        ev.get("kind"),
+        ev.get("status"),
+        ev.get("justification"),
+        ev.get("text"),
+        ev.get("error"),
+        ev.get("approval"),
+        ev.get("inputs"),
+        ev.get("outputs"),
+        ev.get("artifacts"),
+    ]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            parts.append(str(item))
+    return " ".join(reversed(parts))

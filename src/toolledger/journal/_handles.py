@@ -1,0 +1,383 @@
+"""Live events: ``EventHandle`` (the internal API), ``Step`` (the user's context manager).
+
+Rules this module keeps:
+
+- ``Run._begin_event(kind, name, ...)`` writes the event's *start* record, starts its span
+  and pushes the handle on the context-variable stack, so events begun inside it (in this
+  thread or asyncio task, and in tasks created from it) get it as ``parent_id``. Threads
+  and tasks each keep their own stack.
+- ``EventHandle.update(...)`` merges facts learned mid-flight (outputs, meta, the
+  checkpoint link); they are written with the *end* record. Nothing hashed is updated in
+  place: the journal is append-only.
+- ``EventHandle.end(status, ...)`` writes the end record, ends the span and pops the stack.
+  Ending twice is a no-op.
+- An exception inside ``with run.step(...)`` is recorded (type, message) as a failed event
+  and re-raised unchanged; ``KeyboardInterrupt`` and cancellation record ``cancelled``.
+- Telemetry calls are guarded by the run: they can never raise into the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mimetypes
+import os
+import time
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CheckpointError, InvalidArgumentError
+from ..telemetry._hooks import NoopSpan, SpanHandle
+from ._values import to_json
+
+if TYPE_CHECKING:
+    from ._run import Run
+
+__all__ = ["Artifact", "EventHandle", "Step", "current_stack", "error_info"]
+
+#: The stack of open events in this context (innermost last), across runs.
+_STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack", default=())
+
+_NOOP_SPAN = NoopSpan()
+
+
+def current_stack() -> tuple[EventHandle, ...]:
+    """Return the open events of the current context, innermost last."""
+    return _STACK.get()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifact:
+    """An artifact recorded by hash: the bytes stay where they were."""
+
+    name: str
+    sha256: str
+    size: int
+    media_type: str | None
+    path: str | None
+    event_id: str
+
+
+def error_info(error: BaseException | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Return the journal form of an error: ``{"type", "message"}`` (+ ``code``)."""
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        tp = type(error)
+        info: dict[str, Any] = {"type": tp.__qualname__, "message": _safe_str(error)}
+        if tp.__module__ not in ("builtins", "__main__"):
+            info["module"] = tp.__module__
+        if isinstance(error, CheckpointError):
+            info["code"] = error.code
+        return info
+    value, _ = to_json(dict(error))
+    return dict(value)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)[:4000]
+    except Exception:
+        return f"<unprintable {type(exc).__qualname__}>"
+
+
+class EventHandle:
+    """A journal event in flight (a step, tool call, approval …).
+
+    Attributes:
+        event_id: 128-bit id (32 hex digits).
+        kind, name: What the event is.
+        parent_id: The enclosing event, or ``None`` at the run's top level.
+        span: Its telemetry ``SpanHandle`` (a no-op span without telemetry).
+    """
+
+    __slots__ = (
+        "_checkpoint",
+        "_ended",
+        "_floats",
+        "_meta",
+        "_outputs",
+        "event",
+        "event_id",
+        "kind",
+        "name",
+        "parent_id",
+        "run",
+        "span",
+        "started",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        event_id: str,
+        kind: str,
+        name: str,
+        parent_id: str | None,
+        event: dict[str, Any],
+        floats: bool,
+        checkpoint: dict[str, Any] | None,
+    ) -> None:
+        self.run = run
+        self.event_id = event_id
+        self.kind = kind
+        self.name = name
+        self.parent_id = parent_id
+        self.event = event  # the telemetry/event dict, completed at the end
+        self.span: SpanHandle = _NOOP_SPAN
+        self.started = time.monotonic()
+        self._outputs: dict[str, Any] = {}
+        self._meta: dict[str, Any] = {}
+        self._checkpoint = checkpoint
+        self._floats = floats
+        self._ended = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether ``end`` was called."""
+        return self._ended
+
+    def update(
+        self,
+        *,
+        outputs: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Merge facts learned mid-flight; they are written with the end record.
+
+        Args:
+            outputs: Merged into the event's outputs (later keys win).
+            meta: Merged into the event's meta.
+            checkpoint: The checkpoint link ``{"namespace", "call_id", "revision"}``.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when a mapping argument is not one.
+        """
+        if outputs:
+            value, floats = to_json(_mapping(outputs, "outputs"))
+            self._outputs.update(value)
+            self._floats |= floats
+        if meta:
+            value, floats = to_json(_mapping(meta, "meta"))
+            self._meta.update(value)
+            self._floats |= floats
+        if checkpoint is not None:
+            self._checkpoint = _checkpoint_link(checkpoint)
+        if (checkpoint is not None or meta) and self.span is not _NOOP_SPAN:
+            facts: dict[str, Any] = dict(self._meta)
+            if self._checkpoint is not None:
+                facts["checkpoint"] = self._checkpoint
+            self.run._safe_telemetry(self.span.update, facts)
+
+    def end(
+        self,
+        status: str,
+        *,
+        outputs: Mapping[str, Any] | None = None,
+        error: BaseException | Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the end record, end the span and pop the context stack.
+
+        Args:
+            status: ``completed``, ``failed``, ``refused``, ``replayed``, ``cancelled`` …
+            outputs: Merged into the outputs recorded so far.
+            error: An exception or a JSON-able dict describing the failure.
+            meta: Merged into meta.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
+        """
+        if self._ended:
+            return
+        _check_status(status)
+        self.update(outputs=outputs, meta=meta)
+        self._ended = True
+        _pop(self)
+        self.run._end_event(self, status, error)
+
+
+def _pop(handle: EventHandle) -> None:
+    stack = _STACK.get()
+    if stack and stack[-1] is handle:
+        _STACK.set(stack[:-1])
+    elif handle in stack:
+        _STACK.set(tuple(h for h in stack if h is not handle))
+
+
+def _push(handle: EventHandle) -> None:
+    _STACK.set((*_STACK.get(), handle))
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(message=f"{what} must be a mapping; got {type(value).__name__}")
+    return value
+
+
+def _check_status(status: object) -> None:
+    if not isinstance(status, str) or not status or len(status) > 64:
+        raise InvalidArgumentError(message=f"status must be a short non-empty str; got {status!r}")
+
+
+def _checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(link, Mapping):
+        raise InvalidArgumentError(message="checkpoint must be a mapping")
+    out = {
+        "namespace": link.get("namespace"),
+        "call_id": link.get("call_id"),
+        "revision": link.get("revision"),
+    }
+    if not isinstance(out["namespace"], str) or not isinstance(out["call_id"], str):
+        raise InvalidArgumentError(message="checkpoint needs str namespace and call_id")
+    rev = out["revision"]
+    if rev is not None and (type(rev) is not int or rev < 0):
+        raise InvalidArgumentError(message="checkpoint revision must be a non-negative int")
+    return out
+
+
+class Step:
+    """``with run.step(...) as step`` (sync or async): one recorded step.
+
+    The step starts when the block is entered and ends when it is left: ``completed``, or
+    ``failed`` with the exception's type and message (the exception is re-raised).
+    """
+
+    __slots__ = ("_activation", "_handle", "_spec", "run")
+
+    def __init__(self, run: Run, spec: dict[str, Any]) -> None:
+        self.run = run
+        self._spec = spec
+        self._handle: EventHandle | None = None
+        self._activation: contextlib.AbstractContextManager[None] | None = None
+
+    @property
+    def handle(self) -> EventHandle:
+        """The live event (after the block is entered).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` before the step started.
+        """
+        if self._handle is None:
+            raise InvalidArgumentError(message="the step has not started (use it in a with)")
+        return self._handle
+
+    @property
+    def event_id(self) -> str:
+        """The step's event id."""
+        return self.handle.event_id
+
+    def __enter__(self) -> Step:
+        self._handle = self.run._begin_event("step", **self._spec)
+        self._activation = self.run._activate(self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.run._deactivate(self._activation, exc_type, exc, tb)
+        handle = self.handle
+        if exc is None:
+            handle.end("completed")
+        elif isinstance(exc, Exception):
+            handle.end("failed", error=exc)
+        else:
+            handle.end("cancelled", error=exc)
+        self.run._writer_maybe_flush()
+
+    async def __aenter__(self) -> Step:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def record_output(self, **outputs: Any) -> None:
+        """Record outputs (merged; later keys win). Non-JSON values get markers."""
+        self.handle.update(outputs=outputs)
+
+    def note(self, text: str) -> str:
+        """Record a note inside this step; return its event id.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when ``text`` is not a str.
+        """
+        return self.run._point("note", "note", parent=self.handle, text=text)
+
+    def add_artifact(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        *,
+        name: str,
+        media_type: str | None = None,
+    ) -> Artifact:
+        """Record an artifact of this step by SHA-256, size and media type.
+
+        The bytes stay where they are (a file is read once to hash it); the journal keeps
+        the hash, the size, the media type and, for a file, its absolute path.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
+        """
+        return self.run._artifact(path_or_bytes, name=name, media_type=media_type, parent=self)
+
+
+def hash_artifact(
+    path_or_bytes: str | os.PathLike[str] | bytes, name: str, media_type: str | None
+) -> dict[str, Any]:
+    """Return the artifact's journal form; the bytes are hashed, never copied.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(message="artifact name must be a non-empty str")
+    if media_type is not None and not isinstance(media_type, str):
+        raise InvalidArgumentError(message="media_type must be a str or None")
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+        return {
+            "name": name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "media_type": media_type or "application/octet-stream",
+            "path": None,
+        }
+    if not isinstance(path_or_bytes, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            message=f"an artifact is a path or bytes; got {type(path_or_bytes).__name__}"
+        )
+    path = Path(path_or_bytes).resolve()
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            message=f"cannot read artifact {str(path)!r}: {exc.strerror or exc}",
+            details={"path": str(path)},
+        ) from exc
+    guessed = mimetypes.guess_type(path.name)[0]
+    return {
+        "name": name,
+        "sha256": digest.hexdigest(),
+        "size": size,
+        "media_type": media_type or guessed or "application/octet-stream",
+        "path": str(path),
+    }

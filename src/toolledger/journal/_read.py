@@ -1,0 +1,146 @@
+"""Read a stored run back: its row, its document, its records and merged events.
+
+Readers only read the store. A run whose status is still ``running`` is *live* only when
+its writer process is alive on this host; otherwise it crashed, and events it left
+``running`` are shown as interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgumentError, NotFoundError
+from ..store import Store, open_store
+from ..store.base import EventRow, RunRow
+from ._events import merge_records, parse_record
+
+__all__ = ["RunView", "iter_rows", "load_run", "run_document", "store_for"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """A stored run as readers see it."""
+
+    row: RunRow
+    doc: dict[str, Any]
+    rows: list[EventRow]
+    events: list[dict[str, Any]]
+    live: bool
+
+    @property
+    def status(self) -> str:
+        """``running``, ``completed``, ``failed`` or ``interrupted`` (crashed)."""
+        if self.row.status == "running" and not self.live:
+            return "interrupted"
+        return self.row.status
+
+
+def run_document(row: RunRow) -> dict[str, Any]:
+    """Return the run's stored JSON document (``{}`` when unreadable)."""
+    try:
+        doc = json.loads(row.data)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _is_live(row: RunRow, doc: dict[str, Any]) -> bool:
+    if row.status != "running":
+        return False
+    pid = doc.get("pid")
+    if doc.get("host") != socket.gethostname() or type(pid) is not int:
+        return True  # cannot tell from here; assume it still runs
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def store_for(db: Any) -> tuple[Store, bool]:
+    """Return ``(store, owned)`` for ``db`` (owned stores are closed by the caller)."""
+    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
+        return db, False
+    return open_store(db), True
+
+
+def iter_rows(store: Store, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
+    """Yield the run's records in ``seq`` order, ``batch`` at a time."""
+    after = -1
+    while True:
+        rows = store.read_events(run_id, after_seq=after, limit=batch)
+        yield from rows
+        if len(rows) < batch:
+            return
+        after = rows[-1].seq
+
+
+def get_run_row(store: Store, run_id: str) -> RunRow:
+    """Return the run row.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+    """
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgumentError(message=f"run_id must be a non-empty str; got {run_id!r}")
+    row = store.get_run(run_id)
+    if row is None:
+        raise NotFoundError(
+            message=f"no run {run_id!r} in this database", details={"run_id": run_id}
+        )
+    return row
+
+
+def load_run(db: Any, run_id: str, *, progress: Callable[[int], None] | None = None) -> RunView:
+    """Read a run and merge its records into events.
+
+    Args:
+        db: A ``Store``, path or URL.
+        run_id: The run.
+        progress: Called with the number of records read so far, per batch.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+    """
+    store, owned = store_for(db)
+    try:
+        row = get_run_row(store, run_id)
+        rows: list[EventRow] = []
+        for r in iter_rows(store, run_id):
+            rows.append(r)
+            if progress is not None and len(rows) % 5000 == 0:
+                progress(len(rows))
+    finally:
+        if owned:
+            store.close()
+    doc = run_document(row)
+    live = _is_live(row, doc)
+    docs = []
+    for r in rows:
+        try:
+            docs.append(parse_record(r.data)[0])
+        except ValueError:
+            docs.append({"header": _header_from_row(r), "content": {}, "unreadable": True})
+    goal = (doc.get("content") or {}).get("goal", row.goal)
+    events = merge_records(docs, goal=goal, live=live)
+    return RunView(row=row, doc=doc, rows=rows, events=events, live=live)
+
+
+def _header_from_row(r: EventRow) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "event_id": r.event_id,
+        "seq": r.seq,
+        "parent_id": r.parent_id,
+        "kind": r.kind,
+        "name": r.name,
+        "status": r.status,
+        "at": r.at,
+    }

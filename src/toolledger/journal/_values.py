@@ -1,0 +1,173 @@
+"""Convert arbitrary Python values into exact JSON for the journal. Pure; no I/O.
+
+Rules this module keeps:
+
+- Exact JSON (``None``, ``bool``, ``str``, safe ``int``, finite ``float``, ``list``, ``dict``
+  with ``str`` keys) passes through unchanged (containers are copied).
+- Anything else is converted *with a marker* so that nothing is invented and nothing is
+  written as invalid JSON: ``{"$float": "NaN"}``, ``{"$int": "123…"}`` (outside ±(2**53-1)),
+  ``{"$bytes": n, "sha256": …}``, ``{"$type": "datetime", "value": iso}``,
+  ``{"$cycle": true}``, ``{"$truncated": "depth"}``, ``{"$repr": …, "$type": qualname}``.
+  Tuples and sets become lists; a dict with non-``str`` keys becomes
+  ``{"$dict": [[key, value], …]}``; dataclasses and objects with ``model_dump()`` (pydantic)
+  become their fields with a ``"$type"`` entry.
+- Strings that are not valid Unicode (lone surrogates) are replaced with a marker
+  ``{"$str": <escaped>}``.
+- The walk is bounded (``MAX_DEPTH`` levels), so it never hits Python's recursion limit.
+
+``to_json`` also reports whether the result contains a float, so that the hashing code can
+take the fast path (``json.dumps(sort_keys=True)`` equals RFC 8785 output without floats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import hashlib
+import math
+import os
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "to_json"]
+
+#: Nesting beyond this many levels is replaced by ``{"$truncated": "depth"}``.
+MAX_DEPTH = 64
+_MAX_SAFE_INT = 2**53 - 1
+_REPR_LIMIT = 500
+
+
+class _Walk:
+    __slots__ = ("floats", "on_path")
+
+    def __init__(self) -> None:
+        self.floats = False
+        self.on_path: set[int] = set()
+
+
+def to_json(value: Any) -> tuple[Any, bool]:
+    """Return ``(exact_json_value, contains_float)`` for any Python value.
+
+    Never raises for a value's content; conversions are marked (see the module docstring).
+    """
+    walk = _Walk()
+    out = _convert(value, walk, 0)
+    return out, walk.floats
+
+
+def _convert(value: Any, walk: _Walk, depth: int) -> Any:
+    tp = type(value)
+    if value is None or tp is bool:
+        return value
+    if tp is str:
+        return _str(value)
+    if tp is int:
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return value
+        return {"$int": str(value)}
+    if tp is float:
+        if math.isfinite(value):
+            walk.floats = True
+            return value
+        return {"$float": repr(value).replace("inf", "Infinity").replace("nan", "NaN")}
+    if depth >= MAX_DEPTH:
+        return {"$truncated": "depth"}
+    if tp is dict or tp is list or tp is tuple or isinstance(value, (Mapping, list, tuple)):
+        ident = id(value)
+        if ident in walk.on_path:
+            return {"$cycle": True}
+        walk.on_path.add(ident)
+        try:
+            if isinstance(value, Mapping):
+                items = list(value.items())
+                if all(type(k) is str for k, _ in items):
+                    return {_str_key(k): _convert(v, walk, depth + 1) for k, v in items}
+                return {
+                    "$dict": [
+                        [_convert(k, walk, depth + 1), _convert(v, walk, depth + 1)]
+                        for k, v in items
+                    ]
+                }
+            return [_convert(v, walk, depth + 1) for v in value]
+        finally:
+            walk.on_path.discard(ident)
+    return _other(value, walk, depth)
+
+
+def _other(value: Any, walk: _Walk, depth: int) -> Any:
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, enum.Enum):
+        return {"$type": _qualname(value), "value": _convert(value.value, walk, depth + 1)}
+    if isinstance(value, int):
+        return _convert(int(value), walk, depth)
+    if isinstance(value, float):
+        return _convert(float(value), walk, depth)
+    if isinstance(value, str):
+        return _str(str(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return {"$bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return {"$type": type(value).__name__, "value": value.isoformat()}
+    if isinstance(value, _dt.timedelta):
+        walk.floats = True
+        return {"$type": "timedelta", "seconds": value.total_seconds()}
+    if isinstance(value, (Decimal, uuid.UUID)):
+        return {"$type": type(value).__name__, "value": str(value)}
+    if isinstance(value, os.PathLike):
+        return {"$type": "path", "value": _str(os.fspath(value))}
+    if isinstance(value, (set, frozenset)):
+        items = [_convert(v, walk, depth + 1) for v in value]
+        items.sort(key=repr)  # a stable order for an unordered set
+        return items
+    ident = id(value)
+    if ident in walk.on_path:
+        return {"$cycle": True}
+    walk.on_path.add(ident)
+    try:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            out = {k: _convert(v, walk, depth + 1) for k, v in fields.items()}
+            return {"$type": _qualname(value), **out}
+        dump = getattr(value, "model_dump", None)
+        if callable(dump):
+            try:
+                dumped = dump(mode="json")
+            except Exception:
+                dumped = None
+            if dumped is not None:
+                return {"$type": _qualname(value), "value": _convert(dumped, walk, depth + 1)}
+    finally:
+        walk.on_path.discard(ident)
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not break recording
+        text = f"<unrepresentable: {type(exc).__name__}>"
+    if len(text) > _REPR_LIMIT:
+        text = text[:_REPR_LIMIT] + "…"
+    return {"$type": _qualname(value), "$repr": _str(text)}
+
+
+def _qualname(value: Any) -> str:
+    tp = type(value)
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+def _str(s: str) -> Any:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return {"$str": s.encode("utf-8", "backslashreplace").decode("utf-8")}
+    return s
+
+
+def _str_key(s: str) -> str:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return s

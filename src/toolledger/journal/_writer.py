@@ -1,0 +1,278 @@
+"""The per-run buffered chain writer: sequence numbers, hashes, batched appends.
+
+Rules this module keeps:
+
+- Every record gets its ``seq`` and ``hash`` under the run's lock, in call order, so the
+  chain is total even when threads of one run write concurrently.
+- Records are buffered and appended in batches with ``Store.append_events`` (relaxed
+  durability, one transaction per batch). A batch is written when ``flush()`` is called
+  (step end when the buffer is large or old, around tool calls, approvals, run end, process
+  exit) and by a background flusher at most ``FLUSH_INTERVAL`` seconds after a record was
+  buffered. So a process crash loses at most the records of the last ``FLUSH_INTERVAL``;
+  a committed batch survives a process crash (SQLite WAL, ``synchronous=NORMAL``) but not
+  necessarily a power failure.
+- ``append_events`` is compare-and-append on the run's event count. When another writer
+  (another process resuming the same run) appended first, pending records are re-chained
+  after the new head and appended again: nothing is lost and the chain stays valid.
+- A storage failure never raises into the agent: it is handed to ``on_error`` and the
+  records stay buffered for the next attempt (bounded by ``MAX_PENDING``; older ones are
+  then dropped and reported). Strict runs flush at each record and raise instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CheckpointError, StoreUnavailableError
+from ..store.base import EventRow, Store
+from ._events import canonical, chain_hash
+
+__all__ = ["FLUSH_INTERVAL", "FLUSH_RECORDS", "MAX_PENDING", "ChainWriter", "flush_all"]
+
+#: A buffered record is written at most this many seconds after it was buffered.
+FLUSH_INTERVAL = 0.1
+#: Step ends flush once this many records are buffered.
+FLUSH_RECORDS = 512
+#: Records kept buffered while the store keeps failing; beyond this the oldest are dropped.
+MAX_PENDING = 100_000
+
+
+class _Pending:
+    __slots__ = ("content_json", "header", "row")
+
+    def __init__(self, header: dict[str, Any], content_json: str, row: EventRow) -> None:
+        self.header = header
+        self.content_json = content_json
+        self.row = row
+
+
+def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRow:
+    header_json = canonical(header, maybe_float=False)
+    digest = chain_hash(prev, header_json)
+    return EventRow(
+        run_id=header["run_id"],
+        seq=header["seq"],
+        event_id=header["event_id"],
+        parent_id=header["parent_id"],
+        kind=header["kind"],
+        name=header["name"],
+        status=header["status"],
+        at=header["at"],
+        prev_hash=prev,
+        hash=digest,
+        data='{"header":' + header_json + ',"content":' + content_json + "}",
+    )
+
+
+class ChainWriter:
+    """Assign ``seq``/``hash`` to a run's records and append them in batches.
+
+    Args:
+        store: Where records go.
+        run_id: The run.
+        head: The hash records chain from (the genesis hash, or the stored head).
+        genesis: The run's genesis hash (the ``prev_hash`` of record 0).
+        count: Records already stored for the run.
+        strict: Flush at every record and raise storage failures.
+        on_error: Called with each storage failure (non-strict).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        head: str,
+        genesis: str,
+        count: int,
+        strict: bool,
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.genesis = genesis
+        self.lock = threading.RLock()
+        self.head = head
+        self.next_seq = count
+        self.stored_count = count
+        self.stored_head = head
+        self.strict = strict
+        self._on_error = on_error
+        self._pending: list[_Pending] = []
+        self._oldest = 0.0
+        self.dropped = 0
+        _LIVE.add(self)
+
+    @property
+    def pending(self) -> int:
+        """Records buffered and not yet stored."""
+        return len(self._pending)
+
+    def append(self, header: dict[str, Any], content_json: str) -> EventRow:
+        """Chain one record (``header`` lacks ``seq``) and buffer it; return its row."""
+        with self.lock:
+            header["seq"] = self.next_seq
+            row = _row(header, content_json, self.head)
+            if not self._pending:
+                self._oldest = time.monotonic()
+                _ensure_flusher()
+            self._pending.append(_Pending(header, content_json, row))
+            self.head = row.hash
+            self.next_seq += 1
+            if self.strict:
+                self.flush()
+            return row
+
+    def maybe_flush(self) -> None:
+        """Flush when the buffer is large or old (called at step ends)."""
+        if self._pending and (
+            len(self._pending) >= FLUSH_RECORDS or time.monotonic() - self._oldest >= FLUSH_INTERVAL
+        ):
+            self.flush()
+
+    def flush(self) -> bool:
+        """Append every buffered record; return whether the buffer is now empty.
+
+        Raises:
+            StoreError: only in strict mode.
+        """
+        with self.lock:
+            if not self._pending:
+                return True
+            try:
+                self._append_pending()
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self._on_error(exc)
+                self._bound_pending()
+                return False
+            return True
+
+    def _append_pending(self) -> None:
+        for _attempt in range(10):
+            rows = [p.row for p in self._pending]
+            if self.store.append_events(
+                self.run_id, rows, expected_count=self.stored_count, durable=False
+            ):
+                self.stored_count += len(rows)
+                self.stored_head = rows[-1].hash
+                self._pending = []
+                return
+            self._rechain()
+        raise StoreUnavailableError(
+            message=f"could not append journal records to run {self.run_id}: "
+            "other writers kept appending first",
+            details={"run_id": self.run_id},
+        )
+
+    def _rechain(self) -> None:
+        """Another writer appended: chain our pending records after the stored head."""
+        run = self.store.get_run(self.run_id)
+        if run is None:
+            raise StoreUnavailableError(
+                message=f"run {self.run_id} vanished from the store",
+                details={"run_id": self.run_id},
+            )
+        prev: str = (run.head_hash or self.genesis) if run.event_count else self.genesis
+        seq = run.event_count
+        for p in self._pending:
+            p.header["seq"] = seq
+            p.row = _row(p.header, p.content_json, prev)
+            prev = p.row.hash
+            seq += 1
+        self.stored_count = run.event_count
+        self.head = prev
+        self.next_seq = seq
+
+    def _bound_pending(self) -> None:
+        excess = len(self._pending) - MAX_PENDING
+        if excess > 0:
+            # The chain of what remains no longer links to the store: verify will name
+            # the gap. Reported through on_error, never silent.
+            del self._pending[:excess]
+            self.dropped += excess
+            self._on_error(
+                StoreUnavailableError(
+                    message=f"dropped {excess} journal records of run {self.run_id}: "
+                    "the store kept failing",
+                    details={"run_id": self.run_id, "dropped": excess},
+                )
+            )
+
+    def close(self) -> None:
+        """Flush and stop background flushing for this run."""
+        try:
+            self.flush()
+        finally:
+            _LIVE.discard(self)
+
+
+# -- background flushing -----------------------------------------------------------------
+
+_LIVE: weakref.WeakSet[ChainWriter] = weakref.WeakSet()
+_flusher_lock = threading.Lock()
+_flusher: threading.Thread | None = None
+
+
+def flush_all() -> None:
+    """Flush every live run's buffer (used at process exit and by the flusher)."""
+    for writer in list(_LIVE):
+        try:
+            writer.flush()
+        except CheckpointError:
+            pass  # strict writers raise at their own call sites, not here
+        except Exception:  # never raise from a background flush
+            pass
+
+
+def _flusher_loop() -> None:
+    global _flusher
+    while True:
+        time.sleep(FLUSH_INTERVAL / 2)
+        writers = list(_LIVE)
+        if not writers:
+            with _flusher_lock:
+                if not _LIVE:
+                    _flusher = None
+                    return
+            continue
+        now = time.monotonic()
+        for writer in writers:
+            # Never wait on a run's lock: a step holding it will flush by itself.
+            old = writer._pending and now - writer._oldest >= FLUSH_INTERVAL
+            if old and writer.lock.acquire(blocking=False):
+                try:
+                    writer.flush()
+                except Exception:  # a background flush never raises
+                    pass
+                finally:
+                    writer.lock.release()
+
+
+def _ensure_flusher() -> None:
+    global _flusher
+    if _flusher is not None:
+        return
+    with _flusher_lock:
+        if _flusher is None:
+            thread = threading.Thread(
+                target=_flusher_loop, name="toolledger-journal-flusher", daemon=True
+            )
+            _flusher = thread
+            thread.start()
+
+
+def _after_fork_in_child() -> None:
+    global _flusher
+    _flusher = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(flush_all)
