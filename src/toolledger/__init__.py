@@ -45,6 +45,7 @@ from .errors import (
 from .journal import JournalWarning, Run, Step, run, traced
 from .journal._verify import VerifyReport, verify, verify_export
 from .store import SQLiteStore, Store, open_store
+from .telemetry import configure, reexport
 
 __version__ = "0.1.0"
 
@@ -84,11 +85,13 @@ __all__ = [
     "claim_execution",
     "complete_delivery",
     "complete_execution",
+    "configure",
     "create_checkpoint",
     "decide_checkpoint",
     "fingerprint",
     "mark_execution_uncertain",
     "open_store",
+    "reexport",
     "release_delivery",
     "release_execution",
     "run",

@@ -1,19 +1,80 @@
-"""Telemetry: OpenTelemetry spans as a view of the store. Never decides anything."""
+"""Telemetry: OpenTelemetry spans as a view of the store. Never decides anything.
 
-from ._hooks import NOOP_TELEMETRY, NoopTelemetry, SpanHandle, TelemetryHooks
+``hooks_for()`` gives the journal/guard the hooks of one run; ``configure()`` sets
+process-wide defaults (and can install the SDK with OTLP); ``reexport()`` rebuilds a stored
+run's spans from the database. Attribute names live in ``toolledger.telemetry.attributes``.
+"""
 
-__all__ = ["NOOP_TELEMETRY", "NoopTelemetry", "SpanHandle", "TelemetryHooks"]
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import trace
+
+from ._configure import TelemetryHandle, configure
+from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
+from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, Policy, Redactor, resolve_policy
+from ._reexport import ReexportReport, reexport
+from ._spans import OTelSpan, OTelTelemetry, get_tracer, report
+
+__all__ = [
+    "CAPTURE_ENV",
+    "CONTENT_MAX_CHARS",
+    "NOOP_TELEMETRY",
+    "NoopSpan",
+    "NoopTelemetry",
+    "OTelSpan",
+    "OTelTelemetry",
+    "Policy",
+    "ReexportReport",
+    "Redactor",
+    "SpanHandle",
+    "TelemetryHandle",
+    "TelemetryHooks",
+    "configure",
+    "hooks_for",
+    "reexport",
+]
 
 
 def hooks_for(
     *,
-    tracer_provider: object = None,
+    tracer_provider: Any = None,
     capture_content: bool | None = None,
-    capture_intent: bool = True,
-    redact: object = None,
+    capture_intent: bool | None = True,
+    redact: Redactor | None = None,
 ) -> TelemetryHooks:
-    """Return the telemetry hooks for a run (placeholder until OTel spans land)."""
-    return NOOP_TELEMETRY
+    """Return the telemetry hooks for one run.
 
+    The provider is resolved once, here: ``tracer_provider``, else the one set by
+    ``toolledger.configure()``, else OpenTelemetry's global provider. When that is a no-op
+    (API only, or no SDK configured yet), the returned hooks record nothing and cost almost
+    nothing. Never raises.
 
-__all__ += ["hooks_for"]
+    Args:
+        tracer_provider: An OpenTelemetry ``TracerProvider``.
+        capture_content: Tool arguments/results on spans; ``None``: ``configure()``'s
+            setting, else ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+        capture_intent: ``False`` drops goal/justification/reason text (a run cannot turn
+            it back on when ``configure(capture_intent=False)`` switched it off).
+        redact: ``redact(attributes) -> attributes`` run before anything is set on a span
+            (``None``: ``configure()``'s).
+
+    Returns:
+        ``TelemetryHooks``: ``OTelTelemetry``, or ``NOOP_TELEMETRY``.
+    """
+    from ._policy import DEFAULTS
+
+    try:
+        provider = tracer_provider if tracer_provider is not None else DEFAULTS.tracer_provider
+        if provider is None:
+            provider = trace.get_tracer_provider()
+        if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            return NOOP_TELEMETRY
+        policy = resolve_policy(
+            capture_content=capture_content, capture_intent=capture_intent, redact=redact
+        )
+        return OTelTelemetry(get_tracer(provider), policy)
+    except Exception as exc:
+        report("hooks_for", exc)
+        return NOOP_TELEMETRY

@@ -1,0 +1,313 @@
+"""Rebuild a stored run's spans from the database and hand them to a span exporter.
+
+Rules of this module:
+
+- The database is the authority: spans are rebuilt from the run row, its journal records
+  (merged into events by the journal's own reader) and the checkpoints' stored history,
+  with their original timestamps and parentage. Nothing is read from live telemetry.
+- Ids: the trace and span ids recorded at live time (``trace_id``/``span_id`` in the
+  journal) are reused. A run recorded with no SDK gets deterministic ids, so sending twice
+  gives the same ids:
+
+  - trace id: the first 32 hex digits of ``sha256("toolledger:trace:" + run_id)``;
+  - the run's span id: the first 16 hex digits of ``sha256("toolledger:run:" + run_id)``;
+  - an event's span id: the first 16 hex digits of ``sha256("toolledger:event:" + event_id)``;
+  - a checkpoint transition's span id: the first 16 hex digits of
+    ``sha256("toolledger:transition:" + event_id + ":" + revision)`` (transition span ids
+    are never recorded live, so they are always derived).
+
+- The same span model (``_model``) and policy (content capture, intent, redact) as live
+  spans apply. Spans are SDK ``ReadableSpan`` objects: this module needs the SDK, and
+  imports it lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import _model
+from ._policy import Policy, Redactor, resolve_policy
+from .attributes import ERROR_TYPE, SCHEMA_URL
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = ["ReexportReport", "build_spans", "derived_span_id", "derived_trace_id", "reexport"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReexportReport:
+    """What ``reexport`` sent: the run, its trace id (hex), the span count, the result."""
+
+    run_id: str
+    trace_id: str
+    span_count: int
+    success: bool
+
+
+def _digest(prefix: str, value: str, digits: int) -> str:
+    out = hashlib.sha256(f"toolledger:{prefix}:{value}".encode()).hexdigest()[:digits]
+    return out if int(out, 16) else "1".rjust(digits, "0")
+
+
+def derived_trace_id(run_id: str) -> str:
+    """Return the deterministic trace id (32 hex digits) of a run recorded without an SDK."""
+    return _digest("trace", run_id, 32)
+
+
+def derived_span_id(kind: str, value: str) -> str:
+    """Return a deterministic span id (16 hex digits): ``kind`` is run, event or transition."""
+    return _digest(kind, value, 16)
+
+
+def _hex(value: Any, digits: int) -> str | None:
+    if isinstance(value, str) and len(value) == digits:
+        try:
+            if int(value, 16):
+                return value.lower()
+        except ValueError:
+            return None
+    return None
+
+
+def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Return the run (row fields over its document) and its merged events."""
+    from ..journal._read import load_run
+
+    view = load_run(store, run_id)
+    row = view.row
+    run: dict[str, Any] = dict(view.doc)
+    found = run.get("end")
+    end: dict[str, Any] = found if isinstance(found, dict) else {}
+    run.update(
+        run_id=row.run_id,
+        agent=row.agent,
+        goal=row.goal,
+        status=row.status,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        head_hash=row.head_hash,
+        event_count=row.event_count,
+        error=end.get("error"),
+    )
+    # ``finish`` records have no live span; they are not re-exported either.
+    return run, [e for e in view.events if e.get("kind") != "finish"]
+
+
+def build_spans(
+    store: Any,
+    run_id: str,
+    *,
+    policy: Policy,
+    resource: Any = None,
+) -> list[ReadableSpan]:
+    """Return the run's spans rebuilt from ``store`` (run span first).
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run.
+    """
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    from .. import __version__
+
+    run, events = _read(store, run_id)
+    scope = InstrumentationScope("toolledger", __version__, SCHEMA_URL)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    trace_hex = _hex(run.get("trace_id"), 32)
+    run_span_hex = _hex(run.get("span_id"), 16)
+    if trace_hex is None or run_span_hex is None:
+        # The run document may not carry ids; the first event's trace is the run's trace.
+        first = next((e for e in events if _hex(e.get("trace_id"), 32)), None)
+        trace_hex = trace_hex or (first["trace_id"] if first else derived_trace_id(run_id))
+    run_span_hex = run_span_hex or derived_span_id("run", run_id)
+
+    def ctx(trace: str, span: str) -> SpanContext:
+        return SpanContext(int(trace, 16), int(span, 16), is_remote=False, trace_flags=flags)
+
+    run_ctx = ctx(trace_hex, run_span_hex)
+    start_run = _model.time_ns(run.get("started_at")) or 0
+    end_run = _model.time_ns(run.get("ended_at")) or _last_time(events) or start_run
+    spans: list[ReadableSpan] = []
+
+    def make(
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        attrs: Mapping[str, Any],
+        start: int,
+        end: int,
+        error: str | None,
+        links: Sequence[Link] = (),
+    ) -> None:
+        status = Status(StatusCode.ERROR, error) if error else Status(StatusCode.UNSET)
+        spans.append(
+            ReadableSpan(
+                name=name,
+                context=context,
+                parent=parent,
+                resource=resource,
+                attributes=dict(attrs),
+                links=tuple(links),
+                kind=SpanKind.INTERNAL,
+                status=status,
+                start_time=start,
+                end_time=max(end, start),
+                instrumentation_scope=scope,
+            )
+        )
+
+    run_raw = {**_model.run_start_attributes(run), **_model.run_end_attributes(run)}
+    run_error = _model.error_type(run, None) if run.get("status") == "failed" else None
+    if run_error:
+        run_raw[ERROR_TYPE] = run_error
+    make(
+        _model.span_name("invoke_agent", run.get("agent")),
+        run_ctx,
+        None,
+        policy.apply(run_raw),
+        start_run,
+        end_run,
+        run_error,
+    )
+
+    by_id: dict[str, SpanContext] = {}
+    for ev in events:
+        event_id = str(ev.get("event_id"))
+        span_hex = _hex(ev.get("span_id"), 16) or derived_span_id("event", event_id)
+        by_id[event_id] = ctx(_hex(ev.get("trace_id"), 32) or trace_hex, span_hex)
+    for ev in events:
+        event_id = str(ev.get("event_id"))
+        kind = _model.event_type(ev.get("kind"))
+        context = by_id[event_id]
+        parent = by_id.get(str(ev.get("parent_id")), run_ctx)
+        start = _model.time_ns(ev.get("started_at")) or start_run
+        end = _model.time_ns(ev.get("ended_at")) or start
+        raw = {**_model.event_start_attributes(ev), **_model.event_end_attributes(ev)}
+        err = _model.error_type(ev, None) if _model.is_error(ev, None) else None
+        if err:
+            raw[ERROR_TYPE] = err
+        links = []
+        link = _model.link_ids(ev.get("meta") or {})
+        if link is not None and _hex(link[0], 32) and _hex(link[1], 16):
+            links.append(Link(ctx(link[0], link[1])))
+        name_kind = str(ev.get("kind")) if kind == "other" else kind
+        make(
+            _model.span_name(name_kind, ev.get("name")),
+            context,
+            parent,
+            policy.apply(raw),
+            start,
+            end,
+            err,
+            links,
+        )
+        if kind == "execute_tool":
+            _transitions(store, ev, context, start, end, policy, make, ctx)
+    return spans
+
+
+def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:
+    times = [_model.time_ns(e.get("ended_at") or e.get("started_at")) for e in events]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _transitions(
+    store: Any,
+    ev: Mapping[str, Any],
+    context: Any,
+    start: int,
+    end: int,
+    policy: Policy,
+    make: Any,
+    ctx: Any,
+) -> None:
+    """Add ``checkpoint {transition}`` spans from the checkpoint's stored history."""
+    cp = ev.get("checkpoint")
+    if not isinstance(cp, Mapping) or not cp.get("namespace") or not cp.get("call_id"):
+        return
+    try:
+        history = store.history(cp["namespace"], cp["call_id"])
+    except Exception:  # a damaged checkpoint row must not stop the export of the run
+        return
+    previous: Any = None
+    for entry in history:
+        at = _model.time_ns(entry.at)
+        status = getattr(entry.status, "value", entry.status)
+        if entry.revision > 0 and at is not None and start <= at <= end:
+            attrs = _model.transition_attributes(
+                name=entry.transition,
+                status_from=previous,
+                status_to=status,
+                expected_revision=entry.revision - 1,
+                revision=entry.revision,
+                won=True,
+            )
+            span_hex = derived_span_id("transition", f"{ev.get('event_id')}:{entry.revision}")
+            make(
+                _model.span_name("checkpoint", entry.transition),
+                ctx(format(context.trace_id, "032x"), span_hex),
+                context,
+                policy.apply(attrs),
+                at,
+                at,
+                None,
+            )
+        previous = status
+
+
+def reexport(
+    db: Any,
+    run_id: str,
+    exporter: Any,
+    *,
+    capture_content: bool | None = None,
+    capture_intent: bool | None = True,
+    redact: Redactor | None = None,
+    service_name: str | None = None,
+) -> ReexportReport:
+    """Rebuild run ``run_id``'s spans from ``db`` and pass them to ``exporter.export()``.
+
+    Args:
+        db: A path, URL or ``Store`` (as for ``toolledger.run``).
+        run_id: The run to send.
+        exporter: An OpenTelemetry ``SpanExporter`` (e.g. OTLP); it is not shut down.
+        capture_content: As for live spans (``None``: ``configure()``'s, else the env var).
+        capture_intent: ``False`` drops intent text.
+        redact: ``redact(attributes) -> attributes`` applied before anything is set.
+        service_name: ``service.name`` of the resource (else ``OTEL_SERVICE_NAME``).
+
+    Returns:
+        A ``ReexportReport``; ``success`` is the exporter's verdict.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run.
+        StoreError: the database cannot be read.
+    """
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from ..store import Store, open_store
+    from ._configure import make_resource
+
+    store = open_store(db)
+    try:
+        policy = resolve_policy(
+            capture_content=capture_content, capture_intent=capture_intent, redact=redact
+        )
+        spans = build_spans(store, run_id, policy=policy, resource=make_resource(service_name))
+    finally:
+        if not isinstance(db, Store) or isinstance(db, str):
+            store.close()
+    result = exporter.export(spans)
+    trace_id = format(spans[0].context.trace_id, "032x") if spans and spans[0].context else ""
+    return ReexportReport(
+        run_id=run_id,
+        trace_id=trace_id,
+        span_count=len(spans),
+        success=result == SpanExportResult.SUCCESS,
+    )

@@ -1,0 +1,300 @@
+"""Live OpenTelemetry spans for runs, journal events and checkpoint transitions.
+
+Rules of this module:
+
+- Uses the OpenTelemetry *API* only; works (and costs almost nothing) without the SDK.
+- Every call into OpenTelemetry is guarded: an exception from a span processor, exporter,
+  sampler or the redact hook costs spans, never the caller's tool call. Guarded failures
+  are logged on ``toolledger.telemetry`` (the first of each kind as a warning).
+  ``BaseException``s that are not ``Exception`` (``KeyboardInterrupt``) are not swallowed.
+- Names and attributes come from ``_model`` (shared with re-export) and pass through the
+  ``Policy`` (content capture, intent switch, bounds, redact) before anything is set.
+- Spans are ``INTERNAL``; sampling-relevant attributes go in at start; work that only
+  feeds a span waits for ``span.is_recording()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from . import _model
+from ._hooks import NoopSpan, SpanHandle
+from ._policy import Policy
+from .attributes import ERROR_TYPE, SCHEMA_URL
+
+__all__ = ["OTelSpan", "OTelTelemetry", "get_tracer", "report"]
+
+logger = logging.getLogger("toolledger.telemetry")
+_reported: set[str] = set()
+_NOOP = NoopSpan()
+
+
+def report(what: str, exc: BaseException) -> None:
+    """Log a swallowed telemetry failure (a warning the first time per kind, then debug)."""
+    key = f"{what}:{type(exc).__qualname__}"
+    level = logging.DEBUG if key in _reported else logging.WARNING
+    _reported.add(key)
+    logger.log(level, "telemetry %s failed; span data dropped: %r", what, exc)
+
+
+def get_tracer(provider: Any) -> trace.Tracer:
+    """Return toolledger's tracer (with version and schema URL) from ``provider``."""
+    from .. import __version__  # late: toolledger/__init__ imports this package
+
+    if provider is None:
+        return trace.get_tracer("toolledger", __version__, schema_url=SCHEMA_URL)
+    tracer: trace.Tracer = provider.get_tracer("toolledger", __version__, schema_url=SCHEMA_URL)
+    return tracer
+
+
+def _hex_ids(span: trace.Span) -> tuple[str | None, str | None]:
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return None, None
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
+
+
+class _Activation:
+    """Context manager that makes a span current; attach/detach failures are swallowed."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+        self._token: object = None
+
+    def __enter__(self) -> None:
+        try:
+            self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        except Exception as exc:
+            report("activate", exc)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            try:
+                otel_context.detach(self._token)  # type: ignore[arg-type]
+            except Exception as err:
+                report("deactivate", err)
+
+
+class OTelSpan:
+    """A live span for one run or event (implements ``SpanHandle``)."""
+
+    __slots__ = ("_ended", "_kind", "_policy", "_span", "_tracer", "span_id", "trace_id")
+
+    def __init__(self, span: trace.Span, kind: str, tracer: trace.Tracer, policy: Policy) -> None:
+        self._span = span
+        self._kind = kind
+        self._tracer = tracer
+        self._policy = policy
+        self._ended = False
+        self.trace_id, self.span_id = _hex_ids(span)
+
+    @property
+    def span(self) -> trace.Span:
+        """The OpenTelemetry span (for tests and advanced users)."""
+        return self._span
+
+    def activate(self) -> contextlib.AbstractContextManager[None]:
+        """Make this span current for the duration of the ``with`` block."""
+        return _Activation(self._span)
+
+    def transition(
+        self,
+        *,
+        name: str,
+        status_from: str | None,
+        status_to: str,
+        expected_revision: int,
+        revision: int,
+        won: bool,
+        at: str | None = None,
+    ) -> None:
+        """Record a checkpoint transition as a child ``checkpoint {name}`` span."""
+        try:
+            if not self._span.is_recording():
+                return
+            attrs = self._policy.apply(
+                _model.transition_attributes(
+                    name=name,
+                    status_from=status_from,
+                    status_to=status_to,
+                    expected_revision=expected_revision,
+                    revision=revision,
+                    won=won,
+                )
+            )
+            now = time.time_ns()
+            start = _model.time_ns(at) if at is not None else None
+            if start is None or start > now:
+                start = now
+            child = self._tracer.start_span(
+                _model.span_name("checkpoint", name),
+                context=trace.set_span_in_context(self._span),
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=start,
+            )
+            child.end(end_time=now)
+            if won and self._kind == "execute_tool":
+                self._set(
+                    {
+                        _model.UPDATE_KEYS["status"]: status_to,
+                        _model.UPDATE_KEYS["revision"]: revision,
+                    }
+                )
+        except Exception as exc:
+            report("transition", exc)
+
+    def update(self, attributes: Mapping[str, Any]) -> None:
+        """Merge facts learned mid-flight (see ``_hooks.SpanHandle.update`` for the keys)."""
+        try:
+            if not self._span.is_recording():
+                return
+            link = _model.link_ids(attributes)
+            if link is not None:
+                self._span.add_link(
+                    SpanContext(
+                        trace_id=int(link[0], 16),
+                        span_id=int(link[1], 16),
+                        is_remote=True,
+                        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                    )
+                )
+            self._set(_model.update_attributes(attributes, self._kind))
+        except Exception as exc:
+            report("update", exc)
+
+    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
+        """End the span with the event's final form; an error sets status ERROR."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            span = self._span
+            if span.is_recording():
+                if self._kind == "invoke_agent":
+                    raw = _model.run_end_attributes(event)
+                else:
+                    raw = _model.event_end_attributes(event)
+                if _model.is_error(event, error):
+                    raw[ERROR_TYPE] = _model.error_type(event, error)
+                    self._set(raw)
+                    span.set_status(Status(StatusCode.ERROR, self._describe(event, error)))
+                else:
+                    self._set(raw)
+            end = _model.time_ns(event.get("ended_at"))
+            span.end(end_time=end)
+        except Exception as exc:
+            report("end", exc)
+
+    def _set(self, raw: Mapping[str, Any]) -> None:
+        attrs = self._policy.apply(raw)
+        if attrs:
+            self._span.set_attributes(attrs)
+
+    def _describe(self, event: Mapping[str, Any], error: BaseException | None) -> str | None:
+        """Status description: the message only with content capture on (it may hold data)."""
+        if not self._policy.capture_content:
+            return _model.error_type(event, error)
+        if error is not None:
+            return str(error) or type(error).__qualname__
+        err = event.get("error")
+        if isinstance(err, Mapping) and err.get("message"):
+            return str(err["message"])
+        return _model.error_type(event, error)
+
+
+class OTelTelemetry:
+    """``TelemetryHooks`` emitting OpenTelemetry spans through one tracer and policy."""
+
+    __slots__ = ("_policy", "_run", "_tracer")
+
+    def __init__(self, tracer: trace.Tracer, policy: Policy) -> None:
+        self._tracer = tracer
+        self._policy = policy
+        self._run: OTelSpan | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """The content/intent/redact policy in force."""
+        return self._policy
+
+    def run_started(self, run: Mapping[str, Any]) -> SpanHandle:
+        """Start the run's ``invoke_agent {agent}`` span (child of the current context)."""
+        try:
+            handle = self._start(
+                "invoke_agent",
+                _model.span_name("invoke_agent", run.get("agent")),
+                _model.run_start_attributes(run),
+                None,
+                run.get("started_at"),
+            )
+            self._run = handle
+            return handle
+        except Exception as exc:
+            report("run_started", exc)
+            return _NOOP
+
+    def event_started(self, event: Mapping[str, Any], parent: SpanHandle | None) -> SpanHandle:
+        """Start the span of a journal event under ``parent`` (``None``: the run's span)."""
+        try:
+            kind = _model.event_type(event.get("kind"))
+            name_kind = str(event.get("kind")) if kind == "other" else kind
+            return self._start(
+                kind,
+                _model.span_name(name_kind, event.get("name")),
+                _model.event_start_attributes(event),
+                parent if parent is not None else self._run,
+                event.get("started_at"),
+            )
+        except Exception as exc:
+            report("event_started", exc)
+            return _NOOP
+
+    def _start(
+        self,
+        kind: str,
+        name: str,
+        raw: Mapping[str, Any],
+        parent: SpanHandle | None,
+        started_at: Any,
+    ) -> OTelSpan:
+        if isinstance(parent, OTelSpan):
+            ctx = trace.set_span_in_context(parent.span)
+        elif parent is not None and parent.span_id is not None and parent.trace_id is not None:
+            ctx = trace.set_span_in_context(
+                trace.NonRecordingSpan(
+                    SpanContext(
+                        trace_id=int(parent.trace_id, 16),
+                        span_id=int(parent.span_id, 16),
+                        is_remote=False,
+                        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                    )
+                )
+            )
+        else:
+            ctx = None  # the current context
+        span = self._tracer.start_span(
+            name,
+            context=ctx,
+            kind=SpanKind.INTERNAL,
+            attributes=self._policy.apply(raw),
+            links=(),
+            start_time=_model.time_ns(started_at),
+        )
+        return OTelSpan(span, kind, self._tracer, self._policy)

@@ -1,0 +1,506 @@
+"""Live spans from the hooks: names, kinds, parentage and EXACT attribute sets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind, StatusCode
+
+from toolledger.errors import OutcomeUnknownError
+from toolledger.telemetry import CONTENT_MAX_CHARS, NOOP_TELEMETRY, OTelTelemetry, hooks_for
+from toolledger.telemetry import attributes as a
+
+RUN = {
+    "run_id": "run-1",
+    "agent": "support-bot",
+    "goal": "Answer the question",
+    "started_at": "2026-01-01T00:00:00+00:00",
+}
+
+
+def tool_event(**over: Any) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "run_id": "run-1",
+        "event_id": "ev-tool",
+        "parent_id": None,
+        "kind": "tool_call",
+        "name": "send_email",
+        "status": "running",
+        "started_at": "2026-01-01T00:00:01+00:00",
+        "ended_at": None,
+        "justification": "The user asked for it.",
+        "justification_source": "model",
+        "justification_missing": False,
+        "inputs": {"to": "a@b.c", "body": "hi"},
+        "outputs": None,
+        "error": None,
+        "meta": {},
+        "checkpoint": {"namespace": "default", "call_id": "toolu_01", "revision": None},
+    }
+    ev.update(over)
+    return ev
+
+
+def finished(exporter: InMemorySpanExporter) -> dict[str, Any]:
+    return {s.name: s for s in exporter.get_finished_spans()}
+
+
+def run_tool(provider: TracerProvider, *, content: bool | None, **end: Any) -> None:
+    hooks = hooks_for(tracer_provider=provider, capture_content=content)
+    run = hooks.run_started(RUN)
+    span = hooks.event_started(tool_event(), None)
+    span.transition(
+        name="claim_execution",
+        status_from="ready",
+        status_to="executing",
+        expected_revision=0,
+        revision=1,
+        won=True,
+        at="2026-01-01T00:00:01.5+00:00",
+    )
+    span.update({"tool_description": "Send an email.", "action": "execute", "replayed": False})
+    span.transition(
+        name="complete_execution",
+        status_from="executing",
+        status_to="completed",
+        expected_revision=1,
+        revision=2,
+        won=True,
+    )
+    final = tool_event(
+        status="completed",
+        ended_at="2026-01-01T00:00:02+00:00",
+        outputs={"sent": True},
+        checkpoint={"namespace": "default", "call_id": "toolu_01", "revision": 2},
+    )
+    final.update(end)
+    span.end(final)
+    run.end({**RUN, "head_hash": "ab" * 32, "event_count": 4})
+
+
+TOOL_BASE = {
+    a.GEN_AI_OPERATION_NAME: "execute_tool",
+    a.GEN_AI_TOOL_NAME: "send_email",
+    a.GEN_AI_TOOL_CALL_ID: "toolu_01",
+    a.GEN_AI_TOOL_TYPE: "function",
+    a.GEN_AI_TOOL_DESCRIPTION: "Send an email.",
+    a.TL_EVENT_ID: "ev-tool",
+    a.TL_CHECKPOINT_NAMESPACE: "default",
+    a.TL_INTENT_JUSTIFICATION: "The user asked for it.",
+    a.TL_INTENT_JUSTIFICATION_SOURCE: "model",
+    a.TL_CHECKPOINT_STATUS: "completed",
+    a.TL_CHECKPOINT_REVISION: 2,
+    a.TL_CHECKPOINT_ACTION: "execute",
+    a.TL_CHECKPOINT_REPLAYED: False,
+}
+
+
+class TestToolSpan:
+    def test_execute_tool_no_content_exact_attributes(self, provider, exporter) -> None:
+        run_tool(provider, content=False)
+        span = finished(exporter)["execute_tool send_email"]
+        assert span.kind is SpanKind.INTERNAL
+        assert dict(span.attributes) == TOOL_BASE
+        assert span.status.status_code is StatusCode.UNSET
+
+    def test_execute_tool_with_content_adds_arguments_and_result(self, provider, exporter) -> None:
+        run_tool(provider, content=True)
+        span = finished(exporter)["execute_tool send_email"]
+        assert dict(span.attributes) == {
+            **TOOL_BASE,
+            a.GEN_AI_TOOL_CALL_ARGUMENTS: '{"to":"a@b.c","body":"hi"}',
+            a.GEN_AI_TOOL_CALL_RESULT: '{"sent":true}',
+        }
+
+    def test_execute_tool_env_span_only_turns_content_on(
+        self, provider, exporter, monkeypatch
+    ) -> None:
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+        run_tool(provider, content=None)
+        attrs = finished(exporter)["execute_tool send_email"].attributes
+        assert a.GEN_AI_TOOL_CALL_ARGUMENTS in attrs
+        assert a.GEN_AI_TOOL_CALL_RESULT in attrs
+
+    def test_execute_tool_parentage_run_tool_transition(self, provider, exporter) -> None:
+        run_tool(provider, content=False)
+        spans = finished(exporter)
+        run = spans["invoke_agent support-bot"]
+        tool = spans["execute_tool send_email"]
+        claim = spans["checkpoint claim_execution"]
+        complete = spans["checkpoint complete_execution"]
+        assert run.parent is None
+        assert tool.parent.span_id == run.context.span_id
+        assert claim.parent.span_id == tool.context.span_id
+        assert complete.parent.span_id == tool.context.span_id
+        assert {s.context.trace_id for s in spans.values()} == {run.context.trace_id}
+        assert tool.start_time == 1767225601 * 10**9
+        assert tool.end_time == 1767225602 * 10**9
+
+    def test_execute_tool_failure_sets_error_qualname(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=False)
+        hooks.run_started(RUN)
+        span = hooks.event_started(tool_event(), None)
+
+        class Boom(Exception):
+            pass
+
+        span.end(tool_event(status="failed"), Boom("secret detail"))
+        tool = finished(exporter)["execute_tool send_email"]
+        assert tool.status.status_code is StatusCode.ERROR
+        assert tool.attributes[a.ERROR_TYPE] == Boom.__qualname__
+        assert "secret detail" not in (tool.status.description or "")
+
+    def test_execute_tool_toolledger_error_uses_code(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=False)
+        span = hooks.event_started(tool_event(), None)
+        span.end(tool_event(status="failed"), OutcomeUnknownError(message="lost"))
+        tool = finished(exporter)["execute_tool send_email"]
+        assert tool.attributes[a.ERROR_TYPE] == "OUTCOME_UNKNOWN"
+
+    def test_execute_tool_error_from_event_dict(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=True)
+        span = hooks.event_started(tool_event(), None)
+        span.end(tool_event(status="failed", error={"type": "KeyError", "message": "'x'"}))
+        tool = finished(exporter)["execute_tool send_email"]
+        assert tool.attributes[a.ERROR_TYPE] == "KeyError"
+        assert tool.status.description == "'x'"
+
+    def test_execute_tool_replayed_says_so_without_claim(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=False)
+        span = hooks.event_started(tool_event(), None)
+        span.update({"replayed": True, "status": "delivered", "action": "none", "revision": 5})
+        span.end(tool_event(status="replayed"))
+        spans = finished(exporter)
+        assert list(spans) == ["execute_tool send_email"]
+        attrs = spans["execute_tool send_email"].attributes
+        assert attrs[a.TL_CHECKPOINT_REPLAYED] is True
+        assert attrs[a.TL_CHECKPOINT_STATUS] == "delivered"
+        assert attrs[a.TL_CHECKPOINT_REVISION] == 5
+
+    def test_execute_tool_resumed_call_links_original_span(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        span = hooks.event_started(tool_event(), None)
+        original = {"trace_id": "ab" * 16, "span_id": "cd" * 8}
+        span.update({"resumed_from": original, "recovered": True})
+        span.end(tool_event(status="completed"))
+        tool = finished(exporter)["execute_tool send_email"]
+        assert [(lk.context.trace_id, lk.context.span_id) for lk in tool.links] == [
+            (int("ab" * 16, 16), int("cd" * 8, 16))
+        ]
+        assert tool.attributes[a.TL_CHECKPOINT_RECOVERED] is True
+        assert "resumed_from" not in tool.attributes
+
+    def test_execute_tool_unknown_update_keys_never_leak(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=False)
+        bare = {"inputs": None, "justification": None, "justification_source": None}
+        span = hooks.event_started(tool_event(**bare), None)
+        span.update({"secret": "x", "toolledger.approval.by": "y", a.GEN_AI_TOOL_CALL_RESULT: "z"})
+        span.end(tool_event(**bare))
+        attrs = finished(exporter)["execute_tool send_email"].attributes
+        assert set(attrs) == {
+            a.GEN_AI_OPERATION_NAME,
+            a.GEN_AI_TOOL_NAME,
+            a.GEN_AI_TOOL_CALL_ID,
+            a.GEN_AI_TOOL_TYPE,
+            a.TL_EVENT_ID,
+            a.TL_CHECKPOINT_NAMESPACE,
+        }
+
+
+class TestTransitionSpan:
+    def test_checkpoint_transition_lost_cas_exact_attributes(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        span = hooks.event_started(tool_event(), None)
+        span.transition(
+            name="claim_execution",
+            status_from="ready",
+            status_to="executing",
+            expected_revision=0,
+            revision=1,
+            won=False,
+        )
+        span.end(tool_event(status="completed"))
+        spans = finished(exporter)
+        child = spans["checkpoint claim_execution"]
+        assert child.kind is SpanKind.INTERNAL
+        assert dict(child.attributes) == {
+            a.TL_CHECKPOINT_TRANSITION: "claim_execution",
+            a.TL_CHECKPOINT_STATUS_FROM: "ready",
+            a.TL_CHECKPOINT_STATUS_TO: "executing",
+            a.TL_CHECKPOINT_EXPECTED_REVISION: 0,
+            a.TL_CHECKPOINT_REVISION: 1,
+            a.TL_CHECKPOINT_CAS: "lost",
+        }
+        # A lost CAS never moves the call's status.
+        assert a.TL_CHECKPOINT_STATUS not in spans["execute_tool send_email"].attributes
+
+    def test_checkpoint_transition_create_drops_none_status_from(self, provider, exporter) -> None:
+        span = hooks_for(tracer_provider=provider).event_started(tool_event(), None)
+        span.transition(
+            name="create_checkpoint",
+            status_from=None,
+            status_to="ready",
+            expected_revision=-1,
+            revision=0,
+            won=True,
+        )
+        child = finished(exporter)["checkpoint create_checkpoint"]
+        assert a.TL_CHECKPOINT_STATUS_FROM not in child.attributes
+        assert child.attributes[a.TL_CHECKPOINT_CAS] == "won"
+
+
+class TestStepAndApproval:
+    def step(self, provider, content: bool | None, intent: bool = True) -> Any:
+        hooks = hooks_for(tracer_provider=provider, capture_content=content, capture_intent=intent)
+        run = hooks.run_started(RUN)
+        ev = {
+            "run_id": "run-1",
+            "event_id": "ev-step",
+            "parent_id": None,
+            "kind": "step",
+            "name": "repo_search",
+            "status": "running",
+            "started_at": "2026-01-01T00:00:01+00:00",
+            "justification": "The question names a codebase.",
+            "justification_source": "developer",
+            "justification_missing": False,
+            "inputs": {"query": "gate"},
+        }
+        span = hooks.event_started(ev, None)
+        span.end({**ev, "status": "completed", "outputs": {"n_hits": 3}})
+        run.end(RUN)
+
+    def test_step_no_content_exact_attributes(self, provider, exporter) -> None:
+        self.step(provider, content=False)
+        assert dict(finished(exporter)["step repo_search"].attributes) == {
+            a.TL_EVENT_ID: "ev-step",
+            a.TL_INTENT_JUSTIFICATION: "The question names a codebase.",
+            a.TL_INTENT_JUSTIFICATION_SOURCE: "developer",
+        }
+
+    def test_step_with_content_adds_inputs_outputs(self, provider, exporter) -> None:
+        self.step(provider, content=True)
+        assert dict(finished(exporter)["step repo_search"].attributes) == {
+            a.TL_EVENT_ID: "ev-step",
+            a.TL_INTENT_JUSTIFICATION: "The question names a codebase.",
+            a.TL_INTENT_JUSTIFICATION_SOURCE: "developer",
+            a.TL_STEP_INPUTS: '{"query":"gate"}',
+            a.TL_STEP_OUTPUTS: '{"n_hits":3}',
+        }
+
+    def test_step_intent_off_drops_text(self, provider, exporter) -> None:
+        self.step(provider, content=False, intent=False)
+        spans = finished(exporter)
+        assert dict(spans["step repo_search"].attributes) == {
+            a.TL_EVENT_ID: "ev-step",
+            a.TL_INTENT_JUSTIFICATION_SOURCE: "developer",
+        }
+        assert a.TL_INTENT_GOAL not in spans["invoke_agent support-bot"].attributes
+
+    def test_step_missing_justification_flag(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        ev = {
+            "event_id": "e",
+            "kind": "step",
+            "name": "s",
+            "justification": None,
+            "meta": {"justification_source": "model", "justification_missing": True},
+        }
+        hooks.event_started(ev, None).end(ev)
+        assert dict(finished(exporter)["step s"].attributes) == {
+            a.TL_EVENT_ID: "e",
+            a.TL_INTENT_JUSTIFICATION_SOURCE: "model",
+            a.TL_INTENT_JUSTIFICATION_MISSING: True,
+        }
+
+    @pytest.mark.parametrize(
+        ("granted", "outcome"), [(True, "allow"), (False, "deny"), (None, "require_approval")]
+    )
+    def test_approval_exact_attributes(self, provider, exporter, granted, outcome) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=True)
+        ev = {
+            "event_id": "ev-ap",
+            "kind": "approval",
+            "name": "email_findings",
+            "status": "refused",
+            "approval": {"by": "user", "granted": granted, "reason": "Local.", "for_call": "c1"},
+        }
+        hooks.event_started(ev, None).end(ev)
+        span = finished(exporter)["approval email_findings"]
+        assert span.kind is SpanKind.INTERNAL
+        assert span.status.status_code is StatusCode.UNSET
+        assert dict(span.attributes) == {
+            a.TL_EVENT_ID: "ev-ap",
+            a.TL_APPROVAL_OUTCOME: outcome,
+            a.TL_APPROVAL_BY: "user",
+            a.TL_APPROVAL_REASON: "Local.",
+            a.TL_APPROVAL_CALL_ID: "c1",
+        }
+
+    def test_step_failed_sets_error(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        ev = {"event_id": "e", "kind": "step", "name": "s"}
+        hooks.event_started(ev, None).end(ev, ValueError("bad"))
+        span = finished(exporter)["step s"]
+        assert span.status.status_code is StatusCode.ERROR
+        assert dict(span.attributes) == {a.TL_EVENT_ID: "e", a.ERROR_TYPE: "ValueError"}
+
+    def test_note_gets_generic_span(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        ev = {"event_id": "e", "kind": "note", "name": None, "text": "private"}
+        hooks.event_started(ev, None).end(ev)
+        assert dict(finished(exporter)["note"].attributes) == {
+            a.TL_EVENT_ID: "e",
+            a.TL_EVENT_KIND: "note",
+        }
+
+    def test_nested_parent_handle_is_used(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider)
+        run = hooks.run_started(RUN)
+        outer = hooks.event_started({"event_id": "o", "kind": "step", "name": "outer"}, None)
+        inner = hooks.event_started({"event_id": "i", "kind": "step", "name": "inner"}, outer)
+        inner.end({"kind": "step"})
+        outer.end({"kind": "step"})
+        run.end(RUN)
+        spans = finished(exporter)
+        assert spans["step inner"].parent.span_id == spans["step outer"].context.span_id
+        assert (
+            spans["step outer"].parent.span_id == spans["invoke_agent support-bot"].context.span_id
+        )
+
+
+class TestRunSpan:
+    def test_invoke_agent_exact_attributes(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=True)
+        run = hooks.run_started(RUN)
+        run.end({**RUN, "status": "completed", "head_hash": "ff" * 32, "event_count": 7})
+        span = finished(exporter)["invoke_agent support-bot"]
+        assert span.kind is SpanKind.INTERNAL
+        assert dict(span.attributes) == {
+            a.GEN_AI_OPERATION_NAME: "invoke_agent",
+            a.GEN_AI_AGENT_NAME: "support-bot",
+            a.GEN_AI_CONVERSATION_ID: "run-1",
+            a.TL_RUN_ID: "run-1",
+            a.TL_INTENT_GOAL: "Answer the question",
+            a.TL_JOURNAL_HEAD_HASH: "ff" * 32,
+            a.TL_JOURNAL_EVENT_COUNT: 7,
+        }
+        assert span.instrumentation_scope.name == "toolledger"
+        assert span.instrumentation_scope.version
+        assert span.instrumentation_scope.schema_url == a.SCHEMA_URL
+
+    def test_invoke_agent_without_agent_drops_none(self, provider, exporter) -> None:
+        run = hooks_for(tracer_provider=provider).run_started({"run_id": "r", "goal": None})
+        run.end({})
+        span = exporter.get_finished_spans()[0]
+        assert span.name == "invoke_agent"
+        assert dict(span.attributes) == {
+            a.GEN_AI_OPERATION_NAME: "invoke_agent",
+            a.GEN_AI_CONVERSATION_ID: "r",
+            a.TL_RUN_ID: "r",
+        }
+
+    def test_handle_exposes_hex_ids(self, provider, exporter) -> None:
+        run = hooks_for(tracer_provider=provider).run_started(RUN)
+        run.end(RUN)
+        span = exporter.get_finished_spans()[0]
+        assert run.trace_id == format(span.context.trace_id, "032x")
+        assert run.span_id == format(span.context.span_id, "016x")
+
+    def test_activate_makes_span_current(self, provider, exporter) -> None:
+        from opentelemetry import trace
+
+        run = hooks_for(tracer_provider=provider).run_started(RUN)
+        with run.activate():
+            inner = provider.get_tracer("user").start_span("user-span")
+            inner.end()
+        run.end(RUN)
+        spans = finished(exporter)
+        assert (
+            spans["user-span"].parent.span_id == spans["invoke_agent support-bot"].context.span_id
+        )
+        assert not trace.get_current_span().get_span_context().is_valid
+
+
+class TestPolicy:
+    def test_redact_runs_before_set(self, provider, exporter) -> None:
+        def redact(attrs: dict[str, Any]) -> dict[str, Any]:
+            return {
+                k: ("[redacted]" if "justification" in k and isinstance(v, str) else v)
+                for k, v in attrs.items()
+            }
+
+        hooks = hooks_for(tracer_provider=provider, capture_content=False, redact=redact)
+        span = hooks.event_started(tool_event(), None)
+        span.end(tool_event())
+        attrs = finished(exporter)["execute_tool send_email"].attributes
+        assert attrs[a.TL_INTENT_JUSTIFICATION] == "[redacted]"
+        assert attrs[a.TL_INTENT_JUSTIFICATION_SOURCE] == "[redacted]"
+
+    def test_redact_that_raises_drops_attributes(self, provider, exporter) -> None:
+        def redact(attrs: dict[str, Any]) -> dict[str, Any]:
+            raise RuntimeError("redactor down")
+
+        hooks = hooks_for(tracer_provider=provider, capture_content=True, redact=redact)
+        span = hooks.event_started(tool_event(), None)
+        span.end(tool_event(outputs={"secret": 1}))
+        spans = finished(exporter)
+        assert dict(spans["execute_tool send_email"].attributes) == {}
+
+    def test_content_truncated_to_bound(self, provider, exporter) -> None:
+        hooks = hooks_for(tracer_provider=provider, capture_content=True)
+        span = hooks.event_started(tool_event(inputs={"body": "x" * (CONTENT_MAX_CHARS * 2)}), None)
+        span.end(tool_event(outputs=None))
+        value = finished(exporter)["execute_tool send_email"].attributes[
+            a.GEN_AI_TOOL_CALL_ARGUMENTS
+        ]
+        assert len(value) <= CONTENT_MAX_CHARS + 20
+        assert value.endswith("[truncated]")
+        assert json.loads(value[:10] + '"}') == {"body": "x"}
+
+    def test_always_off_sampler_records_nothing_and_never_raises(self) -> None:
+        exp = InMemorySpanExporter()
+        tp = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+        tp.add_span_processor(SimpleSpanProcessor(exp))
+        hooks = hooks_for(tracer_provider=tp, capture_content=True)
+        run = hooks.run_started(RUN)
+        span = hooks.event_started(tool_event(), run)
+        span.transition(
+            name="claim_execution",
+            status_from="ready",
+            status_to="executing",
+            expected_revision=0,
+            revision=1,
+            won=True,
+        )
+        span.update({"replayed": True})
+        span.end(tool_event(), ValueError("x"))
+        run.end(RUN)
+        assert exp.get_finished_spans() == ()
+        assert run.trace_id is not None  # ids exist (unsampled), so the journal can link
+
+    def test_hooks_for_without_sdk_provider_is_noop(self) -> None:
+        assert hooks_for() is NOOP_TELEMETRY
+
+    def test_hooks_for_configured_defaults_apply(self, provider, exporter) -> None:
+        from toolledger.telemetry import configure
+
+        handle = configure(tracer_provider=provider, capture_content=True, capture_intent=False)
+        try:
+            hooks = hooks_for()
+            assert isinstance(hooks, OTelTelemetry)
+            assert hooks.policy.capture_content is True
+            assert hooks.policy.capture_intent is False
+            # a run may switch content off for itself, but not intent back on
+            own = hooks_for(capture_content=False, capture_intent=True)
+            assert own.policy.capture_content is False
+            assert own.policy.capture_intent is False
+        finally:
+            handle.shutdown()
+        assert hooks_for() is NOOP_TELEMETRY
