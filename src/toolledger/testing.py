@@ -11,24 +11,27 @@ import builtins
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-from .checkpoint.model import Action, CheckpointRecord, Status, check_time
+from .checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
 from .checkpoint.transitions import transition_between
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
 from .store._rows import load_record, prepare_op, status_values
+from .store._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .store.base import (
     AppendEvents,
     CreateCheckpoint,
     EventRow,
     HistoryEntry,
     Op,
+    OperationRow,
     QuarantinedRow,
     RemoveOperation,
     RunRow,
     Store,
     SwapCheckpoint,
+    Tombstone,
     WriteOperation,
 )
 
@@ -48,6 +51,8 @@ class MemoryStore:
         self._ops: dict[tuple[str, str], str] = {}
         self._runs: dict[str, RunRow] = {}
         self._events: dict[str, builtins.list[EventRow]] = {}
+        self._tombstones: dict[tuple[str, str], str] = {}
+        self._op_times: dict[tuple[str, str], str] = {}
         self._closed = False
 
     def __enter__(self) -> MemoryStore:
@@ -173,6 +178,8 @@ class MemoryStore:
             key = op.record.key
             if key in self.rows:
                 return (False, load_record(self.rows[key], *key))
+            if key in self._tombstones:
+                raise tombstoned_error(load_tombstone(self._tombstones[key], *key))
             self.rows[key] = extra
             self._history[key] = [("create_checkpoint", Action.EXECUTE.value, extra)]
             return (True, op.record)
@@ -190,6 +197,7 @@ class MemoryStore:
             return True
         if isinstance(op, WriteOperation):
             self._ops[(op.namespace, op.call_id)] = extra
+            self._op_times[(op.namespace, op.call_id)] = format_time(datetime.now(timezone.utc))
             return None
         if isinstance(op, RemoveOperation):
             return self._ops.pop((op.namespace, op.call_id), None) is not None
@@ -294,6 +302,95 @@ class MemoryStore:
             self._check_open()
             rows = [r for r in self._events.get(run_id, []) if r.seq > after_seq]
         return rows if limit is None else rows[:limit]
+
+
+    # -- retention and copying (tombstones) --------------------------------------------
+
+    def erase_checkpoint(self, tombstone: Tombstone, *, expected_revision: int) -> bool:
+        """Replace the checkpoint by ``tombstone`` iff at ``expected_revision``."""
+        key = tombstone.key
+        text = dump_tombstone(tombstone)
+        with self._lock:
+            self._check_open()
+            if key in self._tombstones:
+                raise InvalidArgumentError(
+                    message=f"{key[0]}/{key[1]} has a tombstone already",
+                    details={"namespace": key[0], "call_id": key[1]},
+                )
+            stored = self.rows.get(key)
+            if stored is None or json.loads(stored).get("revision") != expected_revision:
+                return False
+            del self.rows[key]
+            self._history.pop(key, None)
+            self._ops.pop(key, None)
+            self._tombstones[key] = text
+            return True
+
+    def add_tombstone(self, tombstone: Tombstone) -> bool:
+        """Store a tombstone unless one exists."""
+        key = tombstone.key
+        text = dump_tombstone(tombstone)
+        with self._lock:
+            self._check_open()
+            if key in self.rows:
+                raise InvalidArgumentError(
+                    message=f"a checkpoint holds {key[0]}/{key[1]}",
+                    details={"namespace": key[0], "call_id": key[1]},
+                )
+            if key in self._tombstones:
+                return False
+            self._tombstones[key] = text
+            return True
+
+    def tombstone(self, namespace: str, call_id: str) -> Tombstone | None:
+        """Return the key's tombstone or ``None``."""
+        with self._lock:
+            self._check_open()
+            text = self._tombstones.get((namespace, call_id))
+        return None if text is None else load_tombstone(text, namespace, call_id)
+
+    def list_tombstones(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[Tombstone]:
+        """Return tombstones ordered by key."""
+        with self._lock:
+            items = sorted(self._tombstones.items())
+        out = [load_tombstone(t, *k) for k, t in items if namespace in (None, k[0])]
+        return out if limit is None else out[:limit]
+
+    def list_operations(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[OperationRow]:
+        """Return operation-journal entries ordered by key."""
+        with self._lock:
+            items = sorted(self._ops.items())
+            times = dict(self._op_times)
+        out = [
+            OperationRow(namespace=k[0], call_id=k[1], data=d, written_at=times.get(k, ""))
+            for k, d in items
+            if namespace in (None, k[0])
+        ]
+        return out if limit is None else out[:limit]
+
+    def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
+        """Replace the data of the run's events ``{seq: data}`` (all or nothing)."""
+        import dataclasses
+
+        with self._lock:
+            self._check_open()
+            if run_id not in self._runs:
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+            rows = builtins.list(self._events.get(run_id, []))
+            by_seq = {r.seq: i for i, r in enumerate(rows)}
+            for seq, text in data.items():
+                if seq not in by_seq:
+                    raise NotFoundError(
+                        message=f"run {run_id} has no event {seq}",
+                        details={"run_id": run_id, "seq": seq},
+                    )
+                rows[by_seq[seq]] = dataclasses.replace(rows[by_seq[seq]], data=text)
+            self._events[run_id] = rows
+            return len(data)
 
 
 def _replace_run(run: RunRow, **changes: Any) -> RunRow:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import pg_dsn_or_skip
 
 from toolledger._contract import CHECKS
 from toolledger.store import SQLiteStore, Store
@@ -20,7 +22,31 @@ def _sqlite(tmp: Path) -> Store:
     return SQLiteStore(tmp / "contract.db")
 
 
-FACTORIES: dict[str, Callable[[Path], Store]] = {"memory": _memory, "sqlite": _sqlite}
+def _postgres(_: Path) -> Store:
+    # Each store gets its own schema (dropped by the fixture): runs cannot collide.
+    from toolledger.store.postgres import PostgresStore
+
+    return PostgresStore(
+        pg_dsn_or_skip(), schema=f"tl_contract_{uuid.uuid4().hex[:12]}", max_size=8
+    )
+
+
+def _drop_schema(store: Store) -> None:
+    import psycopg
+    from psycopg import sql
+
+    schema = getattr(store, "schema", None)
+    if schema is None:
+        return
+    with psycopg.connect(pg_dsn_or_skip(), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+FACTORIES: dict[str, Callable[[Path], Store]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
@@ -28,6 +54,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s = FACTORIES[request.param](tmp_path)
     yield s
     s.close()
+    if request.param == "postgres":
+        _drop_schema(s)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
@@ -37,6 +65,20 @@ def test_store_contract(store: Store, check: Callable[[Store], None]) -> None:
 
 def test_check_store_passes_for_memory_store() -> None:
     check_store(MemoryStore)
+
+
+def test_check_store_passes_for_postgres_store() -> None:
+    made: list[Store] = []
+
+    def factory() -> Store:
+        made.append(_postgres(Path()))
+        return made[-1]
+
+    try:
+        check_store(factory)
+    finally:
+        for s in made:
+            _drop_schema(s)
 
 
 def test_check_store_reports_every_failure() -> None:

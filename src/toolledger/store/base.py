@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, Union, runtime_checkable
 
-from ..checkpoint.model import Action, CheckpointRecord, Status
+from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
 
 __all__ = [
     "AppendEvents",
@@ -38,11 +38,13 @@ __all__ = [
     "EventRow",
     "HistoryEntry",
     "Op",
+    "OperationRow",
     "QuarantinedRow",
     "RemoveOperation",
     "RunRow",
     "Store",
     "SwapCheckpoint",
+    "Tombstone",
     "WriteOperation",
 ]
 
@@ -105,6 +107,48 @@ class EventRow:
     prev_hash: str | None
     hash: str
     data: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tombstone:
+    """What retention (``toolledger.gc``) keeps of an erased checkpoint: no content.
+
+    The binding, the last status and revision, the timestamps, the names of every
+    transition in revision order (``transitions[r]`` led to revision ``r``), and SHA-256
+    hashes of what was erased (``"sha256:<hex>"``): the result (canonical JSON of
+    ``{"payload", "is_error"}``), the whole stored record, and the operation-journal entry.
+    A key with a tombstone can never hold a checkpoint again: ``create_if_absent`` raises
+    ``TOMBSTONED``.
+    """
+
+    binding: Binding
+    status: Status
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+    delivered_at: datetime | None = None
+    erased_at: datetime
+    reason: str
+    result_sha256: str | None = None
+    record_sha256: str
+    operation_sha256: str | None = None
+    transitions: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The store key, ``(namespace, call_id)``."""
+        return self.binding.key
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationRow:
+    """A stored operation-journal entry (``data`` is its JSON object)."""
+
+    namespace: str
+    call_id: str
+    data: str
+    written_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +340,57 @@ class Store(Protocol):
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
     ) -> builtins.list[EventRow]:
         """Return the run's events with ``seq > after_seq``, in ``seq`` order."""
+        ...
+
+    # -- retention and copying ---------------------------------------------------------
+
+    def erase_checkpoint(self, tombstone: Tombstone, *, expected_revision: int) -> bool:
+        """Replace the checkpoint at ``tombstone.key`` by ``tombstone``, in one transaction.
+
+        Deletes the checkpoint (iff its revision is ``expected_revision``), its history
+        rows and its operation-journal entry, and stores the tombstone. Returns ``False``
+        (nothing written) when the key is absent or its revision differs.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when a tombstone exists already.
+        """
+        ...
+
+    def add_tombstone(self, tombstone: Tombstone) -> bool:
+        """Store a tombstone (copying a ledger); return ``False`` if one exists already.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when a checkpoint holds the key.
+        """
+        ...
+
+    def tombstone(self, namespace: str, call_id: str) -> Tombstone | None:
+        """Return the key's tombstone, or ``None`` when it was never erased."""
+        ...
+
+    def list_tombstones(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[Tombstone]:
+        """Return tombstones ordered by key."""
+        ...
+
+    def list_operations(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[OperationRow]:
+        """Return operation-journal entries ordered by key."""
+        ...
+
+    def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
+        """Replace the ``data`` of the run's events ``{seq: data}`` in one transaction.
+
+        Only retention uses this, with content-free documents that keep every hash input
+        (``toolledger.journal.erase_content``): the chain's ``hash`` columns never change.
+        Returns how many rows were rewritten.
+
+        Raises:
+            NotFoundError: ``NOT_FOUND`` for an unknown run or sequence number (nothing is
+                written).
+        """
         ...
 
     # -- lifecycle ---------------------------------------------------------------------

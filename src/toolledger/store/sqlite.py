@@ -46,16 +46,19 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ._rows import load_record, prepare_op, status_values
+from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
     CreateCheckpoint,
     EventRow,
     HistoryEntry,
     Op,
+    OperationRow,
     QuarantinedRow,
     RemoveOperation,
     RunRow,
     SwapCheckpoint,
+    Tombstone,
     WriteOperation,
 )
 
@@ -127,6 +130,20 @@ MIGRATIONS: builtins.list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (run_id, seq)
             ) WITHOUT ROWID""",
             "CREATE INDEX events_event_id ON events (run_id, event_id)",
+        ],
+    ),
+    (
+        2,
+        "tombstones",
+        [
+            """CREATE TABLE tombstones (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                erased_at TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX runs_ended ON runs (ended_at)",
         ],
     ),
 ]
@@ -551,6 +568,117 @@ class SQLiteStore:
             sql += f" LIMIT {int(limit)}"
         return [_event_row(r) for r in self._read(sql, (run_id, after_seq))]
 
+    # -- retention and copying (tombstones) --------------------------------------------
+
+    def erase_checkpoint(self, tombstone: Tombstone, *, expected_revision: int) -> bool:
+        """Replace the checkpoint by ``tombstone`` iff at ``expected_revision``; see ``Store``."""
+        ns, cid = tombstone.key
+        text = dump_tombstone(tombstone)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            if conn.execute(
+                "SELECT 1 FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
+            ).fetchone():
+                raise InvalidArgumentError(
+                    message=f"{ns}/{cid} has a tombstone already",
+                    details={"namespace": ns, "call_id": cid},
+                )
+            cur = conn.execute(
+                "DELETE FROM checkpoints WHERE namespace = ? AND call_id = ? AND revision = ?",
+                (ns, cid, expected_revision),
+            )
+            if cur.rowcount != 1:
+                return False
+            for table in ("checkpoint_history", "operation_journal"):
+                conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND call_id = ?", (ns, cid))
+            conn.execute(
+                "INSERT INTO tombstones (namespace, call_id, erased_at, data) VALUES (?,?,?,?)",
+                (ns, cid, format_time(tombstone.erased_at), text),
+            )
+            return True
+
+        return self._write(write, durable=True)
+
+    def add_tombstone(self, tombstone: Tombstone) -> bool:
+        """Store a tombstone unless one exists; see ``Store.add_tombstone``."""
+        ns, cid = tombstone.key
+        text = dump_tombstone(tombstone)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            if conn.execute(
+                "SELECT 1 FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
+            ).fetchone():
+                raise InvalidArgumentError(
+                    message=f"a checkpoint holds {ns}/{cid}; it cannot be tombstoned this way",
+                    details={"namespace": ns, "call_id": cid},
+                )
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO tombstones (namespace, call_id, erased_at, data) "
+                "VALUES (?,?,?,?)",
+                (ns, cid, format_time(tombstone.erased_at), text),
+            )
+            return cur.rowcount == 1
+
+        return self._write(write, durable=True)
+
+    def tombstone(self, namespace: str, call_id: str) -> Tombstone | None:
+        """Return the key's tombstone or ``None``."""
+        rows = self._read(
+            "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?",
+            (namespace, call_id),
+        )
+        return load_tombstone(rows[0][0], namespace, call_id) if rows else None
+
+    def list_tombstones(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[Tombstone]:
+        """Return tombstones ordered by key."""
+        sql, params = "SELECT namespace, call_id, data FROM tombstones", []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        sql += " ORDER BY namespace, call_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [load_tombstone(d, ns, cid) for ns, cid, d in self._read(sql, params)]
+
+    def list_operations(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[OperationRow]:
+        """Return operation-journal entries ordered by key."""
+        sql = "SELECT namespace, call_id, data, written_at FROM operation_journal"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        sql += " ORDER BY namespace, call_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [
+            OperationRow(namespace=a, call_id=b, data=c, written_at=d)
+            for a, b, c, d in self._read(sql, params)
+        ]
+
+    def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
+        """Replace the data of the run's events ``{seq: data}``; see ``Store``."""
+        items = sorted(data.items())
+
+        def write(conn: sqlite3.Connection) -> int:
+            if not conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+            for seq, text in items:
+                cur = conn.execute(
+                    "UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (text, run_id, seq)
+                )
+                if cur.rowcount != 1:
+                    raise NotFoundError(
+                        message=f"run {run_id} has no event {seq}",
+                        details={"run_id": run_id, "seq": seq},
+                    )
+            return len(items)
+
+        return self._write(write, durable=True)
+
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
         after = -1
@@ -618,6 +746,11 @@ def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
             ),
         )
         if cur.rowcount == 1:
+            tomb = conn.execute(
+                "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
+            ).fetchone()
+            if tomb is not None:  # raising rolls the insert back
+                raise tombstoned_error(load_tombstone(tomb[0], ns, cid))
             _history(conn, rec, "create_checkpoint", "execute", extra)
             return (True, rec)
         row = conn.execute(

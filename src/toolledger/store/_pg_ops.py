@@ -1,0 +1,298 @@
+"""PostgreSQL statements for ``PostgresStore``: one function per write, and commit probes.
+
+Rules:
+
+- Every statement is rendered once per store from a template naming ``{s}``, the schema
+  (``Queries``); nothing here opens a connection or a transaction: callers pass a cursor
+  inside theirs.
+- Creation is ``INSERT … ON CONFLICT DO NOTHING`` (refused when a tombstone holds the key);
+  CAS is ``UPDATE … WHERE … AND revision = %s`` and the row count. The history row and its
+  transition label are written by the same statement, the label looked up in a table
+  rendered from ``checkpoint.transitions.TRANSITIONS`` (the labels ``transition_between``
+  gives), so a CAS costs one round trip.
+- ``probe`` says whether a write whose ``COMMIT`` got no answer landed, by reading what
+  only that write could have stored (the history row with the exact record text, the event
+  with the exact hash, the exact tombstone). It is asked only after the writing backend is
+  gone, so its answer is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Cursor
+
+from ..checkpoint.model import CheckpointRecord, Status, format_time
+from ..checkpoint.transitions import TRANSITIONS, transition_between
+from ..errors import NotFoundError
+from ._pg_schema import qualify
+from ._rows import load_record
+from ._tombstone import load_tombstone, tombstoned_error
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    Op,
+    RemoveOperation,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["EVENT_COLUMNS", "RUN_COLUMNS", "Queries", "execute_op", "op_key", "probe"]
+
+RUN_COLUMNS = (
+    "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
+)
+EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
+
+_EDGES = ", ".join(
+    f"('{source.value}', '{rule.target.value}', '{name}', '{rule.action.value}')"
+    for name, rule in sorted(TRANSITIONS.items())
+    for source in sorted(rule.sources, key=lambda s: s.value)
+)
+
+_TEMPLATES: dict[str, str] = {
+    "create": """
+        WITH t AS (SELECT data FROM {s}.tombstones WHERE namespace = %(ns)s AND call_id = %(cid)s),
+        ins AS (
+            INSERT INTO {s}.checkpoints
+                (namespace, call_id, status, revision, tool_name, updated_at, record)
+            SELECT %(ns)s, %(cid)s, 'ready', 0, %(tool)s, %(at)s, %(rec)s
+            WHERE NOT EXISTS (SELECT 1 FROM t)
+            ON CONFLICT DO NOTHING RETURNING 1
+        ),
+        h AS (
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+            SELECT %(ns)s, %(cid)s, 0, 'ready', 'create_checkpoint', 'execute', %(at)s, %(rec)s
+            FROM ins
+        )
+        SELECT (SELECT count(*) FROM ins), (SELECT data FROM t),
+            (SELECT record FROM {s}.checkpoints WHERE namespace = %(ns)s AND call_id = %(cid)s)
+    """,
+    "select_record": "SELECT record FROM {s}.checkpoints WHERE namespace = %s AND call_id = %s",
+    "select_tombstone": "SELECT data FROM {s}.tombstones WHERE namespace = %s AND call_id = %s",
+    "swap": """
+        WITH u AS (
+            UPDATE {s}.checkpoints c
+            SET status = %(status)s, revision = %(rev)s, updated_at = %(at)s, record = %(rec)s
+            FROM (SELECT status FROM {s}.checkpoints
+                  WHERE namespace = %(ns)s AND call_id = %(cid)s AND revision = %(exp)s) o
+            WHERE c.namespace = %(ns)s AND c.call_id = %(cid)s AND c.revision = %(exp)s
+            RETURNING o.status AS old
+        ),
+        e AS (
+            SELECT v.name, v.action FROM u
+            JOIN (VALUES """
+    + _EDGES
+    + """) AS v (src, dst, name, action)
+            ON v.src = u.old AND v.dst = %(status)s
+        ),
+        h AS (
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+            SELECT %(ns)s, %(cid)s, %(rev)s, %(status)s, e.name, e.action, %(at)s, %(rec)s
+            FROM e RETURNING 1
+        )
+        SELECT u.old, (SELECT count(*) FROM h) FROM u
+    """,
+    "op_write": """
+        INSERT INTO {s}.operation_journal (namespace, call_id, data, written_at)
+        VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, call_id)
+        DO UPDATE SET data = EXCLUDED.data, written_at = EXCLUDED.written_at
+    """,
+    "op_remove": "DELETE FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
+    "run_advance": "UPDATE {s}.runs SET event_count = %s, head_hash = %s "
+    "WHERE run_id = %s AND event_count = %s",
+    "run_count": "SELECT event_count FROM {s}.runs WHERE run_id = %s",
+    "event_insert": f"INSERT INTO {{s}}.events ({EVENT_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+    "probe_history": "SELECT record FROM {s}.checkpoint_history "
+    "WHERE namespace = %s AND call_id = %s AND revision = %s",
+    "probe_event": "SELECT hash FROM {s}.events WHERE run_id = %s AND seq = %s",
+    "probe_operation": "SELECT data FROM {s}.operation_journal "
+    "WHERE namespace = %s AND call_id = %s",
+}
+
+
+class Queries:
+    """Every statement, rendered for one schema (attribute access by template name)."""
+
+    def __init__(self, schema: str, templates: dict[str, str] | None = None) -> None:
+        self._text: dict[str, str] = {
+            name: qualify(t, schema).as_string(None)
+            for name, t in {**_TEMPLATES, **(templates or {})}.items()
+        }
+
+    def __getitem__(self, name: str) -> str:
+        return self._text[name]
+
+
+def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
+    """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
+
+    Raises:
+        TombstonedError: ``TOMBSTONED`` creating under an erased key (the caller rolls back).
+        InvalidTransitionError: ``INVALID_TRANSITION`` when no transition joins the stored
+            status and the target (the caller rolls back).
+        NotFoundError: ``NOT_FOUND`` appending to an unknown run.
+    """
+    if isinstance(op, CreateCheckpoint):
+        return _create(cur, q, op.record, extra)
+    if isinstance(op, SwapCheckpoint):
+        nxt = op.next
+        ns, cid = nxt.key
+        cur.execute(
+            q["swap"],
+            {
+                "ns": ns,
+                "cid": cid,
+                "exp": op.expected_revision,
+                "rev": nxt.revision,
+                "status": nxt.status.value,
+                "at": format_time(nxt.updated_at),
+                "rec": extra,
+            },
+        )
+        row = cur.fetchone()
+        if row is None:
+            return False
+        if row[1] != 1:
+            transition_between(Status(row[0]), nxt.status)  # raises INVALID_TRANSITION
+            raise AssertionError("unreachable: the edge table and transition_between disagree")
+        return True
+    if isinstance(op, WriteOperation):
+        from datetime import datetime, timezone
+
+        now = format_time(datetime.now(timezone.utc))
+        cur.execute(q["op_write"], (op.namespace, op.call_id, extra, now))
+        return None
+    if isinstance(op, RemoveOperation):
+        cur.execute(q["op_remove"], (op.namespace, op.call_id))
+        return cur.rowcount == 1
+    assert isinstance(op, AppendEvents)
+    return _append(cur, q, op)
+
+
+def _create(
+    cur: Cursor[Any], q: Queries, rec: CheckpointRecord, extra: str
+) -> tuple[bool, CheckpointRecord]:
+    ns, cid = rec.key
+    params = {
+        "ns": ns,
+        "cid": cid,
+        "tool": rec.binding.tool_name,
+        "at": format_time(rec.updated_at),
+        "rec": extra,
+    }
+    cur.execute(q["create"], params)
+    row = cur.fetchone()
+    assert row is not None
+    inserted, tomb, stored = row
+    if inserted == 1:
+        return (True, rec)
+    if tomb is not None:
+        raise tombstoned_error(load_tombstone(tomb, ns, cid))
+    if stored is None:
+        # The conflicting row committed after this statement's snapshot: read it now.
+        cur.execute(q["select_record"], (ns, cid))
+        again = cur.fetchone()
+        if again is None:  # erased in between: the tombstone tells why
+            cur.execute(q["select_tombstone"], (ns, cid))
+            t = cur.fetchone()
+            if t is not None:
+                raise tombstoned_error(load_tombstone(t[0], ns, cid))
+            raise NotFoundError(
+                message=f"checkpoint {ns}/{cid} vanished while being created; retry",
+                details={"namespace": ns, "call_id": cid},
+            )
+        stored = again[0]
+    return (False, load_record(stored, ns, cid))
+
+
+def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
+    if not op.rows:
+        cur.execute(q["run_count"], (op.run_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+        return bool(row[0] == op.expected_count)
+    cur.execute(
+        q["run_advance"],
+        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id, op.expected_count),
+    )
+    if cur.rowcount != 1:
+        cur.execute(q["run_count"], (op.run_id,))
+        if cur.fetchone() is None:
+            raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+        return False
+    cur.executemany(q["event_insert"], [event_params(r) for r in op.rows])
+    return True
+
+
+def event_params(r: EventRow) -> tuple[Any, ...]:
+    """Return the insert parameters of an event row."""
+    return (
+        r.run_id,
+        r.seq,
+        r.event_id,
+        r.parent_id,
+        r.kind,
+        r.name,
+        r.status,
+        r.at,
+        r.prev_hash,
+        r.hash,
+        r.data,
+    )
+
+
+def op_key(op: Op) -> dict[str, Any]:
+    """Return the key and revision an op writes, for error details."""
+    if isinstance(op, CreateCheckpoint):
+        return {"namespace": op.record.key[0], "call_id": op.record.key[1], "revision": 0}
+    if isinstance(op, SwapCheckpoint):
+        ns, cid = op.next.key
+        return {"namespace": ns, "call_id": cid, "revision": op.next.revision}
+    if isinstance(op, (WriteOperation, RemoveOperation)):
+        return {"namespace": op.namespace, "call_id": op.call_id, "operation_journal": True}
+    assert isinstance(op, AppendEvents)
+    return {"run_id": op.run_id, "expected_count": op.expected_count}
+
+
+def probe(
+    cur: Cursor[Any], q: Queries, prepared: Sequence[tuple[Op, Any]], results: Sequence[Any]
+) -> bool | None:
+    """Say whether the batch committed: ``True``/``False``, or ``None`` if it wrote nothing.
+
+    The first op that wrote something distinctive decides (the batch was one transaction).
+    """
+    weak: bool | None = None
+    for (op, extra), outcome in zip(prepared, results, strict=True):
+        if isinstance(op, CreateCheckpoint) and outcome[0]:
+            return _history_is(cur, q, op.record, 0, extra)
+        if isinstance(op, SwapCheckpoint) and outcome:
+            return _history_is(cur, q, op.next, op.next.revision, extra)
+        if isinstance(op, AppendEvents) and outcome and op.rows:
+            last = op.rows[-1]
+            cur.execute(q["probe_event"], (last.run_id, last.seq))
+            row = cur.fetchone()
+            return row is not None and row[0] == last.hash
+        if isinstance(op, WriteOperation) and weak is None:
+            cur.execute(q["probe_operation"], (op.namespace, op.call_id))
+            row = cur.fetchone()
+            weak = row is not None and row[0] == extra
+        if isinstance(op, RemoveOperation) and outcome and weak is None:
+            cur.execute(q["probe_operation"], (op.namespace, op.call_id))
+            weak = cur.fetchone() is None
+    return weak
+
+
+def _history_is(
+    cur: Cursor[Any], q: Queries, rec: CheckpointRecord, revision: int, text: str
+) -> bool:
+    ns, cid = rec.key
+    cur.execute(q["probe_history"], (ns, cid, revision))
+    row = cur.fetchone()
+    return row is not None and row[0] == text

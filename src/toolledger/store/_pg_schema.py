@@ -1,0 +1,113 @@
+"""PostgreSQL schema: numbered migrations and schema-qualified SQL. No connections here.
+
+Rules:
+
+- Every table lives in the store's schema; statements name it through
+  ``psycopg.sql.Identifier`` (``qualify``), so tests and tenants isolate by schema.
+- Columns mirror the SQLite tables exactly (times as ISO-8601 UTC text with microseconds,
+  records as their exact stored JSON text, never ``jsonb``, which would reorder keys), so a
+  ledger copies between backends byte for byte.
+- ``MIGRATIONS`` is append-only. Each version is recorded in ``toolledger_schema`` in the
+  same transaction as its change; two hosts migrating at once serialise on a
+  transaction-scoped advisory lock taken for the migration only (never for CAS).
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "lock_key", "qualify"]
+
+#: Numbered migrations: (version, name, statements with ``{s}`` for the schema).
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "checkpoints_history_operations_runs_events",
+        [
+            """CREATE TABLE {s}.checkpoints (
+                namespace TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                status TEXT NOT NULL,
+                revision BIGINT NOT NULL,
+                tool_name TEXT NOT NULL,
+                updated_at TEXT COLLATE "C" NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            )""",
+            "CREATE INDEX checkpoints_reconcile ON {s}.checkpoints (status, updated_at)",
+            "CREATE INDEX checkpoints_ns_updated ON {s}.checkpoints (namespace, updated_at)",
+            """CREATE TABLE {s}.checkpoint_history (
+                namespace TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                revision BIGINT NOT NULL,
+                status TEXT NOT NULL,
+                transition TEXT NOT NULL,
+                action TEXT NOT NULL,
+                at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id, revision)
+            )""",
+            """CREATE TABLE {s}.operation_journal (
+                namespace TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                data TEXT NOT NULL,
+                written_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            )""",
+            """CREATE TABLE {s}.runs (
+                run_id TEXT COLLATE "C" PRIMARY KEY,
+                namespace TEXT COLLATE "C" NOT NULL,
+                agent TEXT,
+                goal TEXT,
+                status TEXT NOT NULL,
+                started_at TEXT COLLATE "C" NOT NULL,
+                ended_at TEXT COLLATE "C",
+                head_hash TEXT,
+                event_count BIGINT NOT NULL DEFAULT 0,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX runs_started ON {s}.runs (started_at)",
+            """CREATE TABLE {s}.events (
+                run_id TEXT COLLATE "C" NOT NULL,
+                seq BIGINT NOT NULL,
+                event_id TEXT NOT NULL,
+                parent_id TEXT,
+                kind TEXT NOT NULL,
+                name TEXT,
+                status TEXT,
+                at TEXT NOT NULL,
+                prev_hash TEXT,
+                hash TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (run_id, seq)
+            )""",
+            "CREATE INDEX events_event_id ON {s}.events (run_id, event_id)",
+        ],
+    ),
+    (
+        2,
+        "tombstones",
+        [
+            """CREATE TABLE {s}.tombstones (
+                namespace TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                erased_at TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            )""",
+            "CREATE INDEX runs_ended ON {s}.runs (ended_at)",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def qualify(template: str, schema: str) -> sql.Composed:
+    """Return ``template`` with every ``{s}`` replaced by the quoted schema identifier."""
+    return sql.SQL(template).format(s=sql.Identifier(schema))
+
+
+def lock_key(schema: str) -> str:
+    """Return the text hashed into the migration advisory-lock key for ``schema``."""
+    return f"toolledger.migrate:{schema}"

@@ -1,0 +1,829 @@
+"""The fleet store: the ``Store`` contract on PostgreSQL (psycopg 3 + psycopg_pool).
+
+Rules this module keeps:
+
+- Everything lives in one schema (``schema="toolledger"``); every statement names it, so
+  runs and tenants isolate by schema. Tables, columns and orderings mirror ``SQLiteStore``.
+- Connections come from a pool (autocommit connections; each write is an explicit
+  ``BEGIN`` … ``COMMIT``). A process that forks gets its own pool, never its parent's
+  sockets.
+- CAS is ``UPDATE … WHERE … AND revision = %s`` plus the row count; creation is
+  ``INSERT … ON CONFLICT DO NOTHING`` then a read. No lock is taken for correctness; a
+  transaction-scoped advisory lock serialises schema migrations only.
+- Durability: ``durability="full"`` (default) commits durable writes with the server's
+  ``synchronous_commit`` (``on`` by default: the WAL is flushed before ``COMMIT`` returns)
+  and relaxed writes with ``SET LOCAL synchronous_commit = off`` (a server crash may lose
+  the last relaxed commits, never tear them). ``durability="normal"`` relaxes every write.
+- A ``COMMIT`` that got no answer has an unknown outcome. The store waits until the
+  backend that ran it is gone, then reads back what only that write could have stored
+  (``_pg_ops.probe``): landed, the call returns normally; did not land, ``STORE_UNAVAILABLE``
+  saying nothing was written; cannot tell (the server is unreachable),
+  ``STORE_UNAVAILABLE`` with the key and the revision it tried to write. It never guesses.
+- Driver errors never leak: statement and lock timeouts, deadlocks and serialisation
+  failures become ``STORE_BUSY``; everything else (connection loss, a restart, a missing
+  schema) ``STORE_UNAVAILABLE``, raised ``from`` the driver error. A connection found dead
+  makes the pool check its idle connections, so the next call works once the server is up.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Literal, TypeVar
+
+import psycopg
+from psycopg import Cursor, errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
+from ..errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    NotFoundError,
+    StoreBusyError,
+    StoreError,
+    StoreSchemaTooNewError,
+    StoreUnavailableError,
+)
+from ._pg_ops import EVENT_COLUMNS, RUN_COLUMNS, Queries, execute_op, op_key, probe
+from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
+from ._rows import load_record, prepare_op, status_values
+from ._tombstone import dump_tombstone, load_tombstone
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    HistoryEntry,
+    Op,
+    OperationRow,
+    QuarantinedRow,
+    RemoveOperation,
+    RunRow,
+    SwapCheckpoint,
+    Tombstone,
+    WriteOperation,
+)
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+
+_BUSY = (
+    errors.QueryCanceled,
+    errors.LockNotAvailable,
+    errors.DeadlockDetected,
+    errors.SerializationFailure,
+    errors.TooManyConnections,
+)
+
+_TEMPLATES = {
+    "get": "SELECT record FROM {s}.checkpoints WHERE namespace = %s AND call_id = %s",
+    "history": "SELECT transition, action, record FROM {s}.checkpoint_history "
+    "WHERE namespace = %s AND call_id = %s ORDER BY revision",
+    "op_read": "SELECT data FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
+    "run_insert": f"INSERT INTO {{s}}.runs ({RUN_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+    "run_get": f"SELECT {RUN_COLUMNS} FROM {{s}}.runs WHERE run_id = %s",
+    "run_exists": "SELECT 1 FROM {s}.runs WHERE run_id = %s",
+    "events": f"SELECT {EVENT_COLUMNS} FROM {{s}}.events WHERE run_id = %s AND seq > %s "
+    "ORDER BY seq LIMIT %s",
+    "tomb_get": "SELECT data FROM {s}.tombstones WHERE namespace = %s AND call_id = %s",
+    "tomb_insert": "INSERT INTO {s}.tombstones (namespace, call_id, erased_at, data) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    "erase_checkpoint": "DELETE FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s AND revision = %s",
+    "erase_history": "DELETE FROM {s}.checkpoint_history WHERE namespace = %s AND call_id = %s",
+    "erase_operation": "DELETE FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
+    "event_rewrite": "UPDATE {s}.events SET data = %s WHERE run_id = %s AND seq = %s",
+    "event_data": "SELECT data FROM {s}.events WHERE run_id = %s AND seq = %s",
+    "version_table": "CREATE TABLE IF NOT EXISTS {s}.toolledger_schema ("
+    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    "version_max": "SELECT max(version) FROM {s}.toolledger_schema",
+    "version_insert": "INSERT INTO {s}.toolledger_schema (version, name, applied_at) "
+    "VALUES (%s, %s, %s)",
+    "versions": "SELECT version, name FROM {s}.toolledger_schema ORDER BY version",
+    "create_schema": "CREATE SCHEMA IF NOT EXISTS {s}",
+}
+
+
+class PostgresStore:
+    """The ``Store`` contract on PostgreSQL, shared by many hosts.
+
+    Args:
+        dsn: A libpq connection string or ``postgresql://`` URL.
+        schema: The schema holding every table (created and migrated on open).
+        durability: ``"full"`` (durable writes wait for the WAL flush) or ``"normal"``
+            (every write uses ``synchronous_commit = off``).
+        min_size, max_size: Connection-pool bounds for this process.
+        timeout: Seconds to wait for a pooled connection before ``STORE_UNAVAILABLE``.
+        statement_timeout: Seconds one statement may run before ``STORE_BUSY``.
+        connect_timeout: Seconds to wait for the server when connecting.
+        application_name: Shown in ``pg_stat_activity``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad option.
+        StoreSchemaTooNewError: ``STORE_SCHEMA_TOO_NEW``: a newer toolledger wrote the schema.
+        StoreUnavailableError: ``STORE_UNAVAILABLE``: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "toolledger",
+        durability: Literal["full", "normal"] = "full",
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 10.0,
+        statement_timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        application_name: str = "toolledger",
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise InvalidArgumentError(message='durability must be "full" or "normal"')
+        if not (isinstance(schema, str) and 0 < len(schema) <= 63):
+            raise InvalidArgumentError(message="schema must be a name of 1-63 characters")
+        if not (isinstance(min_size, int) and isinstance(max_size, int) and min_size >= 0):
+            raise InvalidArgumentError(message="min_size and max_size must be ints")
+        if max_size < max(min_size, 1):
+            raise InvalidArgumentError(message="max_size must be >= max(min_size, 1)")
+        for name, value in (
+            ("timeout", timeout),
+            ("statement_timeout", statement_timeout),
+            ("connect_timeout", connect_timeout),
+        ):
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise InvalidArgumentError(message=f"{name} must be a positive number")
+        self.dsn = dsn
+        self.schema = schema
+        self.durability = durability
+        self.timeout = float(timeout)
+        self.statement_timeout = float(statement_timeout)
+        self._pool_args: dict[str, Any] = {
+            "min_size": min_size,
+            "max_size": max_size,
+            "timeout": float(timeout),
+            "kwargs": {
+                "autocommit": True,
+                "connect_timeout": max(1, round(connect_timeout)),
+                "application_name": application_name,
+                "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+            },
+        }
+        self._q = Queries(schema, _TEMPLATES)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        self._pool = self._new_pool()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r}, durability={self.durability!r})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool[Any]:
+        return ConnectionPool(
+            self.dsn, open=True, name=f"toolledger-{self.schema}", **self._pool_args
+        )
+
+    def _current_pool(self) -> ConnectionPool[Any]:
+        if self._closed:
+            raise StoreUnavailableError(message=f"{self!r} is closed")
+        if os.getpid() != self._pid:
+            with self._lock:
+                if os.getpid() != self._pid:  # forked: never touch the parent's sockets
+                    self._pid = os.getpid()
+                    self._lock = threading.Lock()
+                    self._pool = self._new_pool()
+        return self._pool
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        pool = self._current_pool()
+        try:
+            conn = pool.getconn()
+        except PoolTimeout as exc:
+            raise StoreUnavailableError(
+                message=f"no PostgreSQL connection within {self.timeout:g} s "
+                f"(is the server up?): {exc}",
+                details={"doing": "connecting"},
+            ) from exc
+        try:
+            yield conn
+        finally:
+            lost = conn.closed or conn.broken
+            with contextlib.suppress(Exception):
+                pool.putconn(conn)
+            if lost:
+                self._check_pool(pool)
+
+    def _check_pool(self, pool: ConnectionPool[Any]) -> None:
+        # A dead connection usually means every idle one died with it (a restart).
+        with contextlib.suppress(Exception):
+            pool.check()
+
+    def close(self) -> None:
+        """Close this process's connection pool. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() == self._pid:
+            with contextlib.suppress(Exception):
+                self._pool.close(timeout=5.0)
+
+    def _read(self, query: Any, params: Sequence[Any] = ()) -> builtins.list[Any]:
+        for attempt in (0, 1):
+            with self._connection() as conn:
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(query, params)
+                        return cur.fetchall()
+                except psycopg.Error as exc:
+                    if attempt == 0 and (conn.closed or conn.broken):
+                        continue  # a stale pooled connection: reads are safe to retry
+                    raise _map_error(exc, "reading") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(
+        self,
+        fn: Callable[[Cursor[Any]], T],
+        *,
+        durable: bool,
+        probe_fn: Callable[[Cursor[Any], T], bool | None] | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> T:
+        """Run ``fn`` in one transaction; resolve a ``COMMIT`` that got no answer."""
+        begin = (
+            "BEGIN"
+            if durable and self.durability == "full"
+            else "BEGIN; SET LOCAL synchronous_commit = off"
+        )
+        for attempt in (0, 1):
+            with self._connection() as conn, conn.cursor() as cur:
+                try:
+                    cur.execute(begin)
+                except psycopg.Error as exc:
+                    if attempt == 0 and (conn.closed or conn.broken):
+                        continue  # nothing was sent that could commit: safe to retry
+                    raise _map_error(exc, "beginning a write", details) from exc
+                try:
+                    result = fn(cur)
+                except BaseException as exc:
+                    with contextlib.suppress(psycopg.Error):
+                        cur.execute("ROLLBACK")
+                    if isinstance(exc, psycopg.Error):
+                        raise _map_error(exc, "writing (nothing was written)", details) from exc
+                    raise
+                backend = conn.info.backend_pid
+                try:
+                    cur.execute("COMMIT")
+                except psycopg.Error as exc:
+                    if isinstance(exc, _BUSY) or not (conn.closed or conn.broken):
+                        with contextlib.suppress(psycopg.Error):
+                            cur.execute("ROLLBACK")
+                        raise _map_error(exc, "committing (nothing was written)", details) from exc
+                    commit_error = exc
+                else:
+                    return result
+            # The COMMIT got no answer: find out, outside the dead connection.
+            self._resolve(commit_error, backend, result, probe_fn, details)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _resolve(
+        self,
+        exc: psycopg.Error,
+        backend: int,
+        result: T,
+        probe_fn: Callable[[Cursor[Any], T], bool | None] | None,
+        details: Mapping[str, Any] | None,
+    ) -> None:
+        facts = {**(details or {}), "doing": "committing"}
+        try:
+            landed = self._probe_after(backend, result, probe_fn)
+        except (psycopg.Error, StoreError, TimeoutError) as probe_exc:
+            raise StoreUnavailableError(
+                message="the connection was lost during COMMIT and the outcome could not be "
+                f"read back ({probe_exc}); the write may or may not have landed: re-read "
+                f"before acting ({_describe(facts)})",
+                details={**facts, "outcome": "unknown"},
+            ) from exc
+        if landed is False:
+            raise StoreUnavailableError(
+                message="the connection was lost during COMMIT; reading back shows the write "
+                f"did not land, nothing was written ({_describe(facts)})",
+                details={**facts, "outcome": "not-committed"},
+            ) from exc
+
+    def _probe_after(
+        self,
+        backend: int,
+        result: T,
+        probe_fn: Callable[[Cursor[Any], T], bool | None] | None,
+    ) -> bool | None:
+        if probe_fn is None:
+            raise TimeoutError("this write has no read-back probe")
+        deadline = time.monotonic() + max(self.statement_timeout, 5.0)
+        with self._connection() as conn, conn.cursor() as cur:
+            # Until the backend that ran the COMMIT is gone, it may still finish it.
+            delay = 0.005
+            while True:
+                cur.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,))
+                if cur.fetchone() is None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"backend {backend} still running")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+            return probe_fn(cur, result)
+
+    # -- migrations --------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        reg = f"{_quote_ident(self.schema)}.toolledger_schema"
+        rows = self._read("SELECT to_regclass(%s) IS NOT NULL", (reg,))
+        if rows[0][0]:
+            current = self._read(self._q["version_max"])[0][0] or 0
+            if current > LATEST_VERSION:
+                raise self._too_new(current)
+            if current == LATEST_VERSION:
+                return
+
+        def run(cur: Cursor[Any]) -> None:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(self.schema),))
+            cur.execute(self._q["create_schema"])
+            cur.execute(self._q["version_table"])
+            cur.execute(self._q["version_max"])
+            row = cur.fetchone()
+            have = (row[0] if row else None) or 0
+            if have > LATEST_VERSION:
+                raise self._too_new(have)
+            now = format_time(datetime.now(timezone.utc))
+            for version, name, statements in MIGRATIONS:
+                if version <= have:
+                    continue
+                for statement in statements:
+                    cur.execute(qualify(statement, self.schema))
+                cur.execute(self._q["version_insert"], (version, name, now))
+
+        self._write(run, durable=True)
+
+    def _too_new(self, version: int) -> StoreSchemaTooNewError:
+        return StoreSchemaTooNewError(
+            message=f"schema {self.schema!r} has version {version}; this toolledger knows up "
+            f"to {LATEST_VERSION}. Upgrade toolledger to open it.",
+            details={"schema": self.schema, "version": version, "supported": LATEST_VERSION},
+        )
+
+    def applied_migrations(self) -> builtins.list[tuple[int, str]]:
+        """Return ``(version, name)`` of every applied migration. Read-only."""
+        return [(int(v), str(n)) for v, n in self._read(self._q["versions"])]
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def create_if_absent(
+        self, record: CheckpointRecord, *, durable: bool = True
+    ) -> tuple[bool, CheckpointRecord]:
+        """Store ``record`` unless its key exists; see ``Store.create_if_absent``."""
+        result = self.apply([CreateCheckpoint(record)], durable=durable)[0]
+        return result  # type: ignore[no-any-return]
+
+    def compare_and_swap(
+        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
+    ) -> bool:
+        """Swap iff the stored revision is ``expected_revision``; see ``Store``."""
+        return bool(self.apply([SwapCheckpoint(expected_revision, next)], durable=durable)[0])
+
+    def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
+        """Return the stored record or ``None``; see ``Store.get``."""
+        rows = self._read(self._q["get"], (namespace, call_id))
+        return load_record(rows[0][0], namespace, call_id) if rows else None
+
+    def list(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        namespace: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[CheckpointRecord]:
+        """Return matching records, oldest first; invalid rows are skipped (``quarantined``)."""
+        out = []
+        for ns, cid, text in self._select_checkpoints(status, namespace, updated_before, limit):
+            try:
+                out.append(load_record(text, ns, cid))
+            except CheckpointError:
+                continue
+        return out
+
+    def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
+        """Return stored rows that fail validation, untouched."""
+        out = []
+        for ns, cid, text in self._select_checkpoints(None, None, None, None):
+            try:
+                load_record(text, ns, cid)
+            except CheckpointError as exc:
+                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _select_checkpoints(
+        self,
+        status: Status | str | Iterable[Status | str] | None,
+        namespace: str | None,
+        updated_before: datetime | None,
+        limit: int | None,
+    ) -> builtins.list[tuple[str, str, str]]:
+        where: builtins.list[str] = ["TRUE"]
+        params: builtins.list[Any] = []
+        statuses = status_values(status)
+        if statuses is not None:
+            where.append("status = ANY(%s)")
+            params.append(statuses)
+        if namespace is not None:
+            where.append("namespace = %s")
+            params.append(namespace)
+        if updated_before is not None:
+            where.append("updated_at < %s")
+            params.append(format_time(check_time(updated_before, "updated_before")))
+        template = (
+            "SELECT namespace, call_id, record FROM {s}.checkpoints WHERE "
+            + " AND ".join(where)
+            + " ORDER BY updated_at, namespace, call_id"
+        )
+        if limit is not None:
+            template += " LIMIT %s"
+            params.append(int(limit))
+        rows = self._read(qualify(template, self.schema), params)
+        return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+    def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
+        """Return every transition of the key in order; see ``Store.history``."""
+        out = []
+        for transition, action, text in self._read(self._q["history"], (namespace, call_id)):
+            rec = load_record(text, namespace, call_id)
+            out.append(
+                HistoryEntry(
+                    revision=rec.revision,
+                    status=rec.status,
+                    transition=str(transition),
+                    action=Action(action),
+                    at=rec.updated_at,
+                    record=rec,
+                )
+            )
+        return out
+
+    # -- batches -----------------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
+        """Run ``ops`` in one transaction; see ``Store.apply``."""
+        prepared = [prepare_op(op) for op in ops]  # validate everything before writing
+        q = self._q
+
+        def run(cur: Cursor[Any]) -> builtins.list[Any]:
+            return [execute_op(cur, q, op, extra) for op, extra in prepared]
+
+        def check(cur: Cursor[Any], results: builtins.list[Any]) -> bool | None:
+            return probe(cur, q, prepared, results)
+
+        details = op_key(prepared[0][0]) if prepared else {}
+        return self._write(run, durable=durable, probe_fn=check, details=details)
+
+    # -- operation journal -------------------------------------------------------------
+
+    def operation_write(
+        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
+    ) -> None:
+        """Set the call's operation-journal entry."""
+        self.apply([WriteOperation(namespace, call_id, data)], durable=durable)
+
+    def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
+        """Return the call's operation-journal entry or ``None``."""
+        rows = self._read(self._q["op_read"], (namespace, call_id))
+        return None if not rows else dict(json.loads(rows[0][0]))
+
+    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
+        """Remove the call's entry; return whether one existed."""
+        return bool(self.apply([RemoveOperation(namespace, call_id)], durable=durable)[0])
+
+    # -- runs and events ---------------------------------------------------------------
+
+    def create_run(self, run: RunRow, *, durable: bool = False) -> None:
+        """Store a new run; ``INVALID_ARGUMENT`` if the id exists."""
+        values = (
+            run.run_id,
+            run.namespace,
+            run.agent,
+            run.goal,
+            run.status,
+            run.started_at,
+            run.ended_at,
+            run.head_hash,
+            run.event_count,
+            run.data,
+        )
+
+        def write(cur: Cursor[Any]) -> None:
+            try:
+                cur.execute(self._q["run_insert"], values)
+            except errors.UniqueViolation as exc:
+                raise InvalidArgumentError(
+                    message=f"run {run.run_id} exists already", details={"run_id": run.run_id}
+                ) from exc
+
+        def check(cur: Cursor[Any], _: None) -> bool:
+            cur.execute(self._q["run_get"], (run.run_id,))
+            row = cur.fetchone()
+            return row is not None and _run_row(row) == run
+
+        self._write(write, durable=durable, probe_fn=check, details={"run_id": run.run_id})
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return the run or ``None``."""
+        rows = self._read(self._q["run_get"], (run_id,))
+        return _run_row(rows[0]) if rows else None
+
+    def update_run(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        ended_at: str | None = None,
+        data: str | None = None,
+        durable: bool = False,
+    ) -> None:
+        """Update a run's status, end time or document; ``NOT_FOUND`` if absent."""
+        changes = {
+            k: v
+            for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
+            if v is not None
+        }
+        sets = ", ".join(f"{k} = %s" for k in changes)
+        template = f"UPDATE {{s}}.runs SET {sets} WHERE run_id = %s" if changes else None
+
+        def write(cur: Cursor[Any]) -> None:
+            if template is not None:
+                cur.execute(qualify(template, self.schema), (*changes.values(), run_id))
+                found = cur.rowcount == 1
+            else:
+                cur.execute(self._q["run_exists"], (run_id,))
+                found = cur.fetchone() is not None
+            if not found:
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+
+        def check(cur: Cursor[Any], _: None) -> bool:
+            cur.execute(self._q["run_get"], (run_id,))
+            row = cur.fetchone()
+            if row is None:
+                return False
+            got = _run_row(row)
+            return all(getattr(got, k) == v for k, v in changes.items())
+
+        self._write(write, durable=durable, probe_fn=check, details={"run_id": run_id})
+
+    def list_runs(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[RunRow]:
+        """Return runs, newest first."""
+        template = f"SELECT {RUN_COLUMNS} FROM {{s}}.runs"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            template += " WHERE namespace = %s"
+            params.append(namespace)
+        template += " ORDER BY started_at DESC, run_id"
+        if limit is not None:
+            template += " LIMIT %s"
+            params.append(int(limit))
+        return [_run_row(r) for r in self._read(qualify(template, self.schema), params)]
+
+    def append_events(
+        self,
+        run_id: str,
+        rows: Sequence[EventRow],
+        *,
+        expected_count: int,
+        durable: bool = False,
+    ) -> bool:
+        """Append iff the run holds ``expected_count`` events; see ``Store``."""
+        op = AppendEvents(run_id, tuple(rows), expected_count)
+        return bool(self.apply([op], durable=durable)[0])
+
+    def read_events(
+        self, run_id: str, *, after_seq: int = -1, limit: int | None = None
+    ) -> builtins.list[EventRow]:
+        """Return the run's events after ``after_seq`` in order."""
+        rows = self._read(self._q["events"], (run_id, after_seq, limit))
+        return [_event_row(r) for r in rows]
+
+    def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
+        """Yield the run's events in order, reading ``batch`` rows at a time."""
+        after = -1
+        while True:
+            rows = self.read_events(run_id, after_seq=after, limit=batch)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].seq
+
+    # -- retention and copying (tombstones) --------------------------------------------
+
+    def erase_checkpoint(self, tombstone: Tombstone, *, expected_revision: int) -> bool:
+        """Replace the checkpoint by ``tombstone`` iff at ``expected_revision``; see ``Store``."""
+        ns, cid = tombstone.key
+        text = dump_tombstone(tombstone)
+        q = self._q
+
+        def write(cur: Cursor[Any]) -> bool:
+            cur.execute(q["tomb_get"], (ns, cid))
+            if cur.fetchone() is not None:
+                raise InvalidArgumentError(
+                    message=f"{ns}/{cid} has a tombstone already",
+                    details={"namespace": ns, "call_id": cid},
+                )
+            cur.execute(q["erase_checkpoint"], (ns, cid, expected_revision))
+            if cur.rowcount != 1:
+                return False
+            cur.execute(q["erase_history"], (ns, cid))
+            cur.execute(q["erase_operation"], (ns, cid))
+            cur.execute(q["tomb_insert"], (ns, cid, format_time(tombstone.erased_at), text))
+            return True
+
+        return self._write(
+            write,
+            durable=True,
+            probe_fn=self._tombstone_probe(ns, cid, text),
+            details={"namespace": ns, "call_id": cid, "revision": expected_revision},
+        )
+
+    def add_tombstone(self, tombstone: Tombstone) -> bool:
+        """Store a tombstone unless one exists; see ``Store.add_tombstone``."""
+        ns, cid = tombstone.key
+        text = dump_tombstone(tombstone)
+        q = self._q
+
+        def write(cur: Cursor[Any]) -> bool:
+            cur.execute(q["get"], (ns, cid))
+            if cur.fetchone() is not None:
+                raise InvalidArgumentError(
+                    message=f"a checkpoint holds {ns}/{cid}; it cannot be tombstoned this way",
+                    details={"namespace": ns, "call_id": cid},
+                )
+            cur.execute(q["tomb_insert"], (ns, cid, format_time(tombstone.erased_at), text))
+            return cur.rowcount == 1
+
+        return self._write(
+            write,
+            durable=True,
+            probe_fn=self._tombstone_probe(ns, cid, text),
+            details={"namespace": ns, "call_id": cid},
+        )
+
+    def _tombstone_probe(
+        self, ns: str, cid: str, text: str
+    ) -> Callable[[Cursor[Any], bool], bool | None]:
+        def check(cur: Cursor[Any], wrote: bool) -> bool | None:
+            if not wrote:
+                return None
+            cur.execute(self._q["tomb_get"], (ns, cid))
+            row = cur.fetchone()
+            return row is not None and row[0] == text
+
+        return check
+
+    def tombstone(self, namespace: str, call_id: str) -> Tombstone | None:
+        """Return the key's tombstone or ``None``."""
+        rows = self._read(self._q["tomb_get"], (namespace, call_id))
+        return load_tombstone(rows[0][0], namespace, call_id) if rows else None
+
+    def list_tombstones(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[Tombstone]:
+        """Return tombstones ordered by key."""
+        rows = self._keyed("namespace, call_id, data", "tombstones", namespace, limit)
+        return [load_tombstone(d, ns, cid) for ns, cid, d in rows]
+
+    def list_operations(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[OperationRow]:
+        """Return operation-journal entries ordered by key."""
+        rows = self._keyed(
+            "namespace, call_id, data, written_at", "operation_journal", namespace, limit
+        )
+        return [OperationRow(namespace=a, call_id=b, data=c, written_at=d) for a, b, c, d in rows]
+
+    def _keyed(
+        self, columns: str, table: str, namespace: str | None, limit: int | None
+    ) -> builtins.list[Any]:
+        template = f"SELECT {columns} FROM {{s}}.{table}"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            template += " WHERE namespace = %s"
+            params.append(namespace)
+        template += " ORDER BY namespace, call_id"
+        if limit is not None:
+            template += " LIMIT %s"
+            params.append(int(limit))
+        return self._read(qualify(template, self.schema), params)
+
+    def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
+        """Replace the data of the run's events ``{seq: data}``; see ``Store``."""
+        items = sorted(data.items())
+        q = self._q
+
+        def write(cur: Cursor[Any]) -> int:
+            cur.execute(q["run_exists"], (run_id,))
+            if cur.fetchone() is None:
+                raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
+            for seq, text in items:
+                cur.execute(q["event_rewrite"], (text, run_id, seq))
+                if cur.rowcount != 1:
+                    raise NotFoundError(
+                        message=f"run {run_id} has no event {seq}",
+                        details={"run_id": run_id, "seq": seq},
+                    )
+            return len(items)
+
+        def check(cur: Cursor[Any], _: int) -> bool | None:
+            if not items:
+                return None
+            seq, text = items[-1]
+            cur.execute(q["event_data"], (run_id, seq))
+            row = cur.fetchone()
+            return row is not None and row[0] == text
+
+        return self._write(write, durable=True, probe_fn=check, details={"run_id": run_id})
+
+
+def _run_row(r: Sequence[Any]) -> RunRow:
+    return RunRow(
+        run_id=r[0],
+        namespace=r[1],
+        agent=r[2],
+        goal=r[3],
+        status=r[4],
+        started_at=r[5],
+        ended_at=r[6],
+        head_hash=r[7],
+        event_count=int(r[8]),
+        data=r[9],
+    )
+
+
+def _event_row(r: Sequence[Any]) -> EventRow:
+    return EventRow(
+        run_id=r[0],
+        seq=int(r[1]),
+        event_id=r[2],
+        parent_id=r[3],
+        kind=r[4],
+        name=r[5],
+        status=r[6],
+        at=r[7],
+        prev_hash=r[8],
+        hash=r[9],
+        data=r[10],
+    )
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _describe(facts: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in facts.items())
+
+
+def _map_error(
+    exc: psycopg.Error, doing: str, details: Mapping[str, Any] | None = None
+) -> StoreError:
+    facts = {**(details or {}), "doing": doing}
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate:
+        facts["sqlstate"] = sqlstate
+    if isinstance(exc, _BUSY):
+        return StoreBusyError(
+            message=f"PostgreSQL was busy while {doing} (a timeout, lock or conflict); "
+            f"retry later: {exc}",
+            details=facts,
+        )
+    return StoreUnavailableError(
+        message=f"PostgreSQL failed while {doing}: {exc}".rstrip(), details=facts
+    )
