@@ -7,6 +7,7 @@ error) on failure. ``tests/contract/`` parametrizes these over every backend;
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -21,7 +22,10 @@ from .checkpoint import (
     create_checkpoint,
     fingerprint,
 )
+from .checkpoint.model import CheckpointRecord
 from .errors import CheckpointError
+from .store._rows import dump_record
+from .store._tombstone import build_tombstone
 from .store.base import (
     AppendEvents,
     CreateCheckpoint,
@@ -30,6 +34,7 @@ from .store.base import (
     RunRow,
     Store,
     SwapCheckpoint,
+    Tombstone,
     WriteOperation,
 )
 
@@ -310,6 +315,122 @@ def check_threads_race_one_winner(store: Store) -> None:
     got = store.get("ns", "call-1")
     assert got is not None and got.execution_fence == wins[0]
     assert len(store.history("ns", "call-1")) == 2
+
+
+def _delivered(store: Store, call_id: str = "call-1") -> CheckpointRecord:
+    rec = create_checkpoint(_binding(call_id), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    store.compare_and_swap(0, t.next)
+    t = complete_execution(t.next, attempt_id="a", at=_t(2), result={"secret": "s3cr3t"})
+    store.compare_and_swap(1, t.next)
+    t = claim_delivery(t.next, delivery_id="d", at=_t(3))
+    store.compare_and_swap(2, t.next)
+    t = complete_delivery(t.next, delivery_id="d", at=_t(4))
+    assert store.compare_and_swap(3, t.next)
+    return t.next
+
+
+def _tombstone_of(rec: CheckpointRecord, reason: str = "retention: older than 30d") -> Tombstone:
+    return build_tombstone(
+        rec,
+        stored_json=dump_record(rec),
+        transitions=["create_checkpoint", "claim_execution"],
+        operation_json=None,
+        erased_at=_t(100),
+        reason=reason,
+    )
+
+
+def check_erase_checkpoint_leaves_tombstone(store: Store) -> None:
+    rec = _delivered(store)
+    store.operation_write("ns", "call-1", {"order_id": "o-1"})
+    tomb = _tombstone_of(rec)
+    assert store.erase_checkpoint(tomb, expected_revision=3) is False  # stale revision
+    assert store.get("ns", "call-1") == rec
+    assert store.tombstone("ns", "call-1") is None
+    assert store.erase_checkpoint(tomb, expected_revision=4) is True
+    assert store.get("ns", "call-1") is None
+    assert store.history("ns", "call-1") == []
+    assert store.operation_read("ns", "call-1") is None
+    assert store.tombstone("ns", "call-1") == tomb
+    assert store.list_tombstones() == [tomb]
+    assert store.list_tombstones(namespace="other") == []
+    assert store.list() == []
+    try:
+        store.erase_checkpoint(tomb, expected_revision=4)
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_ARGUMENT"
+    else:
+        raise AssertionError("erasing a tombstoned key twice must be refused")
+
+
+def check_tombstoned_key_cannot_be_created(store: Store) -> None:
+    rec = _delivered(store)
+    assert store.erase_checkpoint(_tombstone_of(rec), expected_revision=4)
+    again = create_checkpoint(_binding(), at=_t(200))
+    for attempt in (
+        lambda: store.create_if_absent(again),
+        lambda: store.apply([CreateCheckpoint(again)]),
+    ):
+        try:
+            attempt()
+        except CheckpointError as exc:
+            assert exc.code == "TOMBSTONED"
+            assert exc.details["call_id"] == "call-1"
+            assert exc.details["reason"] == "retention: older than 30d"
+            assert "2026-01-01T00:01:40" in exc.message  # says when
+        else:
+            raise AssertionError("creating a checkpoint under a tombstone must raise TOMBSTONED")
+    assert store.get("ns", "call-1") is None
+    claim = claim_execution(again, attempt_id="b", at=_t(201))
+    assert store.compare_and_swap(0, claim.next) is False
+    other = create_checkpoint(_binding("call-2"), at=_t(200))
+    assert store.create_if_absent(other) == (True, other)  # other keys are unaffected
+
+
+def check_add_tombstone(store: Store) -> None:
+    rec = create_checkpoint(_binding("call-9"), at=_t(0))
+    tomb = _tombstone_of(rec)
+    assert store.add_tombstone(tomb) is True
+    assert store.add_tombstone(tomb) is False
+    assert store.tombstone("ns", "call-9") == tomb
+    store.create_if_absent(create_checkpoint(_binding("call-8"), at=_t(0)))
+    try:
+        store.add_tombstone(_tombstone_of(create_checkpoint(_binding("call-8"), at=_t(0))))
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_ARGUMENT"
+    else:
+        raise AssertionError("a tombstone over a live checkpoint must be refused")
+    assert store.tombstone("ns", "call-8") is None
+
+
+def check_list_operations(store: Store) -> None:
+    store.operation_write("ns", "b", {"order_id": "o-b"})
+    store.operation_write("ns", "a", {"order_id": "o-a"})
+    store.operation_write("zz", "a", {"order_id": "o-z"})
+    rows = store.list_operations()
+    assert [(r.namespace, r.call_id) for r in rows] == [("ns", "a"), ("ns", "b"), ("zz", "a")]
+    assert json.loads(rows[0].data) == {"order_id": "o-a"}
+    assert rows[0].written_at
+    assert [r.call_id for r in store.list_operations(namespace="ns", limit=1)] == ["a"]
+
+
+def check_rewrite_event_data(store: Store) -> None:
+    store.create_run(_run("r1"))
+    store.append_events("r1", [_event("r1", 0, None), _event("r1", 1, "h0")], expected_count=0)
+    assert store.rewrite_event_data("r1", {1: '{"erased":true}'}) == 1
+    events = store.read_events("r1")
+    assert [e.data for e in events] == ["{}", '{"erased":true}']
+    assert [e.hash for e in events] == ["h0", "h1"]  # the chain is untouched
+    for run_id, changes in (("r1", {0: '{"x":1}', 7: "{}"}), ("nope", {0: "{}"})):
+        try:
+            store.rewrite_event_data(run_id, changes)
+        except CheckpointError as exc:
+            assert exc.code == "NOT_FOUND"
+        else:
+            raise AssertionError(f"rewriting {run_id}/{sorted(changes)} must raise NOT_FOUND")
+    assert store.read_events("r1")[0].data == "{}"  # all or nothing
 
 
 CHECKS: list[Callable[[Store], None]] = [
