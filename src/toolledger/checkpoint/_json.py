@@ -55,12 +55,23 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
     max_depth = 0
     count = 0
     on_path: set[int] = set()
-    # Stack items: (value, depth, path) to enter, or (None, -1, id) markers to leave a container.
+    # A container met again (shared, not a cycle) is not walked again: its measured
+    # (values, height) is reused, so a small object graph that expands to a huge JSON text
+    # is measured in linear time and refused by the bounds instead of hanging here.
+    done: dict[int, tuple[int, int]] = {}
+    heights: list[int] = []  # per open container: the deepest level reached inside it
+    # Stack items: (value, depth, path) to enter, or (None, -1, (id, start, depth)) markers
+    # to leave a container.
     stack: list[tuple[Any, int, Any]] = [(value, 1, "$")]
     while stack:
         node, depth, path = stack.pop()
         if depth < 0:
-            on_path.discard(path)
+            ident, start, level = path
+            on_path.discard(ident)
+            deepest = heights.pop()
+            if heights and deepest > heights[-1]:
+                heights[-1] = deepest
+            done[ident] = (count - start, deepest - level)
             continue
         count += 1
         if node is None or isinstance(node, bool):
@@ -78,13 +89,23 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
             _check_str(node, what, path)
             continue
         if tp is list or tp is dict:
-            if depth > max_depth:
-                max_depth = depth
             ident = id(node)
             if ident in on_path:
                 raise _type_error(what, path, "cycle: a container contains itself")
+            seen = done.get(ident)
+            if seen is not None:
+                count += seen[0] - 1
+                reached = depth + seen[1]
+                if reached > max_depth:
+                    max_depth = reached
+                if heights and reached > heights[-1]:
+                    heights[-1] = reached
+                continue
+            if depth > max_depth:
+                max_depth = depth
             on_path.add(ident)
-            stack.append((None, -1, ident))
+            heights.append(depth)
+            stack.append((None, -1, (ident, count - 1, depth)))
             if tp is list:
                 for i in range(len(node) - 1, -1, -1):
                     stack.append((node[i], depth + 1, _Path(path, i)))
@@ -229,7 +250,9 @@ def _es6_number(x: float) -> str:
     """Format a finite float the way ECMAScript's Number.toString does (RFC 8785 §3.2.2.3)."""
     if x == 0:
         return "0"
-    if x.is_integer() and abs(x) < 1e21:
+    if x.is_integer() and abs(x) <= MAX_SAFE_INT:
+        # Exact and already the shortest form. Larger integral floats need the shortest
+        # round-trip digits padded with zeros (2**68 -> 295147905179352830000), below.
         return str(int(x))
     sign = "-" if x < 0 else ""
     mantissa, _, exp_text = repr(abs(x)).partition("e")

@@ -321,4 +321,5 @@ def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
 
 def is_known_valid(record: object) -> bool:
     """Return whether ``record`` itself (not an equal copy) was marked valid."""
-    return _KNOWN_VALID.get(id(record)) is record
+    known = _KNOWN_VALID.get(id(record))
+    return known is not None and known is record

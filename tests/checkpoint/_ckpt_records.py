@@ -1,0 +1,101 @@
+"""Records in every status, built only through the public transitions (test helpers)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import toolledger as tl
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+RESULT = {"ok": True, "id": "msg-1", "n": [1, 2.5, None]}
+REASON = "the connection dropped after the request was sent"
+
+
+def at(seconds: float) -> datetime:
+    """Return T0 + ``seconds``."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def binding(call_id: str = "call-1", **changes: str) -> tl.Binding:
+    """Return a valid binding; ``changes`` override single fields."""
+    fields = {
+        "namespace": "ns",
+        "call_id": call_id,
+        "tool_name": "send_email",
+        "tool_revision": "1",
+        "input_fingerprint": tl.fingerprint({"to": "a@example.com"}),
+    }
+    fields.update(changes)
+    return tl.Binding(**fields)
+
+
+def _ready() -> tl.CheckpointRecord:
+    return tl.create_checkpoint(binding(), at=at(0))
+
+
+def _executing() -> tl.CheckpointRecord:
+    return tl.claim_execution(_ready(), attempt_id="a1", at=at(1)).next
+
+
+def _uncertain() -> tl.CheckpointRecord:
+    return tl.mark_execution_uncertain(_executing(), attempt_id="a1", at=at(2), reason=REASON).next
+
+
+def _completed() -> tl.CheckpointRecord:
+    return tl.complete_execution(_executing(), attempt_id="a1", at=at(2), result=RESULT).next
+
+
+def _delivering() -> tl.CheckpointRecord:
+    return tl.claim_delivery(_completed(), delivery_id="d1", at=at(3)).next
+
+
+def _delivered() -> tl.CheckpointRecord:
+    return tl.complete_delivery(_delivering(), delivery_id="d1", at=at(4)).next
+
+
+def _ready_released() -> tl.CheckpointRecord:
+    return tl.release_execution(
+        _executing(), attempt_id="a1", at=at(2), evidence="journal-empty"
+    ).next
+
+
+def _completed_redelivery() -> tl.CheckpointRecord:
+    return tl.release_delivery(_delivering(), delivery_id="d1", at=at(4)).next
+
+
+#: Named records: one per status, plus the states reached by the two release moves.
+RECORDS: dict[str, Callable[[], tl.CheckpointRecord]] = {
+    "ready": _ready,
+    "executing": _executing,
+    "uncertain": _uncertain,
+    "completed": _completed,
+    "delivering": _delivering,
+    "delivered": _delivered,
+    "ready-released": _ready_released,
+    "completed-redelivery": _completed_redelivery,
+}
+
+STATUS_RECORDS = {s.value: RECORDS[s.value] for s in tl.Status}
+
+
+def owner_kwargs(name: str, when: datetime) -> dict[str, Any]:
+    """Arguments with which the owning attempt/delivery calls transition ``name``."""
+    kwargs: dict[str, Any] = {"at": when}
+    if name in ("claim_delivery", "release_delivery", "complete_delivery"):
+        kwargs["delivery_id"] = "d1"
+    else:
+        kwargs["attempt_id"] = "a1"
+    if name == "complete_execution":
+        kwargs["result"] = RESULT
+    elif name == "mark_execution_uncertain":
+        kwargs["reason"] = REASON
+    elif name == "release_execution":
+        kwargs["evidence"] = "journal-empty"
+    return kwargs
+
+
+TRANSITION_FUNCTIONS: dict[str, Callable[..., tl.Transition]] = {
+    name: getattr(tl, name) for name in tl.checkpoint.TRANSITIONS
+}

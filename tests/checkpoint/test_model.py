@@ -1,0 +1,285 @@
+"""Records' stored form (to_dict/from_dict) and fingerprints over canonical JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from _ckpt_records import binding
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toolledger as tl
+from toolledger.checkpoint import canonical_json
+
+# -- to_dict / from_dict -----------------------------------------------------------------
+
+ids = st.from_regex(r"[A-Za-z0-9._:-]{1,20}", fullmatch=True)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), children, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+MOVES = ["claim", "complete", "uncertain", "release", "claim_d", "release_d", "complete_d"]
+
+
+@st.composite
+def records(draw: st.DrawFn) -> tl.CheckpointRecord:
+    """A record reached by a random walk of legal moves at random, increasing times."""
+    b = tl.Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
+    when = tl.checkpoint.model.parse_time("2026-01-01T00:00:00+00:00", "t")
+    rec = tl.create_checkpoint(b, at=when)
+    for move in draw(st.lists(st.sampled_from(MOVES), max_size=8)):
+        when += timedelta(microseconds=draw(st.integers(0, 10**9)))
+        attempt, delivery = rec.execution_fence or draw(ids), rec.delivery_fence or draw(ids)
+        try:
+            if move == "claim":
+                t = tl.claim_execution(rec, attempt_id=attempt, at=when)
+            elif move == "complete":
+                t = tl.complete_execution(
+                    rec,
+                    attempt_id=attempt,
+                    at=when,
+                    result=draw(json_values),
+                    is_error=draw(st.booleans()),
+                )
+            elif move == "uncertain":
+                reason = draw(st.text(min_size=1, max_size=30).filter(lambda s: s.isprintable()))
+                t = tl.mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
+            elif move == "release":
+                t = tl.release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
+            elif move == "claim_d":
+                t = tl.claim_delivery(rec, delivery_id=delivery, at=when)
+            elif move == "release_d":
+                t = tl.release_delivery(rec, delivery_id=delivery, at=when)
+            else:
+                t = tl.complete_delivery(rec, delivery_id=delivery, at=when)
+        except (tl.InvalidTransitionError, tl.FenceConflictError, tl.InvalidArgumentError):
+            continue
+        rec = t.next
+    return rec
+
+
+@settings(max_examples=150, deadline=None)
+@given(records())
+def test_record_to_dict_from_dict_round_trips(rec: tl.CheckpointRecord) -> None:
+    """from_dict(to_dict(r)) == r, also through JSON text; to_dict is JSON-ready."""
+    data = rec.to_dict()
+    assert tl.CheckpointRecord.from_dict(data) == rec
+    text = json.dumps(data, allow_nan=False)
+    again = tl.CheckpointRecord.from_dict(json.loads(text))
+    assert again == rec
+    assert again.to_dict() == data
+    assert json.dumps(again.to_dict()) == text
+
+
+def test_record_to_dict_uses_documented_keys() -> None:
+    """Keys are the field names; the binding nests; times are ISO-8601 UTC strings."""
+    rec = tl.create_checkpoint(
+        binding(), at=tl.checkpoint.model.parse_time("2026-01-01T02:00:00+02:00", "t")
+    )
+    data = rec.to_dict()
+    assert list(data) == [
+        "schema_version",
+        "binding",
+        "status",
+        "revision",
+        "created_at",
+        "updated_at",
+        "execution_fence",
+        "execution_claimed_at",
+        "uncertain_reason",
+        "result",
+        "completed_at",
+        "delivery_fence",
+        "delivery_attempts",
+        "delivered_at",
+    ]
+    assert data["binding"] == {
+        "namespace": "ns",
+        "call_id": "call-1",
+        "tool_name": "send_email",
+        "tool_revision": "1",
+        "input_fingerprint": binding().input_fingerprint,
+    }
+    assert data["created_at"] == "2026-01-01T00:00:00.000000+00:00"
+
+
+def test_status_and_action_values_are_the_stored_strings() -> None:
+    """Enum values are the documented strings."""
+    assert [s.value for s in tl.Status] == [
+        "ready",
+        "executing",
+        "uncertain",
+        "completed",
+        "delivering",
+        "delivered",
+    ]
+    assert [a.value for a in tl.Action] == [
+        "execute",
+        "reconcile-execution",
+        "deliver",
+        "reconcile-delivery",
+        "none",
+    ]
+    assert str(tl.Status.READY) == "ready"
+    assert str(tl.Action.RECONCILE_DELIVERY) == "reconcile-delivery"
+
+
+# -- fingerprint and canonical JSON -------------------------------------------------------
+
+
+def test_fingerprint_is_sha256_of_canonical_json() -> None:
+    """fingerprint(v) == "sha256:" + hex sha256 of the canonical UTF-8 bytes."""
+    value = {"b": [1, 2.5, "é"], "a": None}
+    expected = hashlib.sha256('{"a":null,"b":[1,2.5,"é"]}'.encode()).hexdigest()
+    assert tl.fingerprint(value) == f"sha256:{expected}"
+    assert len(tl.fingerprint(value)) == len("sha256:") + 64
+
+
+def test_fingerprint_is_a_valid_binding_fingerprint() -> None:
+    """A fingerprint can be used as Binding.input_fingerprint."""
+    assert binding(input_fingerprint=tl.fingerprint([1])).input_fingerprint.startswith("sha256:")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=5),
+        st.integers(-5, 5),
+        max_size=6,
+    ),
+    st.randoms(),
+)
+def test_fingerprint_ignores_key_order(value: dict[str, int], rnd: Any) -> None:
+    """Insertion order of object keys does not change the fingerprint."""
+    items = list(value.items())
+    rnd.shuffle(items)
+    assert tl.fingerprint(dict(items)) == tl.fingerprint(value)
+
+
+def test_fingerprint_nested_key_order_and_whitespace_free() -> None:
+    """Nested objects are sorted too; output has no whitespace."""
+    assert canonical_json({"z": {"b": 1, "a": [True, False]}, "a": []}) == (
+        '{"a":[],"z":{"a":[true,false],"b":1}}'
+    )
+
+
+def _f(hex_bits: str) -> float:
+    return float(struct.unpack(">d", bytes.fromhex(hex_bits))[0])
+
+
+# RFC 8785 Appendix B: IEEE-754 bit patterns and their ECMAScript serialisation.
+RFC8785_NUMBERS = [
+    ("0000000000000000", "0"),
+    ("8000000000000000", "0"),
+    ("0000000000000001", "5e-324"),
+    ("8000000000000001", "-5e-324"),
+    ("7fefffffffffffff", "1.7976931348623157e+308"),
+    ("ffefffffffffffff", "-1.7976931348623157e+308"),
+    ("4340000000000000", "9007199254740992"),
+    ("c340000000000000", "-9007199254740992"),
+    ("4430000000000000", "295147905179352830000"),
+    ("44b52d02c7e14af5", "9.999999999999997e+22"),
+    ("44b52d02c7e14af6", "1e+23"),
+    ("44b52d02c7e14af7", "1.0000000000000001e+23"),
+    ("444b1ae4d6e2ef4e", "999999999999999700000"),
+    ("444b1ae4d6e2ef4f", "999999999999999900000"),
+    ("444b1ae4d6e2ef50", "1e+21"),
+    ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+    ("3eb0c6f7a0b5ed8d", "0.000001"),
+    ("41b3de4355555553", "333333333.3333332"),
+    ("41b3de4355555554", "333333333.33333325"),
+    ("41b3de4355555555", "333333333.3333333"),
+    ("41b3de4355555556", "333333333.3333334"),
+    ("41b3de4355555557", "333333333.33333343"),
+    ("becbf647612f3696", "-0.0000033333333333333333"),
+    ("43143ff3c1cb0959", "1424953923781206.2"),
+]
+
+
+@pytest.mark.parametrize(("bits", "text"), RFC8785_NUMBERS)
+def test_canonical_json_numbers_follow_rfc8785(bits: str, text: str) -> None:
+    """Floats are written as ECMAScript's Number.prototype.toString writes them."""
+    assert canonical_json(_f(bits)) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.0, "1"),
+        (-1.0, "-1"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1e-7, "1e-7"),
+        (1e-6, "0.000001"),
+        (0.1, "0.1"),
+        (-0.0, "0"),
+        (123.456, "123.456"),
+        (1.5e-10, "1.5e-10"),
+        (2**53 - 1, "9007199254740991"),
+        (-(2**53 - 1), "-9007199254740991"),
+        (0, "0"),
+    ],
+)
+def test_canonical_json_number_examples(value: float, text: str) -> None:
+    """1.0 -> "1", 1e21 -> "1e+21", 1e-7 -> "1e-7"; ints as written."""
+    assert canonical_json(value) == text
+
+
+def test_canonical_json_sorts_keys_by_utf16_code_units() -> None:
+    """RFC 8785 §3.2.3: keys sort by UTF-16 code units (an emoji before U+FB33)."""
+    value = {
+        "\u20ac": "Euro Sign",
+        "\r": "Carriage Return",
+        "\ufb33": "Hebrew Letter Dalet With Dagesh",
+        "1": "One",
+        "\U0001f600": "Emoji: Grinning Face",
+        "\u0080": "Control",
+        "\u00f6": "Latin Small Letter O With Diaeresis",
+    }
+    keys = list(json.loads(canonical_json(value)))
+    assert keys == ["\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001f600", "\ufb33"]
+    assert sorted(value) != keys  # code-point order would differ
+
+
+def test_canonical_json_string_escapes() -> None:
+    """Only the mandatory escapes; control characters as lowercase \\u00xx; UTF-8 kept."""
+    assert canonical_json('\u001f\n\t"\\é\u2028/') == '"\\u001f\\n\\t\\"\\\\é\u2028/"'
+
+
+@pytest.mark.parametrize("value", [float("nan"), (1,), {1: 2}, b"x", {1}, 2**53])
+def test_fingerprint_non_json_is_invalid_argument(value: Any) -> None:
+    """Only exact JSON has a fingerprint."""
+    with pytest.raises(tl.InvalidArgumentError):
+        tl.fingerprint(value)
+
+
+def test_fingerprint_distinguishes_types() -> None:
+    """1 and "1" and true differ; 1 and 1.0 are the same JSON number."""
+    assert tl.fingerprint(1) != tl.fingerprint("1")
+    assert tl.fingerprint(1) != tl.fingerprint(True)
+    assert tl.fingerprint(1) == tl.fingerprint(1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_canonical_json_float_round_trips_in_shortest_form(x: float) -> None:
+    """Every finite float is written so that it parses back to itself, digits as repr's."""
+    text = canonical_json(x)
+    assert float(text) == x
+    digits = lambda s: s.split("e")[0].replace("-", "").replace(".", "").strip("0")  # noqa: E731
+    assert digits(text) == digits(repr(abs(x))) or x == 0
