@@ -46,6 +46,15 @@ from .journal import JournalWarning, Run, Step, run, traced
 from .journal._verify import VerifyReport, verify, verify_export
 from .store import SQLiteStore, Store, open_store
 from .telemetry import configure, reexport
+from .tools import (
+    ExecuteContext,
+    NotRecovered,
+    RecoverContext,
+    Recovered,
+    Tool,
+    ToolOutcome,
+    tool,
+)
 
 __version__ = "0.1.0"
 
@@ -58,14 +67,18 @@ __all__ = [
     "CheckpointRecord",
     "Decision",
     "DeliveryUncertainError",
+    "ExecuteContext",
     "FenceConflictError",
     "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidTransitionError",
     "JournalWarning",
     "NotFoundError",
+    "NotRecovered",
     "OutcomeUnknownError",
     "PayloadLimitError",
+    "RecoverContext",
+    "Recovered",
     "Result",
     "Run",
     "SQLiteStore",
@@ -77,6 +90,8 @@ __all__ = [
     "StoreSchemaTooNewError",
     "StoreUnavailableError",
     "TombstonedError",
+    "Tool",
+    "ToolOutcome",
     "Transition",
     "UnsupportedSchemaError",
     "VerifyReport",
@@ -95,6 +110,7 @@ __all__ = [
     "release_delivery",
     "release_execution",
     "run",
+    "tool",
     "traced",
     "validate_checkpoint",
     "verify",

@@ -1,0 +1,586 @@
+"""The guarded-call state machine, shared by the sync and async drivers in ``guard.py``.
+
+Rules this module keeps:
+
+- The flow is a generator: it does the store reads and writes itself, and *yields* what
+  the driver must do (``Claim``: commit the create+claim ops, possibly batched with other
+  calls; ``Execute``/``Recover``: call user code, sync or async). The driver sends back the
+  outcome. So one state machine serves ``call``, ``acall`` and ``call_many``.
+- Decide from the stored record, act only after a CAS wins. A lost CAS, or a store error
+  whose commit outcome is unknown, is answered by re-reading and deciding again; the
+  fences (this attempt's ``attempt_id``) tell whether our own write landed.
+- ``execute`` is invoked at most once per flow, and only after the durable claim. Nothing
+  here ever moves a record back to ``ready`` except ``release_execution`` by the owner with
+  an empty operation journal.
+- Cancellation (``KeyboardInterrupt``, ``SystemExit``, ``asyncio.CancelledError``) never
+  reaches ``recover``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import os
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .checkpoint.model import Binding, CheckpointRecord, Status, Transition
+from .checkpoint.transitions import (
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    decide_checkpoint,
+    mark_execution_uncertain,
+    release_execution,
+)
+from .errors import (
+    InvalidArgumentError,
+    InvalidTransitionError,
+    OutcomeUnknownError,
+    PayloadLimitError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from .tools import (
+    ExecuteContext,
+    NotRecovered,
+    OperationJournal,
+    RecoverContext,
+    Recovered,
+    Tool,
+    ToolOutcome,
+)
+
+__all__ = [
+    "CANCELLATION",
+    "Abandoned",
+    "CallFlow",
+    "Claim",
+    "Execute",
+    "Recover",
+    "crash_point",
+    "new_attempt_id",
+    "now",
+    "parse_link",
+]
+
+#: Exceptions that mean "stop", never "the tool failed": no recovery, no error result.
+CANCELLATION: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit, GeneratorExit)
+try:  # asyncio.CancelledError is a BaseException since 3.8
+    import asyncio as _asyncio
+
+    CANCELLATION = (*CANCELLATION, _asyncio.CancelledError)
+except ImportError:  # pragma: no cover
+    pass
+
+_STORE_RETRIES = 3  # store errors tolerated per flow before giving up
+_MAX_ROUNDS = 64  # decide/act rounds before a misbehaving store is reported
+_REASON_MAX = 1024
+
+#: Test-only seam: the crash matrix installs a callable here in its child process and
+#: SIGKILLs itself at a named boundary. ``None`` in production.
+crash_point: Any = None
+
+
+def _hook(name: str) -> None:
+    if crash_point is not None:
+        crash_point(name)
+
+
+def now() -> datetime:
+    """Return the current UTC time."""
+    return datetime.now(timezone.utc)
+
+
+def new_attempt_id(trace_id: str | None, span_id: str | None) -> str:
+    """Return a fresh attempt id; it carries the live span's ids so a resumed call can link.
+
+    Form: ``<32 hex>`` or ``<32 hex>.<trace 32 hex>.<span 16 hex>`` (a valid identifier).
+    """
+    base = os.urandom(16).hex()
+    if _is_hex(trace_id, 32) and _is_hex(span_id, 16):
+        return f"{base}.{trace_id}.{span_id}"
+    return base
+
+
+def parse_link(attempt_id: str | None) -> dict[str, str] | None:
+    """Return ``{"trace_id", "span_id"}`` carried by an attempt id, or ``None``."""
+    if not attempt_id:
+        return None
+    parts = attempt_id.split(".")
+    if len(parts) == 3 and _is_hex(parts[1], 32) and _is_hex(parts[2], 16):
+        return {"trace_id": parts[1], "span_id": parts[2]}
+    return None
+
+
+def _is_hex(value: object, length: int) -> bool:
+    if not isinstance(value, str) or len(value) != length:
+        return False
+    try:
+        int(value, 16)
+    except ValueError:
+        return False
+    return value.strip("0") != ""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Request: commit these ops durably in one transaction; reply with outcomes or the error."""
+
+    ops: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Request: call ``tool.execute(input, ctx)``; reply ``(True, output)`` or ``(False, exc)``."""
+
+    ctx: ExecuteContext
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """Request: call ``tool.recover(ctx)``; reply ``(True, answer)`` or ``(False, exc)``."""
+
+    ctx: RecoverContext
+
+
+class Abandoned(Exception):
+    """Thrown into a flow at its ``Execute`` request: give the claim back, do not execute."""
+
+
+Request = Claim | Execute | Recover
+Flow = Generator[Request, Any, ToolOutcome]
+
+
+def _reason(text: str) -> str:
+    return text if len(text) <= _REASON_MAX else text[: _REASON_MAX - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__qualname__}: {str(exc)[:300]}"
+
+
+def error_payload(exc: BaseException) -> dict[str, str]:
+    """The stored result of a pre-effect failure with ``on_error="result"``."""
+    return {"error": type(exc).__qualname__, "message": str(exc)[:2000]}
+
+
+def _group(message: str, errors: builtins.list[BaseException]) -> BaseException:
+    group = getattr(builtins, "ExceptionGroup", None)
+    if group is not None and all(isinstance(e, Exception) for e in errors):
+        result: BaseException = group(message, errors)
+        return result
+    fallback = RecoveryFailed(message)
+    fallback.exceptions = tuple(errors)
+    return fallback
+
+
+_DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
+
+
+class RecoveryFailed(Exception):
+    """Python 3.10 stand-in for ``ExceptionGroup``: ``.exceptions`` holds both errors."""
+
+    exceptions: tuple[BaseException, ...] = ()
+
+
+class CallFlow:
+    """One guarded call: binding, attempt, event handle, and the state machine (``run()``).
+
+    Args:
+        run: The run (``store``, ``namespace``, ``run_id``).
+        tool: The tool.
+        binding: The call's binding.
+        input: The tool input (exact JSON).
+        on_error: ``"raise"`` or ``"result"``.
+        handle: The journal event handle (``span``, ``update``, ``end``).
+        attempt_id: This attempt's execution fence.
+        justification: Passed to ``ExecuteContext``.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: Any,
+        tool: Tool,
+        binding: Binding,
+        input: Any,
+        on_error: str,
+        handle: Any,
+        attempt_id: str,
+        justification: str | None,
+    ) -> None:
+        self.run = run
+        self.store = run.store
+        self.tool = tool
+        self.binding = binding
+        self.input = input
+        self.on_error = on_error
+        self.handle = handle
+        self.attempt_id = attempt_id
+        self.justification = justification
+        self.executed = False
+        self.recovered = False
+        self.link: dict[str, str] | None = None
+        self.last: CheckpointRecord | None = None
+        self._store_errors = 0
+        self.operation = OperationJournal(self.store, binding.namespace, binding.call_id)
+
+    # -- store access with outcome-unknown handling --------------------------------------
+
+    def _get(self) -> CheckpointRecord | None:
+        rec: CheckpointRecord | None = self.store.get(*self.binding.key)
+        return rec
+
+    def _store_failed(self, exc: StoreError) -> None:
+        """Count a store error; re-raise it once the budget is spent."""
+        self._store_errors += 1
+        if self._store_errors > _STORE_RETRIES:
+            raise exc
+
+    def _swap(
+        self, t: Transition, source: CheckpointRecord, *, durable: bool, remove_op: bool = False
+    ) -> bool:
+        """CAS ``t`` from ``source``; ``False`` when lost or when the outcome is unknown.
+
+        Either way the caller re-reads and decides again (our fences tell what landed).
+        """
+        ops: builtins.list[Any] = [SwapCheckpoint(t.expected_revision, t.next)]
+        if remove_op:
+            ops.append(RemoveOperation(*self.binding.key))
+        try:
+            won = bool(self.store.apply(ops, durable=durable)[0])
+        except StoreError as exc:
+            self._store_failed(exc)
+            return False
+        self._transition(t, source.status.value, won)
+        return won
+
+    def _transition(self, t: Transition, status_from: str | None, won: bool) -> None:
+        span = getattr(self.handle, "span", None)
+        if span is None:
+            return
+        with contextlib.suppress(Exception):  # telemetry never breaks a tool call
+            span.transition(
+                name=t.name,
+                status_from=status_from,
+                status_to=t.next.status.value,
+                expected_revision=t.expected_revision,
+                revision=t.next.revision,
+                won=won,
+                at=t.next.updated_at.isoformat(),
+            )
+
+    def _reread(self) -> CheckpointRecord:
+        rec = self._get()
+        if rec is None:
+            raise InvalidTransitionError(
+                message=f"checkpoint {self.binding.namespace}/{self.binding.call_id} vanished "
+                "while this attempt used it",
+                details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
+            )
+        return rec
+
+    # -- the state machine ----------------------------------------------------------------
+
+    def run_flow(self) -> Flow:
+        """Drive the call to an outcome; see the module docstring for the protocol."""
+        rec = self._get()
+        for _ in range(_MAX_ROUNDS):
+            if rec is None:
+                rec, go = yield from self._claim_new()
+                if go:
+                    assert rec is not None
+                    return (yield from self._execute(rec))
+                continue
+            decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
+            self.last = rec
+            status = rec.status
+            if status in _DONE:
+                return self._outcome(rec, replayed=True)
+            if status is Status.READY:
+                if self.executed:
+                    raise InvalidTransitionError(
+                        message=f"call {self.binding.call_id} went back to ready while this "
+                        "attempt held it; refusing to execute twice",
+                        details={"call_id": self.binding.call_id},
+                    )
+                t = claim_execution(rec, attempt_id=self.attempt_id, at=_after(rec))
+                reply = yield from self._claim_ops((SwapCheckpoint(t.expected_revision, t.next),))
+                if reply is not None:
+                    self._transition(t, status.value, bool(reply[0]))
+                    if reply[0]:
+                        return (yield from self._execute(t.next))
+                rec = self._get()
+                continue
+            if status is Status.EXECUTING:
+                if rec.execution_fence == self.attempt_id and not self.executed:
+                    # Our claim landed although its commit reported an error.
+                    return (yield from self._execute(rec))
+                self.link = parse_link(rec.execution_fence)
+                claimed = rec.execution_claimed_at
+                t = mark_execution_uncertain(
+                    rec,
+                    attempt_id=rec.execution_fence or self.attempt_id,
+                    at=_after(rec),
+                    reason=_reason(
+                        f"found executing by another caller (attempt {rec.execution_fence}, "
+                        f"claimed {claimed.isoformat() if claimed else '?'}); outcome unknown"
+                    ),
+                )
+                rec = t.next if self._swap(t, rec, durable=False) else self._get()
+                continue
+            # uncertain
+            if rec.execution_fence != self.attempt_id:
+                self.link = parse_link(rec.execution_fence)
+            return (yield from self._recover(rec, None))
+        raise StoreUnavailableError(
+            message=f"call {self.binding.call_id}: the store kept refusing writes "
+            f"({_MAX_ROUNDS} rounds); nothing was executed twice",
+            details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
+        )
+
+    def _claim_ops(self, ops: tuple[Any, ...]) -> Generator[Request, Any, list[Any] | None]:
+        reply = yield Claim(ops)
+        if isinstance(reply, StoreError):
+            self._store_failed(reply)
+            return None
+        if isinstance(reply, BaseException):
+            raise reply
+        result: list[Any] = reply
+        return result
+
+    def _claim_new(self) -> Generator[Request, Any, tuple[CheckpointRecord | None, bool]]:
+        when = now()
+        new = create_checkpoint(self.binding, at=when)
+        t = claim_execution(new, attempt_id=self.attempt_id, at=when)
+        _hook("before-claim")
+        reply = yield from self._claim_ops((CreateCheckpoint(new), SwapCheckpoint(0, t.next)))
+        if reply is None:  # outcome unknown: the re-read tells
+            return self._get(), False
+        (created, stored), won = reply[0], bool(reply[1])
+        create_t = Transition(
+            action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
+        )
+        self._transition(create_t, None, bool(created))
+        self._transition(t, Status.READY.value, won)
+        if won and (created or stored.binding == self.binding):
+            return t.next, True
+        if won:
+            # A record for another binding appeared between our read and our commit, at
+            # revision 0, and our claim replaced it. Put it back, then report the conflict.
+            self._restore(stored, t.next)
+            decide_checkpoint(stored, self.binding)
+        return (stored if not created else self._get()), False
+
+    def _restore(self, theirs: CheckpointRecord, ours: CheckpointRecord) -> None:
+        back = dataclasses.replace(theirs, revision=ours.revision + 1, updated_at=_after(ours))
+        self.store.compare_and_swap(ours.revision, back, durable=True)
+
+    def _execute(self, rec: CheckpointRecord) -> Flow:
+        self.executed = True
+        self.last = rec
+        _hook("after-claim")
+        ctx = ExecuteContext(
+            binding=self.binding,
+            attempt_id=self.attempt_id,
+            operation=self.operation,
+            run_id=str(getattr(self.run, "run_id", "")),
+            justification=self.justification,
+        )
+        try:
+            ok, value = yield Execute(ctx)
+        except Abandoned:
+            self._give_back(rec)
+            raise
+        if ok:
+            _hook("after-execute")
+            return (yield from self._complete(rec, value, is_error=False, own=True))
+        exc: BaseException = value
+        journal = self._read_journal()
+        if isinstance(exc, CANCELLATION):
+            try:
+                if journal is None:
+                    self._give_back(rec)
+                else:
+                    self._mark_uncertain(
+                        rec,
+                        f"execute was interrupted ({type(exc).__qualname__}) after the "
+                        "operation-journal write; outcome unknown",
+                    )
+            except Exception as write_error:  # the interruption wins; the record says executing
+                exc.__context__ = write_error
+            raise exc
+        if journal is None:
+            if self.on_error == "result":
+                return (yield from self._complete(rec, error_payload(exc), is_error=True, own=True))
+            self._give_back(rec)
+            raise exc
+        rec = self._mark_uncertain(
+            rec, f"execute raised {_describe(exc)} after the operation-journal write"
+        )
+        if rec.status in _DONE:  # another caller recovered it meanwhile
+            return self._outcome(rec, replayed=True)
+        if rec.status is not Status.UNCERTAIN:
+            raise self._unknown(rec, f"execute raised {_describe(exc)}") from exc
+        return (yield from self._recover(rec, exc))
+
+    def _read_journal(self) -> dict[str, Any] | None:
+        try:
+            return self.operation.read()
+        except StoreError:
+            # Cannot prove the journal is empty: treat it as written (never release blindly).
+            return {"unreadable": True}
+
+    def _give_back(self, rec: CheckpointRecord) -> None:
+        """Release our claim (journal empty: the failure is proven pre-effect)."""
+        for _ in range(_MAX_ROUNDS):
+            if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
+                self.last = rec
+                return  # another caller marked it uncertain; it stays for reconciliation
+            t = release_execution(
+                rec, attempt_id=self.attempt_id, at=_after(rec), evidence="journal-empty"
+            )
+            if self._swap(t, rec, durable=False):
+                self.last = t.next
+                return
+            rec = self._reread()
+
+    def _mark_uncertain(self, rec: CheckpointRecord, reason: str) -> CheckpointRecord:
+        """Mark our executing claim uncertain; return the record it ends on."""
+        for _ in range(_MAX_ROUNDS):
+            if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
+                return rec
+            t = mark_execution_uncertain(
+                rec, attempt_id=self.attempt_id, at=_after(rec), reason=_reason(reason)
+            )
+            if self._swap(t, rec, durable=False):
+                return t.next
+            rec = self._reread()
+        return rec
+
+    def _complete(self, rec: CheckpointRecord, output: Any, *, is_error: bool, own: bool) -> Flow:
+        """Store ``output`` acting for the attempt on ``rec`` (ours when ``own``)."""
+        attempt = self.attempt_id if own else (rec.execution_fence or self.attempt_id)
+        for _ in range(_MAX_ROUNDS):
+            if rec.status in _DONE:
+                return self._outcome(rec, replayed=True)
+            if rec.execution_fence != attempt or rec.status is Status.READY:
+                raise OutcomeUnknownError(
+                    message=f"call {self.binding.call_id}: the result is known here but the "
+                    f"checkpoint moved to {rec.status.value} under another attempt; "
+                    "reconcile it, do not retry under a new call id",
+                    details=self._details(rec),
+                )
+            try:
+                t = complete_execution(
+                    rec,
+                    attempt_id=attempt,
+                    at=_after(rec),
+                    result=output,
+                    is_error=is_error,
+                    max_payload_bytes=self.tool.max_result_bytes,
+                )
+            except (InvalidArgumentError, PayloadLimitError) as err:
+                if own:
+                    self._mark_uncertain(
+                        rec, f"execute returned a result that cannot be stored ({err.code})"
+                    )
+                raise
+            try:
+                won = self._swap(t, rec, durable=True, remove_op=True)
+            except StoreError as store_error:
+                raise OutcomeUnknownError(
+                    message=f"call {self.binding.call_id}: the tool ran but its result could "
+                    f"not be stored; the checkpoint still says {rec.status.value}. Reconcile "
+                    "it; do not retry under a new call id",
+                    details=self._details(rec),
+                ) from store_error
+            if won:
+                _hook("after-completion")
+                return self._outcome(t.next, replayed=False, recovered=not own)
+            rec = self._reread()
+        raise StoreUnavailableError(message="the store kept refusing the completion")
+        yield  # pragma: no cover (keeps this a generator for ``yield from``)
+
+    def _recover(self, rec: CheckpointRecord, error: BaseException | None) -> Flow:
+        """``rec`` is uncertain: ask ``recover``; never execute."""
+        self.last = rec
+        if self.tool.recover is None:
+            raise self._unknown(rec, "the tool has no recover function") from error
+        rctx = RecoverContext(
+            binding=self.binding,
+            attempt_id=rec.execution_fence or self.attempt_id,
+            operation=self.operation,
+            run_id=str(getattr(self.run, "run_id", "")),
+            reason=rec.uncertain_reason,
+            error=error,
+        )
+        ok, answer = yield Recover(rctx)
+        if not ok:
+            if isinstance(answer, CANCELLATION):
+                raise answer
+            cause = (
+                answer if error is None else _group("execute and recover failed", [error, answer])
+            )
+            raise self._unknown(rec, f"recover raised {_describe(answer)}") from cause
+        if isinstance(answer, Recovered):
+            return (
+                yield from self._complete(rec, answer.output, is_error=answer.is_error, own=False)
+            )
+        if answer is None or isinstance(answer, NotRecovered):
+            why = getattr(answer, "reason", None) or "recover could not prove the outcome"
+            raise self._unknown(rec, why) from error
+        raise self._unknown(
+            rec, f"recover returned {type(answer).__name__}, not Recovered/NotRecovered/None"
+        ) from error
+
+    # -- results ----------------------------------------------------------------------------
+
+    def _details(self, rec: CheckpointRecord) -> dict[str, Any]:
+        return {
+            "namespace": self.binding.namespace,
+            "call_id": self.binding.call_id,
+            "tool_name": self.binding.tool_name,
+            "status": rec.status.value,
+            "revision": rec.revision,
+            "attempt_id": rec.execution_fence,
+            "reason": rec.uncertain_reason,
+        }
+
+    def _unknown(self, rec: CheckpointRecord, why: str) -> OutcomeUnknownError:
+        self.last = rec
+        return OutcomeUnknownError(
+            message=f"call {self.binding.namespace}/{self.binding.call_id} "
+            f"({self.binding.tool_name}) may have taken effect and its outcome could not be "
+            f"recovered ({why}); the checkpoint stays {rec.status.value}. Reconcile it; do "
+            "not retry under a new call id",
+            details={**self._details(rec), "why": why},
+        )
+
+    def _outcome(
+        self, rec: CheckpointRecord, *, replayed: bool, recovered: bool = False
+    ) -> ToolOutcome:
+        self.last = rec
+        self.recovered = recovered
+        assert rec.result is not None
+        return ToolOutcome(
+            call_id=self.binding.call_id,
+            tool_name=self.binding.tool_name,
+            payload=rec.result.payload,
+            is_error=rec.result.is_error,
+            status=rec.status.value,
+            revision=rec.revision,
+            replayed=replayed,
+            recovered=recovered,
+        )
+
+
+def _after(rec: CheckpointRecord) -> datetime:
+    """Now, but never earlier than the record's ``updated_at`` (clocks differ across hosts)."""
+    t = now()
+    return t if t >= rec.updated_at else rec.updated_at

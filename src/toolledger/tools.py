@@ -1,0 +1,314 @@
+"""Tool definitions and what a guarded call gives and gets back. No I/O here.
+
+Rules this module keeps:
+
+- A ``Tool`` is a frozen record: its ``name`` and ``revision`` go into every call's
+  binding, so changing what a tool does means bumping ``revision`` (an old checkpoint then
+  refuses the new code with ``BINDING_CONFLICT`` instead of replaying a stale result).
+- ``execute(input, ctx)`` and ``recover(ctx)`` may be plain functions or ``async``
+  functions; ``run.call`` needs plain ones, ``run.acall`` takes both.
+- ``recover`` answers with ``Recovered(output)`` only when the outcome is *proven* (for
+  example, the order id in the operation journal was found at the provider); anything
+  else is ``NotRecovered(reason)`` or ``None``.
+- The operation journal (``ctx.operation``) holds small correlation data written just
+  before the irreversible effect. It must never hold secrets or full outputs: it is
+  stored in plain text beside the checkpoint and read back by ``recover``.
+- ``input_schema``, ``effects``, ``approval`` and ``approver`` are kept for later features
+  (schemas, approval gates); ``run.call`` refuses a tool that sets ``approval`` until
+  approval gates exist, so a gate is never silently skipped.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, overload
+
+from .checkpoint.model import Binding, check_identifier
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "ExecuteContext",
+    "NotRecovered",
+    "OperationJournal",
+    "RecoverContext",
+    "Recovered",
+    "Tool",
+    "ToolOutcome",
+    "tool",
+]
+
+OnError = Literal["raise", "result"]
+_ON_ERROR = ("raise", "result")
+
+
+class OperationJournal:
+    """The operation-journal handle of one call: ``write``, ``read``, ``remove``.
+
+    Write small correlation data (``{"order_id": "o-17"}``) just *before* the irreversible
+    effect. When ``execute`` then fails, a non-empty journal means the effect may have
+    happened (the call becomes ``uncertain`` and ``recover`` gets a chance); an empty one
+    proves the failure was pre-effect (the claim is released so a retry may execute).
+    Entries are at most 16,384 bytes of JSON and must hold no secrets or full outputs.
+    The guard removes the entry in the same commit that stores the result.
+
+    Args:
+        store: The run's store.
+        namespace: The call's namespace.
+        call_id: The call's id.
+    """
+
+    __slots__ = ("_call_id", "_namespace", "_store")
+
+    def __init__(self, store: Any, namespace: str, call_id: str) -> None:
+        self._store = store
+        self._namespace = namespace
+        self._call_id = call_id
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        """Set the entry (durably: it must survive a crash that follows the effect).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when ``data`` is not a JSON object.
+            PayloadLimitError: ``PAYLOAD_LIMIT`` when it exceeds 16,384 bytes.
+            StoreError: storage failure (the effect must then not be attempted).
+        """
+        self._store.operation_write(self._namespace, self._call_id, data, durable=True)
+
+    def read(self) -> dict[str, Any] | None:
+        """Return the entry, or ``None`` when the journal is empty."""
+        result: dict[str, Any] | None = self._store.operation_read(self._namespace, self._call_id)
+        return result
+
+    def remove(self) -> bool:
+        """Remove the entry; return whether one existed."""
+        return bool(self._store.operation_remove(self._namespace, self._call_id, durable=True))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecuteContext:
+    """What ``execute(input, ctx)`` gets besides its input.
+
+    ``attempt_id`` is this attempt's execution fence; ``operation`` the call's
+    operation-journal handle.
+    """
+
+    binding: Binding
+    attempt_id: str
+    operation: OperationJournal
+    run_id: str
+    justification: str | None = None
+
+    @property
+    def call_id(self) -> str:
+        """The call's id."""
+        return self.binding.call_id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoverContext:
+    """What ``recover(ctx)`` gets: the call, the attempt it acts for, and why.
+
+    ``attempt_id`` is the attempt recorded on the checkpoint (possibly another process's);
+    ``reason`` is the checkpoint's ``uncertain_reason``; ``error`` is the exception
+    ``execute`` raised in this process, or ``None`` when the call was found interrupted.
+    """
+
+    binding: Binding
+    attempt_id: str
+    operation: OperationJournal
+    run_id: str
+    reason: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def call_id(self) -> str:
+        """The call's id."""
+        return self.binding.call_id
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """``recover``'s answer when the outcome is proven: ``output`` becomes the result.
+
+    Set ``is_error`` when the proven outcome is a failure to tell the model about.
+    """
+
+    output: Any
+    is_error: bool = field(default=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class NotRecovered:
+    """``recover``'s answer when the outcome cannot be proven (same as returning ``None``)."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutcome:
+    """The result of a guarded call.
+
+    ``payload`` is the exact JSON result (what is delivered, and re-delivered byte for
+    byte); ``is_error`` says it reports a handler error. ``status`` is the checkpoint's
+    status (``completed``, ``delivering``, ``delivered``); ``revision`` its revision.
+    ``replayed``: the payload came from the checkpoint and the tool did not run in this
+    call. ``recovered``: the payload was proven by ``recover`` after a lost outcome.
+    """
+
+    call_id: str
+    tool_name: str
+    payload: Any
+    is_error: bool
+    status: str
+    revision: int
+    replayed: bool = False
+    recovered: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool definition. Build one with :func:`tool`.
+
+    Args:
+        name: The tool's name (an identifier: 1-128 of ``[A-Za-z0-9._:-]``).
+        revision: The code revision; bump it when the tool's behaviour changes.
+        execute: ``execute(input, ctx) -> output`` (sync or async); ``output`` is JSON.
+        recover: ``recover(ctx) -> Recovered | NotRecovered | None`` (sync or async).
+        description: Shown to telemetry and approvers.
+        on_error: ``"raise"`` (default) or ``"result"``: store a pre-effect failure as an
+            ``is_error`` result instead of raising (``run.call``'s ``on_error`` wins).
+        max_result_bytes: Bound on the stored result (default 65,536; at most 10 MB).
+        input_schema, effects, approval, approver: kept for later features.
+    """
+
+    name: str
+    revision: str
+    execute: Callable[..., Any]
+    recover: Callable[..., Any] | None = None
+    description: str | None = None
+    on_error: OnError = "raise"
+    max_result_bytes: int | None = None
+    input_schema: Mapping[str, Any] | None = None
+    effects: Any = None
+    approval: str | None = None
+    approver: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "tool name")
+        check_identifier(self.revision, "tool revision")
+        if not callable(self.execute):
+            raise InvalidArgumentError(message=f"tool {self.name}: execute must be callable")
+        if self.recover is not None and not callable(self.recover):
+            raise InvalidArgumentError(message=f"tool {self.name}: recover must be callable")
+        if self.on_error not in _ON_ERROR:
+            raise InvalidArgumentError(
+                message=f'tool {self.name}: on_error must be "raise" or "result"',
+                details={"argument": "on_error", "value": repr(self.on_error)[:100]},
+            )
+
+    @property
+    def is_async(self) -> bool:
+        """Whether ``execute`` or ``recover`` is a coroutine function (needs ``acall``)."""
+        return inspect.iscoroutinefunction(self.execute) or (
+            self.recover is not None and inspect.iscoroutinefunction(self.recover)
+        )
+
+
+@overload
+def tool(
+    name: str,
+    *,
+    revision: str,
+    execute: Callable[..., Any],
+    recover: Callable[..., Any] | None = None,
+    description: str | None = None,
+    on_error: OnError = "raise",
+    max_result_bytes: int | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    effects: Any = None,
+    approval: str | None = None,
+    approver: Callable[..., Any] | None = None,
+) -> Tool: ...
+
+
+@overload
+def tool(
+    name: str | None = None,
+    *,
+    revision: str,
+    execute: None = None,
+    recover: Callable[..., Any] | None = None,
+    description: str | None = None,
+    on_error: OnError = "raise",
+    max_result_bytes: int | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    effects: Any = None,
+    approval: str | None = None,
+    approver: Callable[..., Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    name: str | None = None,
+    *,
+    revision: str,
+    execute: Callable[..., Any] | None = None,
+    recover: Callable[..., Any] | None = None,
+    description: str | None = None,
+    on_error: OnError = "raise",
+    max_result_bytes: int | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    effects: Any = None,
+    approval: str | None = None,
+    approver: Callable[..., Any] | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Define a tool, directly or as a decorator.
+
+    ``toolledger.tool("send_email", revision="3", execute=send)`` returns a ``Tool``;
+    ``@toolledger.tool(revision="3")`` above ``def send_email(input, ctx)`` does the same,
+    taking the name from the function and the description from its docstring.
+
+    Args:
+        name: The tool's name (defaults to the decorated function's name).
+        revision: The code revision (required): part of every call's binding.
+        execute: ``execute(input, ctx)``; omit it to get a decorator.
+        recover: ``recover(ctx)``, called when a call's outcome was lost.
+        description: Free text (defaults to the decorated function's docstring).
+        on_error: ``"raise"`` or ``"result"``.
+        max_result_bytes: Bound on the stored result.
+        input_schema, effects, approval, approver: kept for later features.
+
+    Returns:
+        A ``Tool``, or a decorator that makes one.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad name, revision or option.
+    """
+
+    def build(fn: Callable[..., Any], tool_name: str | None, doc: str | None) -> Tool:
+        if tool_name is None:
+            raise InvalidArgumentError(message="tool() needs a name when execute is given")
+        return Tool(
+            name=tool_name,
+            revision=revision,
+            execute=fn,
+            recover=recover,
+            description=description if description is not None else doc,
+            on_error=on_error,
+            max_result_bytes=max_result_bytes,
+            input_schema=input_schema,
+            effects=effects,
+            approval=approval,
+            approver=approver,
+        )
+
+    if execute is not None:
+        return build(execute, name, None)
+
+    def decorate(fn: Callable[..., Any]) -> Tool:
+        doc = inspect.getdoc(fn)
+        return build(fn, name if name is not None else getattr(fn, "__name__", None), doc)
+
+    return decorate
