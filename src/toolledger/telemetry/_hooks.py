@@ -22,7 +22,8 @@ __all__ = ["NOOP_TELEMETRY", "NoopSpan", "NoopTelemetry", "SpanHandle", "Telemet
 class SpanHandle(Protocol):
     """A live span for one run or event."""
 
-    #: Hex ids of the live span (32 and 16 hex digits), or ``None`` when not recording.
+    #: Hex ids of the live span (32 and 16 hex digits), or ``None`` without a valid span
+    #: context (API only). An unsampled span has ids too; the journal stores them.
     trace_id: str | None
     span_id: str | None
 
@@ -45,7 +46,22 @@ class SpanHandle(Protocol):
         ...
 
     def update(self, attributes: Mapping[str, Any]) -> None:
-        """Merge event facts learned mid-flight (checkpoint status, replayed, …)."""
+        """Merge event facts learned mid-flight (checkpoint status, replayed, …).
+
+        Accepted keys (anything else is ignored, so meta can be passed whole):
+
+        - ``checkpoint``: the journal's link ``{"namespace", "call_id", "revision"}``;
+        - ``status``/``checkpoint_status``, ``action``/``checkpoint_action``,
+          ``revision``/``checkpoint_revision``: the call's checkpoint facts;
+        - ``replayed`` (bool: the result came from the checkpoint, the tool did not run),
+          ``recovered`` (bool: the outcome was proven by ``recover``);
+        - ``description``/``tool_description``: the tool's description;
+        - ``call_id``, ``namespace``, ``justification_source``;
+        - ``resumed_from`` (or ``link``/``original_span``): ``{"trace_id", "span_id"}`` hex
+          of the span of the call this one resumes after a crash (becomes a span link);
+        - any full attribute name of ``toolledger.telemetry.attributes`` that the span type
+          carries (see ``docs/telemetry.md``).
+        """
         ...
 
     def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:

@@ -101,14 +101,18 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
 UPDATE_KEYS: Mapping[str, str] = {
     "status": a.TL_CHECKPOINT_STATUS,
     "checkpoint_status": a.TL_CHECKPOINT_STATUS,
+    "checkpoint.status": a.TL_CHECKPOINT_STATUS,
     "action": a.TL_CHECKPOINT_ACTION,
     "checkpoint_action": a.TL_CHECKPOINT_ACTION,
+    "checkpoint.action": a.TL_CHECKPOINT_ACTION,
     "revision": a.TL_CHECKPOINT_REVISION,
     "checkpoint_revision": a.TL_CHECKPOINT_REVISION,
+    "checkpoint.revision": a.TL_CHECKPOINT_REVISION,
     "replayed": a.TL_CHECKPOINT_REPLAYED,
     "recovered": a.TL_CHECKPOINT_RECOVERED,
     "description": a.GEN_AI_TOOL_DESCRIPTION,
     "tool_description": a.GEN_AI_TOOL_DESCRIPTION,
+    "tool.description": a.GEN_AI_TOOL_DESCRIPTION,
     "call_id": a.GEN_AI_TOOL_CALL_ID,
     "namespace": a.TL_CHECKPOINT_NAMESPACE,
     "justification_source": a.TL_INTENT_JUSTIFICATION_SOURCE,
@@ -269,8 +273,12 @@ def event_end_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _result(event: Mapping[str, Any]) -> Any:
     outputs = event.get("outputs")
-    if isinstance(outputs, Mapping) and set(outputs) == {"result"}:
-        return outputs["result"]
+    if (
+        isinstance(outputs, Mapping)
+        and "result" in outputs
+        and set(outputs) <= {"result", "is_error"}
+    ):
+        return outputs["result"]  # the guard's shape: {"result": payload, "is_error": bool}
     return outputs if outputs not in (None, {}) else None
 
 

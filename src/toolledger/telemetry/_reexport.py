@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _model
 from ._policy import Policy, Redactor, resolve_policy
-from .attributes import ERROR_TYPE, SCHEMA_URL
+from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_ACTION, TL_CHECKPOINT_STATUS
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -188,12 +188,18 @@ def build_spans(
         start = _model.time_ns(ev.get("started_at")) or start_run
         end = _model.time_ns(ev.get("ended_at")) or start
         raw = {**_model.event_start_attributes(ev), **_model.event_end_attributes(ev)}
+        link = _model.link_ids(ev.get("meta") or {})
+        steps: list[tuple[Any, str | None]] = []
+        if kind == "execute_tool":
+            facts, steps, found = _history_facts(store, ev, start, end)
+            raw.update({k: v for k, v in facts.items() if raw.get(k) is None})
+            link = link or found
         err = _model.error_type(ev, None) if _model.is_error(ev, None) else None
         if err:
             raw[ERROR_TYPE] = err
         links = []
-        link = _model.link_ids(ev.get("meta") or {})
-        if link is not None and _hex(link[0], 32) and _hex(link[1], 16):
+        own = (format(context.trace_id, "032x"), format(context.span_id, "016x"))
+        if link is not None and _hex(link[0], 32) and _hex(link[1], 16) and link != own:
             links.append(Link(ctx(link[0], link[1])))
         name_kind = str(ev.get("kind")) if kind == "other" else kind
         make(
@@ -206,59 +212,85 @@ def build_spans(
             err,
             links,
         )
-        if kind == "execute_tool":
-            _transitions(store, ev, context, start, end, policy, make, ctx)
-    return spans
-
-
-def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:
-    times = [_model.time_ns(e.get("ended_at") or e.get("started_at")) for e in events]
-    known = [t for t in times if t is not None]
-    return max(known) if known else None
-
-
-def _transitions(
-    store: Any,
-    ev: Mapping[str, Any],
-    context: Any,
-    start: int,
-    end: int,
-    policy: Policy,
-    make: Any,
-    ctx: Any,
-) -> None:
-    """Add ``checkpoint {transition}`` spans from the checkpoint's stored history."""
-    cp = ev.get("checkpoint")
-    if not isinstance(cp, Mapping) or not cp.get("namespace") or not cp.get("call_id"):
-        return
-    try:
-        history = store.history(cp["namespace"], cp["call_id"])
-    except Exception:  # a damaged checkpoint row must not stop the export of the run
-        return
-    previous: Any = None
-    for entry in history:
-        at = _model.time_ns(entry.at)
-        status = getattr(entry.status, "value", entry.status)
-        if entry.revision > 0 and at is not None and start <= at <= end:
+        trace_text = format(context.trace_id, "032x")
+        for entry, status_from in steps:
+            at = _model.time_ns(entry.at) or start
             attrs = _model.transition_attributes(
                 name=entry.transition,
-                status_from=previous,
-                status_to=status,
+                status_from=status_from,
+                status_to=_value(entry.status),
                 expected_revision=entry.revision - 1,
                 revision=entry.revision,
                 won=True,
             )
-            span_hex = derived_span_id("transition", f"{ev.get('event_id')}:{entry.revision}")
+            span_hex = derived_span_id("transition", f"{event_id}:{entry.revision}")
             make(
                 _model.span_name("checkpoint", entry.transition),
-                ctx(format(context.trace_id, "032x"), span_hex),
+                ctx(trace_text, span_hex),
                 context,
                 policy.apply(attrs),
                 at,
                 at,
                 None,
             )
-        previous = status
+    return spans
+
+
+def _value(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def _fence_link(fence: Any) -> tuple[str, str] | None:
+    """The live span ids the guard carries in an attempt id (``<32 hex>.<trace>.<span>``)."""
+    parts = fence.split(".") if isinstance(fence, str) else []
+    if len(parts) == 3 and _hex(parts[1], 32) and _hex(parts[2], 16):
+        return parts[1], parts[2]
+    return None
+
+
+def _history_facts(
+    store: Any, ev: Mapping[str, Any], start: int, end: int
+) -> tuple[dict[str, Any], list[tuple[Any, str | None]], tuple[str, str] | None]:
+    """Checkpoint facts of a tool call from the stored history of its checkpoint.
+
+    Returns the attributes the guard reported live (status reached, first action), the
+    transitions that happened during the event (with their previous status), and the span
+    a resumed call links to (the claim it found, carried in the attempt id).
+    """
+    cp = ev.get("checkpoint")
+    if not isinstance(cp, Mapping) or not cp.get("namespace") or not cp.get("call_id"):
+        return {}, [], None
+    try:
+        history = store.history(cp["namespace"], cp["call_id"])
+    except Exception:  # a damaged checkpoint row must not stop the export of the run
+        return {}, [], None
+    before: list[Any] = []
+    inside: list[tuple[Any, str | None]] = []
+    previous: str | None = None
+    for entry in history:
+        at = _model.time_ns(entry.at)
+        if at is not None and at < start:
+            before.append(entry)
+        elif at is not None and at <= end:
+            inside.append((entry, previous))
+        previous = _value(entry.status)
+    facts: dict[str, Any] = {}
+    last = inside[-1][0] if inside else (before[-1] if before else None)
+    if last is not None:
+        facts[TL_CHECKPOINT_STATUS] = _value(last.status)
+    first = before[-1] if before else (inside[0][0] if inside else None)
+    if first is not None:
+        facts[TL_CHECKPOINT_ACTION] = _value(first.action)
+    link = None
+    if before and _value(before[-1].status) in ("executing", "uncertain"):
+        link = _fence_link(getattr(before[-1].record, "execution_fence", None))
+    return facts, inside, link
+
+
+def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:
+    times = [_model.time_ns(e.get("ended_at") or e.get("started_at")) for e in events]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 def reexport(
