@@ -188,10 +188,10 @@ class MemoryStore:
             text = self.rows.get(key)
             if text is None:
                 return False
-            stored = json.loads(text)
-            if stored.get("revision") != op.expected_revision:
+            stored = load_record(text, *key)  # a damaged row raises and stays as it is
+            if stored.revision != op.expected_revision:
                 return False
-            name, action = transition_between(Status(stored["status"]), op.next.status)
+            name, action = transition_between(stored.status, op.next.status)
             self.rows[key] = extra
             self._history.setdefault(key, []).append((name, action.value, extra))
             return True
@@ -302,7 +302,6 @@ class MemoryStore:
             self._check_open()
             rows = [r for r in self._events.get(run_id, []) if r.seq > after_seq]
         return rows if limit is None else rows[:limit]
-
 
     # -- retention and copying (tombstones) --------------------------------------------
 

@@ -40,6 +40,7 @@ from ..checkpoint.transitions import transition_between
 from ..errors import (
     CheckpointError,
     InvalidArgumentError,
+    InvalidCheckpointError,
     NotFoundError,
     StoreBusyError,
     StoreSchemaTooNewError,
@@ -211,9 +212,20 @@ class SQLiteStore:
             )
         except sqlite3.Error as exc:
             raise _map_error(exc, f"cannot open {self.path}") from exc
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        self._retry_locked(lambda: _set_wal(conn))
-        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            # Refuse a newer file before anything (even the journal mode) touches it.
+            (version,) = self._retry_locked(lambda: conn.execute("PRAGMA user_version").fetchone())
+            if version > LATEST_VERSION:
+                raise _too_new(self.path, version)
+            self._retry_locked(lambda: _set_wal(conn))
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _map_error(exc, f"opening {self.path}") from exc
+            raise
         self._local.sync = "NORMAL"
         return conn
 
@@ -766,7 +778,15 @@ def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
         ).fetchone()
         if row is None or row[1] != op.expected_revision:
             return False
-        name, action = transition_between(Status(row[0]), nxt.status)
+        try:
+            stored_status = Status(row[0])
+        except ValueError as exc:  # a damaged row is quarantined, never overwritten
+            raise InvalidCheckpointError(
+                message=f"stored checkpoint {ns}/{cid} has an unknown status {row[0]!r:.40} "
+                "(left untouched)",
+                details={"namespace": ns, "call_id": cid, "reason": "unknown status column"},
+            ) from exc
+        name, action = transition_between(stored_status, nxt.status)
         cur = conn.execute(
             "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
             "WHERE namespace = ? AND call_id = ? AND revision = ?",

@@ -1,0 +1,396 @@
+"""SQLiteStore specifics: migrations, quarantine, locking, durability, driver errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import toolledger as tl
+from toolledger.store import SQLiteStore
+from toolledger.store.sqlite import LATEST_VERSION, MIGRATIONS
+from toolledger.testing import MemoryStore
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def _binding(call_id: str) -> tl.Binding:
+    return tl.Binding("ns", call_id, "send_email", "1", tl.fingerprint({"id": call_id}))
+
+
+def _completed(store: tl.Store, call_id: str, result: object = None, **kw: object) -> None:
+    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    store.create_if_absent(rec)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    t = tl.complete_execution(t.next, attempt_id="a", at=_at(2), result=result, **kw)  # type: ignore[arg-type]
+    assert store.compare_and_swap(t.expected_revision, t.next)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(db)
+    yield s
+    s.close()
+
+
+def _raw(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(str(db), isolation_level=None)
+
+
+# -- migrations ----------------------------------------------------------------------
+
+
+def test_sqlite_new_file_records_every_migration_and_user_version(
+    store: SQLiteStore, db: Path
+) -> None:
+    """A new file has every numbered migration recorded and user_version at the latest."""
+    expected = [(v, name) for v, name, _ in MIGRATIONS]
+    assert store.applied_migrations() == expected
+    assert [v for v, _ in expected] == list(range(1, LATEST_VERSION + 1))
+    conn = _raw(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+    rows = conn.execute("SELECT version, name, applied_at FROM toolledger_schema").fetchall()
+    assert [(v, n) for v, n, _ in rows] == expected
+    assert all(datetime.fromisoformat(a).tzinfo is not None for _, _, a in rows)
+    conn.close()
+
+
+def test_sqlite_reopen_does_not_reapply_migrations(store: SQLiteStore, db: Path) -> None:
+    """Opening an up-to-date file changes nothing and keeps the data."""
+    _completed(store, "c1", result={"x": 1})
+    store.close()
+    with SQLiteStore(db) as again:
+        assert again.applied_migrations() == [(v, n) for v, n, _ in MIGRATIONS]
+        rec = again.get("ns", "c1")
+        assert rec is not None
+        assert rec.status is tl.Status.COMPLETED
+
+
+def test_sqlite_partial_migration_history_is_completed(db: Path) -> None:
+    """A file migrated to version 1 only gets the later migrations applied."""
+    if LATEST_VERSION < 2:
+        pytest.skip("only one migration exists")
+    conn = _raw(db)
+    conn.execute("BEGIN")
+    conn.execute(
+        "CREATE TABLE toolledger_schema (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at TEXT NOT NULL)"
+    )
+    for statement in MIGRATIONS[0][2]:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO toolledger_schema VALUES (1, ?, '2026-01-01T00:00:00+00:00')",
+        (MIGRATIONS[0][1],),
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(db) as store:
+        assert store.applied_migrations() == [(v, n) for v, n, _ in MIGRATIONS]
+
+
+@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
+def test_sqlite_newer_file_is_schema_too_new_and_not_modified(db: Path, journal_mode: str) -> None:
+    """A file written by a newer toolledger is refused and left byte for byte as it was."""
+    SQLiteStore(db).close()
+    conn = _raw(db)
+    conn.execute(f"PRAGMA journal_mode = {journal_mode}")
+    conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(tl.StoreSchemaTooNewError) as info:
+        SQLiteStore(db)
+    assert info.value.code == "STORE_SCHEMA_TOO_NEW"
+    assert info.value.details["version"] == LATEST_VERSION + 1
+    assert str(db) in info.value.message
+    assert db.read_bytes() == before
+
+
+def test_sqlite_newer_schema_table_is_schema_too_new(db: Path) -> None:
+    """A migration table naming a newer version is refused even if user_version lags."""
+    SQLiteStore(db).close()
+    conn = _raw(db)
+    conn.execute(
+        "INSERT INTO toolledger_schema VALUES (?, 'future', '2030-01-01T00:00:00+00:00')",
+        (LATEST_VERSION + 5,),
+    )
+    conn.execute("PRAGMA user_version = 0")
+    conn.close()
+    with pytest.raises(tl.StoreSchemaTooNewError):
+        SQLiteStore(db)
+
+
+# -- quarantine: corrupt stored rows ----------------------------------------------------
+
+
+def _corrupt(db: Path, call_id: str, text: str) -> bytes:
+    conn = _raw(db)
+    conn.execute("UPDATE checkpoints SET record = ? WHERE call_id = ?", (text, call_id))
+    row = conn.execute("SELECT record FROM checkpoints WHERE call_id = ?", (call_id,)).fetchone()
+    conn.close()
+    return str(row[0]).encode()
+
+
+def _row(db: Path, call_id: str) -> bytes:
+    conn = _raw(db)
+    row = conn.execute(
+        "SELECT status, revision, record FROM checkpoints WHERE call_id = ?", (call_id,)
+    ).fetchone()
+    conn.close()
+    return repr(row).encode()
+
+
+def _invalid_json(store: tl.Store) -> str:
+    return "{not json"
+
+
+def _invalid_invariant(store: tl.Store) -> str:
+    rec = store.get("ns", "good")
+    assert rec is not None
+    data = rec.to_dict()
+    data["binding"]["call_id"] = "bad"
+    data["status"] = "executing"  # executing without a fence
+    return json.dumps(data)
+
+
+def _other_key(store: tl.Store) -> str:
+    rec = store.get("ns", "good")
+    assert rec is not None
+    return json.dumps(rec.to_dict())  # the record of ns/good stored under ns/bad
+
+
+@pytest.mark.parametrize(
+    "make", [_invalid_json, _invalid_invariant, _other_key], ids=lambda f: f.__name__[1:]
+)
+def test_sqlite_corrupt_row_is_quarantined_never_rewritten(
+    store: SQLiteStore, db: Path, make: object
+) -> None:
+    """get raises INVALID_CHECKPOINT naming the key; the row stays; others stay readable."""
+    _completed(store, "good", result=1)
+    _completed(store, "bad", result=2)
+    _corrupt(db, "bad", make(store))  # type: ignore[operator]
+    before = _row(db, "bad")
+
+    with pytest.raises(tl.InvalidCheckpointError) as info:
+        store.get("ns", "bad")
+    assert info.value.code == "INVALID_CHECKPOINT"
+    assert info.value.details["namespace"] == "ns"
+    assert info.value.details["call_id"] == "bad"
+    assert "ns/bad" in info.value.message
+
+    good = store.get("ns", "good")
+    assert good is not None
+    assert good.result == tl.Result(payload=1)
+    assert [r.binding.call_id for r in store.list()] == ["good"]
+    quarantined = store.quarantined()
+    assert [(q.namespace, q.call_id) for q in quarantined] == [("ns", "bad")]
+    assert "ns/bad" in quarantined[0].reason
+    assert [h.revision for h in store.history("ns", "bad")] == [0, 1, 2]  # history intact
+    with pytest.raises(tl.InvalidCheckpointError):
+        store.create_if_absent(tl.create_checkpoint(_binding("bad"), at=_at(9)))
+    assert _row(db, "bad") == before
+
+
+def test_sqlite_unknown_status_column_is_invalid_checkpoint_on_cas(
+    store: SQLiteStore, db: Path
+) -> None:
+    """A CAS over a row whose status column is garbage fails cleanly, writing nothing."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    conn = _raw(db)
+    conn.execute("UPDATE checkpoints SET status = 'exploded' WHERE call_id = 'c'")
+    conn.close()
+    before = _row(db, "c")
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    with pytest.raises(tl.InvalidCheckpointError) as info:
+        store.compare_and_swap(t.expected_revision, t.next)
+    assert info.value.details["call_id"] == "c"
+    assert _row(db, "c") == before
+    assert len(store.history("ns", "c")) == 1
+
+
+def test_memory_store_corrupt_row_cas_is_invalid_checkpoint() -> None:
+    """MemoryStore refuses to swap over a row it cannot read, and keeps it."""
+    store = MemoryStore()
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    store.rows[("ns", "c")] = "[1, 2"
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    with pytest.raises(tl.InvalidCheckpointError):
+        store.compare_and_swap(t.expected_revision, t.next)
+    assert store.rows[("ns", "c")] == "[1, 2"
+    assert [(q.namespace, q.call_id) for q in store.quarantined()] == [("ns", "c")]
+
+
+# -- locking -------------------------------------------------------------------------
+
+
+def test_sqlite_lock_held_past_busy_timeout_is_store_busy(db: Path) -> None:
+    """A write lock held by another connection past busy_timeout is STORE_BUSY."""
+    store = SQLiteStore(db, busy_timeout=0.1)
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    holder = _raw(db)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+        with pytest.raises(tl.StoreBusyError) as info:
+            store.compare_and_swap(t.expected_revision, t.next)
+        assert info.value.code == "STORE_BUSY"
+        assert isinstance(info.value, tl.StoreError)
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+        with pytest.raises(tl.StoreBusyError):
+            store.create_if_absent(tl.create_checkpoint(_binding("d"), at=_at(0)))
+        with pytest.raises(tl.StoreBusyError):
+            store.operation_write("ns", "c", {"k": 1})
+        got = store.get("ns", "c")  # WAL: readers are not blocked by the writer
+        assert got == rec
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    store.close()
+
+
+def test_sqlite_first_open_while_locked_is_store_busy(db: Path) -> None:
+    """Opening (migrating) a file that stays write-locked is STORE_BUSY, not a raw error."""
+    holder = _raw(db)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE unrelated (x)")
+    try:
+        with pytest.raises(tl.StoreBusyError):
+            SQLiteStore(db, busy_timeout=0.1)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with SQLiteStore(db) as store:
+        assert store.applied_migrations()[-1][0] == LATEST_VERSION
+
+
+# -- durability and pragmas ----------------------------------------------------------
+
+
+def _pragma(store: SQLiteStore, name: str) -> object:
+    return store._conn().execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_sqlite_durability_full_syncs_durable_writes(db: Path) -> None:
+    """durability="full": durable writes run with synchronous=FULL, relaxed ones NORMAL."""
+    with SQLiteStore(db) as store:
+        assert store.durability == "full"
+        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+        assert _pragma(store, "synchronous") == 2  # FULL
+        store.operation_write("ns", "c", {"k": 1}, durable=False)
+        assert _pragma(store, "synchronous") == 1  # NORMAL
+        store.operation_write("ns", "c", {"k": 2})
+        assert _pragma(store, "synchronous") == 2
+
+
+def test_sqlite_durability_normal_never_syncs_full(db: Path) -> None:
+    """durability="normal": every write runs with synchronous=NORMAL."""
+    with SQLiteStore(db, durability="normal") as store:
+        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+        assert _pragma(store, "synchronous") == 1
+        store.operation_write("ns", "c", {"k": 1}, durable=True)
+        assert _pragma(store, "synchronous") == 1
+
+
+def test_sqlite_pragmas_wal_and_busy_timeout(db: Path) -> None:
+    """Connections use WAL and the configured busy timeout."""
+    with SQLiteStore(db, busy_timeout=2.5) as store:
+        assert _pragma(store, "journal_mode") == "wal"
+        assert _pragma(store, "busy_timeout") == 2500
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"durability": "fast"}, {"durability": None}, {"busy_timeout": -1}]
+)
+def test_sqlite_bad_options_are_invalid_argument(db: Path, kwargs: dict[str, object]) -> None:
+    """Unknown durability or a negative timeout is INVALID_ARGUMENT."""
+    with pytest.raises(tl.InvalidArgumentError):
+        SQLiteStore(db, **kwargs)  # type: ignore[arg-type]
+
+
+# -- driver errors never leak --------------------------------------------------------
+
+
+def test_sqlite_not_a_database_is_store_unavailable(db: Path) -> None:
+    """A file that is not SQLite raises a StoreError chained to the driver error."""
+    db.write_bytes(b"this is not a database, just text " * 100)
+    with pytest.raises(tl.StoreError) as info:
+        SQLiteStore(db)
+    assert info.value.code == "STORE_UNAVAILABLE"
+    assert isinstance(info.value.__cause__, sqlite3.Error)
+
+
+def test_sqlite_closed_store_is_store_unavailable(store: SQLiteStore) -> None:
+    """Using a closed store is STORE_UNAVAILABLE; close is idempotent."""
+    store.close()
+    store.close()
+    with pytest.raises(tl.StoreUnavailableError):
+        store.get("ns", "c")
+
+
+# -- payloads, history, threads --------------------------------------------------------
+
+
+def test_sqlite_result_under_raised_limit_stays_readable(store: SQLiteStore) -> None:
+    """A result stored under a raised max_payload_bytes is returned by get and history."""
+    big = "x" * 200_000
+    _completed(store, "big", result=big, max_payload_bytes=300_000)
+    rec = store.get("ns", "big")
+    assert rec is not None
+    assert rec.result == tl.Result(payload=big)
+    assert store.history("ns", "big")[-1].record == rec
+    assert store.list(status="completed") == [rec]
+
+
+def test_sqlite_history_entries_carry_revision_status_action_at(store: SQLiteStore) -> None:
+    """History rows say which transition led to each revision, its action and time."""
+    _completed(store, "c", result=[1])
+    hist = store.history("ns", "c")
+    assert [(h.revision, h.status.value, h.transition, h.action.value, h.at) for h in hist] == [
+        (0, "ready", "create_checkpoint", "execute", _at(0)),
+        (1, "executing", "claim_execution", "execute", _at(1)),
+        (2, "completed", "complete_execution", "deliver", _at(2)),
+    ]
+
+
+def test_sqlite_payload_bytes_stored_exactly(store: SQLiteStore, db: Path) -> None:
+    """The stored JSON keeps key order and non-ASCII text as given."""
+    _completed(store, "c", result={"z": "é", "a": [1.5, None]})
+    conn = _raw(db)
+    (text,) = conn.execute("SELECT record FROM checkpoints WHERE call_id = 'c'").fetchone()
+    conn.close()
+    assert '"result":{"payload":{"z":"é","a":[1.5,null]},"is_error":false}' in text
+
+
+def test_sqlite_store_is_a_store(store: SQLiteStore) -> None:
+    """SQLiteStore satisfies the Store protocol."""
+    assert isinstance(store, tl.Store)
+
+
+def test_sqlite_relative_path_and_parent_directory_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing parent directory is created; relative paths are relative to cwd."""
+    monkeypatch.chdir(tmp_path)
+    with SQLiteStore(Path("sub") / "dir" / "x.db") as store:
+        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+    assert (tmp_path / "sub" / "dir" / "x.db").exists()
