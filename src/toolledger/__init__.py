@@ -44,7 +44,10 @@ from .errors import (
 )
 from .journal import JournalWarning, Run, Step, run, traced
 from .journal._verify import VerifyReport, verify, verify_export
+from .copy import CopyReport, copy_ledger
+from .retention import GcReport, gc
 from .store import SQLiteStore, Store, open_store
+from .store.base import Tombstone
 from .telemetry import configure, reexport
 from .tools import (
     ExecuteContext,
@@ -65,10 +68,12 @@ __all__ = [
     "BindingConflictError",
     "CheckpointError",
     "CheckpointRecord",
+    "CopyReport",
     "Decision",
     "DeliveryUncertainError",
     "ExecuteContext",
     "FenceConflictError",
+    "GcReport",
     "InvalidArgumentError",
     "InvalidCheckpointError",
     "InvalidTransitionError",
@@ -89,6 +94,7 @@ __all__ = [
     "StoreError",
     "StoreSchemaTooNewError",
     "StoreUnavailableError",
+    "Tombstone",
     "TombstonedError",
     "Tool",
     "ToolOutcome",
@@ -101,9 +107,11 @@ __all__ = [
     "complete_delivery",
     "complete_execution",
     "configure",
+    "copy_ledger",
     "create_checkpoint",
     "decide_checkpoint",
     "fingerprint",
+    "gc",
     "mark_execution_uncertain",
     "open_store",
     "reexport",

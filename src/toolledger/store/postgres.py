@@ -115,7 +115,8 @@ class PostgresStore:
     """The ``Store`` contract on PostgreSQL, shared by many hosts.
 
     Args:
-        dsn: A libpq connection string or ``postgresql://`` URL.
+        dsn: A libpq connection string or ``postgresql://`` URL; a URL may name the schema
+            as ``?schema=NAME`` (used unless ``schema`` is given).
         schema: The schema holding every table (created and migrated on open).
         durability: ``"full"`` (durable writes wait for the WAL flush) or ``"normal"``
             (every write uses ``synchronous_commit = off``).
@@ -146,6 +147,8 @@ class PostgresStore:
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidArgumentError(message='durability must be "full" or "normal"')
+        if not isinstance(dsn, str) or not dsn:
+            raise InvalidArgumentError(message="dsn must be a non-empty str")
         if not (isinstance(schema, str) and 0 < len(schema) <= 63):
             raise InvalidArgumentError(message="schema must be a name of 1-63 characters")
         if not (isinstance(min_size, int) and isinstance(max_size, int) and min_size >= 0):
@@ -159,6 +162,9 @@ class PostgresStore:
         ):
             if not (isinstance(value, (int, float)) and value > 0):
                 raise InvalidArgumentError(message=f"{name} must be a positive number")
+        dsn, url_schema = _split_schema(dsn)
+        if url_schema is not None and schema == "toolledger":
+            schema = url_schema
         self.dsn = dsn
         self.schema = schema
         self.durability = durability
@@ -801,6 +807,19 @@ def _event_row(r: Sequence[Any]) -> EventRow:
         hash=r[9],
         data=r[10],
     )
+
+
+def _split_schema(dsn: str) -> tuple[str, str | None]:
+    """Take ``?schema=NAME`` out of a URL DSN (libpq would refuse it)."""
+    if not dsn.startswith(("postgresql://", "postgres://")) or "?" not in dsn:
+        return dsn, None
+    from urllib.parse import parse_qsl, urlencode
+
+    base, _, query = dsn.partition("?")
+    params = parse_qsl(query, keep_blank_values=True)
+    schema = [v for k, v in params if k == "schema"]
+    rest = [(k, v) for k, v in params if k != "schema"]
+    return (base + ("?" + urlencode(rest) if rest else "")), (schema[-1] if schema else None)
 
 
 def _quote_ident(name: str) -> str:
