@@ -418,7 +418,10 @@ class CallFlow:
         if journal is None:
             if self.on_error == "result":
                 return (yield from self._complete(rec, error_payload(exc), is_error=True, own=True))
-            self._give_back(rec)
+            try:
+                self._give_back(rec)
+            except StoreError as store_error:  # the claim stays; the original error wins
+                exc.__context__ = store_error
             raise exc
         rec = self._mark_uncertain(
             rec, f"execute raised {_describe(exc)} after the operation-journal write"
@@ -468,7 +471,8 @@ class CallFlow:
         attempt = self.attempt_id if own else (rec.execution_fence or self.attempt_id)
         for _ in range(_MAX_ROUNDS):
             if rec.status in _DONE:
-                return self._outcome(rec, replayed=True)
+                # Our own commit may have landed although it reported an error.
+                return self._outcome(rec, replayed=not (own and rec.execution_fence == attempt))
             if rec.execution_fence != attempt or rec.status is Status.READY:
                 raise OutcomeUnknownError(
                     message=f"call {self.binding.call_id}: the result is known here but the "

@@ -1,0 +1,59 @@
+"""Child process for the live-worker tests: one guarded call, coordinated through files.
+
+Usage: python _worker_child.py DB DIR NAME [--hold]
+
+Waits for DIR/go, then calls ``send`` under call id ``shared``; the tool appends its
+effect to DIR/effects.log. With ``--hold`` the tool announces DIR/started and waits for
+DIR/release before its effect (a slow, live worker). Prints the outcome as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import toolledger
+
+
+def wait_for(path: Path, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.005)
+
+
+def main() -> None:
+    db, folder, name = sys.argv[1:4]
+    hold = "--hold" in sys.argv
+    root = Path(folder)
+
+    def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+        if hold:
+            (root / "started").touch()
+            wait_for(root / "release")
+        ctx.operation.write({"order": "o-1"})
+        fd = os.open(root / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, f"{name}\n".encode())
+        os.close(fd)
+        return {"by": name}
+
+    tool = toolledger.tool("send", revision="1", execute=execute)
+    wait_for(root / "go")
+    store = toolledger.SQLiteStore(db, durability="normal")
+    with toolledger.run("worker", db=store) as run:
+        try:
+            out = run.call(tool, call_id="shared", input={"to": "x"})
+            result = {"outcome": "replayed" if out.replayed else "new", "payload": out.payload}
+        except toolledger.CheckpointError as exc:
+            result = {"outcome": exc.code}
+    store.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
