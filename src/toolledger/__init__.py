@@ -23,6 +23,7 @@ from .checkpoint import (
     release_execution,
     validate_checkpoint,
 )
+from .copy import CopyReport, copy_ledger
 from .errors import (
     ERROR_CODES,
     BindingConflictError,
@@ -42,9 +43,19 @@ from .errors import (
     TombstonedError,
     UnsupportedSchemaError,
 )
-from .journal import JournalWarning, Run, Step, run, traced
-from .journal._verify import VerifyReport, verify, verify_export
-from .copy import CopyReport, copy_ledger
+from .export import ExportInfo, export_html, export_json, export_markdown
+from .journal import (
+    JournalWarning,
+    Run,
+    Step,
+    VerifyReport,
+    import_json,
+    run,
+    traced,
+    verify,
+    verify_export,
+)
+from .replay import Replayer
 from .retention import GcReport, gc
 from .store import SQLiteStore, Store, open_store
 from .store.base import Tombstone
@@ -72,6 +83,7 @@ __all__ = [
     "Decision",
     "DeliveryUncertainError",
     "ExecuteContext",
+    "ExportInfo",
     "FenceConflictError",
     "GcReport",
     "InvalidArgumentError",
@@ -84,6 +96,7 @@ __all__ = [
     "PayloadLimitError",
     "RecoverContext",
     "Recovered",
+    "Replayer",
     "Result",
     "Run",
     "SQLiteStore",
@@ -110,8 +123,12 @@ __all__ = [
     "copy_ledger",
     "create_checkpoint",
     "decide_checkpoint",
+    "export_html",
+    "export_json",
+    "export_markdown",
     "fingerprint",
     "gc",
+    "import_json",
     "mark_execution_uncertain",
     "open_store",
     "reexport",

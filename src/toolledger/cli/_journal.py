@@ -1,1 +1,409 @@
-"""CLI commands (filled in by its area)."""
+"""Journal commands: runs, show, export, verify, replay, checkpoints.
+
+Data goes to stdout, diagnostics to stderr. An unknown run id is a usage error (exit 2);
+a failed verification or a divergent replay exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
+from . import main
+from ._common import UsageError, fail_check, get_store
+
+__all__ = ["checkpoints", "export", "replay", "runs", "show", "verify"]
+
+#: Exports of at least this many records show a progress bar (when stderr is a TTY).
+PROGRESS_MIN_RECORDS = 2000
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """Turn unknown ids and bad arguments into exit 2."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise UsageError(exc.message) from exc
+    except InvalidArgumentError as exc:
+        raise UsageError(exc.message) from exc
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@main.command()
+@click.option("--namespace", default=None, help="Only runs of this namespace.")
+@click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -> None:
+    """List runs, newest first: id, status, records, start, goal.
+
+    Example: toolledger runs --limit 10
+    """
+    from ..journal._read import RunView, run_document
+
+    store = get_store(ctx)
+    try:
+        for row in store.list_runs(namespace=namespace, limit=limit):
+            doc = run_document(row)
+            status = RunView(row=row, doc=doc, rows=[], events=[], live=_live(row, doc)).status
+            if as_json:
+                click.echo(
+                    _dumps(
+                        {
+                            "run_id": row.run_id,
+                            "status": status,
+                            "records": row.event_count,
+                            "started_at": row.started_at,
+                            "ended_at": row.ended_at,
+                            "agent": row.agent,
+                            "goal": row.goal,
+                        }
+                    )
+                )
+            else:
+                goal = " ".join((row.goal or "").split())
+                click.echo(
+                    f"{row.run_id}  {status:<11} {row.event_count:>7}  "
+                    f"{row.started_at[:19]}  {goal[:80]}"
+                )
+    finally:
+        store.close()
+
+
+def _live(row: Any, doc: dict[str, Any]) -> bool:
+    from ..journal._read import _is_live
+
+    return _is_live(row, doc)
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the merged events as JSON lines.")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Show a run as a tree: kind, name, status, duration, and why.
+
+    Example: toolledger show 3f2a…
+    """
+    from ..export._tree import tree_order
+    from ..journal._read import load_run
+
+    store = get_store(ctx)
+    try:
+        with _mapped():
+            view = load_run(store, run_id)
+    finally:
+        store.close()
+    if as_json:
+        for ev in view.events:
+            click.echo(_dumps(ev))
+        return
+    row = view.row
+    click.echo(f"run {row.run_id}  {view.status}  agent={row.agent or '-'}")
+    click.echo(f"goal: {row.goal}")
+    color = sys.stdout.isatty()
+    for index, depth in tree_order(view.events):
+        ev = view.events[index]
+        status = "interrupted" if ev.get("interrupted") else str(ev.get("status"))
+        indent = "  " * min(depth, 30) + (f"[{depth}] " if depth > 30 else "")
+        dur = ev.get("duration_ms")
+        timing = f" {dur:.1f}ms" if isinstance(dur, (int, float)) and dur else ""
+        styled = click.style(status, fg=_status_color(status)) if color else status
+        name = " ".join(str(ev.get("name") or "").split())
+        click.echo(f"{indent}- {ev.get('kind')} {name} [{styled}]{timing}")
+        extra = _detail_line(ev)
+        if extra:
+            click.echo(f"{indent}    {extra}")
+
+
+def _status_color(status: str) -> str:
+    if status in ("completed", "granted", "replayed"):
+        return "green"
+    if status in ("failed", "refused", "cancelled"):
+        return "red"
+    return "yellow"
+
+
+def _detail_line(ev: dict[str, Any]) -> str:
+    if ev.get("erased"):
+        return "(content erased)"
+    approval = ev.get("approval")
+    if isinstance(approval, dict):
+        verdict = "granted" if approval.get("granted") else "refused"
+        return f"{verdict} by {approval.get('by')}: {approval.get('reason') or ''}".strip()
+    if ev.get("error"):
+        err = ev["error"]
+        return f"error {err.get('type')}: {' '.join(str(err.get('message')).split())[:200]}"
+    if ev.get("justification"):
+        return "why: " + " ".join(str(ev["justification"]).split())[:200]
+    if ev.get("justification_missing"):
+        return "why: (missing)"
+    if ev.get("text"):
+        return " ".join(str(ev["text"]).split())[:200]
+    return ""
+
+
+@main.command()
+@click.argument("run_id")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "md", "html"]),
+    default="json",
+    show_default=True,
+    help="Export format.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="File to write (default RUN_ID.json|md|html).",
+)
+@click.pass_context
+def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> None:
+    """Export a run as JSON (re-importable), Markdown or a self-contained HTML page.
+
+    Example: toolledger export 3f2a… --format html -o run.html
+    """
+    from ..export import export_html, export_json, export_markdown
+
+    exporters: dict[str, Callable[..., Any]] = {
+        "json": export_json,
+        "md": export_markdown,
+        "html": export_html,
+    }
+    fn = exporters[fmt]
+    path = output or f"{run_id}.{fmt}"
+    store = get_store(ctx)
+    try:
+        with _mapped():
+            row = store.get_run(run_id)
+            if row is None:
+                raise NotFoundError(message=f"no run {run_id!r} in this database")
+            with _progress(row.event_count) as progress:
+                info = fn(store, run_id, path, progress=progress)
+    finally:
+        store.close()
+    click.echo(str(info.path))
+    click.echo(
+        f"wrote {info.path} ({info.event_count} records, {info.size} bytes, head {info.head_hash})",
+        err=True,
+    )
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for long exports, only when stderr is a terminal."""
+    stream: Any = click.get_text_stream("stderr")
+    if total < PROGRESS_MIN_RECORDS or not stream.isatty():
+        yield None
+        return
+    with click.progressbar(length=total, label="exporting", file=stream) as bar:
+        seen = [0]
+
+        def update(done: int, _total: int) -> None:
+            step = min(done, total) - seen[0]
+            if step > 0:
+                bar.update(step)
+                seen[0] += step
+
+        yield update
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("--expected-head", default=None, help="Head hash from an export or a receipt.")
+@click.option("--expected-count", type=int, default=None, help="Record count from an export.")
+@click.option(
+    "--export",
+    "export_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Verify this JSON export file (on its own, or against RUN_ID's head).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def verify(
+    ctx: click.Context,
+    run_id: str | None,
+    expected_head: str | None,
+    expected_count: int | None,
+    export_file: str | None,
+    as_json: bool,
+) -> None:
+    """Verify a run's hash chain (exit 1 names the first bad record and why).
+
+    Example: toolledger verify 3f2a…   |   toolledger verify --export run.json
+    """
+    from ..journal._verify import VerifyReport, verify_export
+    from ..journal._verify import verify as verify_run
+
+    if run_id is None and export_file is None:
+        raise UsageError("give a RUN_ID, or --export FILE")
+    reports: list[VerifyReport] = []
+    with _mapped():
+        if export_file is not None:
+            reports.append(verify_export(export_file))
+            if run_id is not None and expected_head is None:
+                expected_head, expected_count = reports[0].head_hash, reports[0].event_count
+        if run_id is not None:
+            store = get_store(ctx)
+            try:
+                reports.append(
+                    verify_run(
+                        store, run_id, expected_head=expected_head, expected_count=expected_count
+                    )
+                )
+            finally:
+                store.close()
+    for report in reports:
+        if as_json:
+            click.echo(_dumps(report.as_dict()))
+        elif report.ok:
+            erased = f", {report.content_erased} erased" if report.content_erased else ""
+            click.echo(
+                f"OK {report.source} {report.run_id}: {report.event_count} records{erased}, "
+                f"head {report.head_hash}"
+            )
+    failed = [r for r in reports if not r.ok]
+    if failed:
+        bad = failed[0]
+        where = f" (record {bad.first_bad_seq}, event {bad.first_bad_event_id})"
+        fail_check(
+            f"FAILED {bad.source} {bad.run_id}: {bad.reason}"
+            + (where if bad.first_bad_seq is not None else "")
+        )
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--from", "from_event", default=None, help="Start at this event id.")
+@click.option("--diff", "other", default=None, help="Name the first divergence from this run.")
+@click.pass_context
+def replay(ctx: click.Context, run_id: str, from_event: str | None, other: str | None) -> None:
+    """Print a run's events in recorded order as JSON lines, or diff two runs.
+
+    Example: toolledger replay 3f2a… --diff 9c41…
+    """
+    from ..replay import Replayer
+
+    store = get_store(ctx)
+    try:
+        replayer = Replayer(store)
+        with _mapped():
+            if other is not None:
+                div = replayer.diff(run_id, other)
+                if div is None:
+                    click.echo(f"no divergence between {run_id} and {other}")
+                    return
+                click.echo(
+                    _dumps(
+                        {
+                            "index": div.index,
+                            "field": div.field,
+                            "reason": div.reason,
+                            "a": div.a,
+                            "b": div.b,
+                        }
+                    )
+                )
+                fail_check(f"runs diverge: {div.reason}")
+                return
+            for item in replayer.replay(run_id, from_event=from_event):
+                ev = item.event
+                click.echo(
+                    _dumps(
+                        {
+                            k: ev.get(k)
+                            for k in (
+                                "seq",
+                                "event_id",
+                                "parent_id",
+                                "kind",
+                                "name",
+                                "status",
+                                "inputs",
+                                "outputs",
+                                "error",
+                            )
+                        }
+                    )
+                )
+    finally:
+        store.close()
+
+
+@main.command()
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["ready", "executing", "uncertain", "completed", "delivering", "delivered"]),
+    help="Statuses to list (repeatable; default: the reconcile queue: executing, uncertain, "
+    "completed, delivering).",
+)
+@click.option("--namespace", default=None, help="Only this namespace.")
+@click.option("--limit", type=int, default=100, show_default=True, help="At most this many.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def checkpoints(
+    ctx: click.Context, statuses: tuple[str, ...], namespace: str | None, limit: int, as_json: bool
+) -> None:
+    """List checkpoints waiting for reconciliation or delivery, oldest first, with ages.
+
+    Example: toolledger checkpoints --status uncertain
+    """
+    wanted = list(statuses) or ["executing", "uncertain", "completed", "delivering"]
+    store = get_store(ctx)
+    now = datetime.now(timezone.utc)
+    try:
+        try:
+            records = store.list(status=wanted, namespace=namespace, limit=limit)
+        except CheckpointError as exc:
+            raise UsageError(exc.message) from exc
+        for rec in records:
+            age = (now - rec.updated_at).total_seconds()
+            ns, call_id = rec.key
+            if as_json:
+                click.echo(
+                    _dumps(
+                        {
+                            "namespace": ns,
+                            "call_id": call_id,
+                            "tool": rec.binding.tool_name,
+                            "status": rec.status.value,
+                            "revision": rec.revision,
+                            "updated_at": rec.updated_at.isoformat(),
+                            "age_seconds": round(age, 3),
+                        }
+                    )
+                )
+            else:
+                click.echo(
+                    f"{ns}/{call_id}  {rec.binding.tool_name}  {rec.status.value}  "
+                    f"rev {rec.revision}  age {_age(age)}"
+                )
+    finally:
+        store.close()
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"

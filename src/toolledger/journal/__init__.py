@@ -5,7 +5,9 @@ Public names are re-exported by ``toolledger``; see ``docs/journal.md``.
 
 from ._events import erase_content
 from ._handles import Artifact, EventHandle, Step
+from ._import import import_json
 from ._run import JournalWarning, Run, current_run, run, traced
+from ._verify import VerifyReport, verify, verify_export
 
 __all__ = [
     "Artifact",
@@ -13,8 +15,12 @@ __all__ = [
     "JournalWarning",
     "Run",
     "Step",
+    "VerifyReport",
     "current_run",
     "erase_content",
+    "import_json",
     "run",
     "traced",
+    "verify",
+    "verify_export",
 ]

@@ -98,13 +98,15 @@ def get_run_row(store: Store, run_id: str) -> RunRow:
     return row
 
 
-def load_run(db: Any, run_id: str, *, progress: Callable[[int], None] | None = None) -> RunView:
+def load_run(
+    db: Any, run_id: str, *, progress: Callable[[int, int], None] | None = None
+) -> RunView:
     """Read a run and merge its records into events.
 
     Args:
         db: A ``Store``, path or URL.
         run_id: The run.
-        progress: Called with the number of records read so far, per batch.
+        progress: ``progress(done, total)`` while records are read.
 
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
@@ -116,7 +118,7 @@ def load_run(db: Any, run_id: str, *, progress: Callable[[int], None] | None = N
         for r in iter_rows(store, run_id):
             rows.append(r)
             if progress is not None and len(rows) % 5000 == 0:
-                progress(len(rows))
+                progress(len(rows), row.event_count)
     finally:
         if owned:
             store.close()

@@ -288,7 +288,9 @@ def export_rows(doc: Mapping[str, Any]) -> list[EventRow]:
                     at=rec["at"],
                     prev_hash=rec.get("prev_hash"),
                     hash=rec["hash"],
-                    data=json.dumps(
+                    data=rec["data"]
+                    if isinstance(rec["data"], str)
+                    else json.dumps(
                         rec["data"], ensure_ascii=False, separators=(",", ":"), allow_nan=False
                     ),
                 )

@@ -22,6 +22,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
@@ -33,12 +34,21 @@ from ..errors import CheckpointError, StoreUnavailableError
 from ..store.base import EventRow, Store
 from ._events import canonical, chain_hash
 
-__all__ = ["FLUSH_INTERVAL", "FLUSH_RECORDS", "MAX_PENDING", "ChainWriter", "flush_all"]
+__all__ = [
+    "BACKPRESSURE_RECORDS",
+    "FLUSH_INTERVAL",
+    "FLUSH_RECORDS",
+    "MAX_PENDING",
+    "ChainWriter",
+    "flush_all",
+]
 
 #: A buffered record is written at most this many seconds after it was buffered.
 FLUSH_INTERVAL = 0.1
-#: Step ends flush once this many records are buffered.
+#: The background flusher is woken once this many records are buffered.
 FLUSH_RECORDS = 512
+#: Step ends flush inline (backpressure) once this many records are buffered.
+BACKPRESSURE_RECORDS = 8192
 #: Records kept buffered while the store keeps failing; beyond this the oldest are dropped.
 MAX_PENDING = 100_000
 
@@ -98,6 +108,7 @@ class ChainWriter:
         self.run_id = run_id
         self.genesis = genesis
         self.lock = threading.RLock()
+        self._flush_lock = threading.Lock()
         self.head = head
         self.next_seq = count
         self.stored_count = count
@@ -121,59 +132,75 @@ class ChainWriter:
             row = _row(header, content_json, self.head)
             if not self._pending:
                 self._oldest = time.monotonic()
-                _ensure_flusher()
             self._pending.append(_Pending(header, content_json, row))
             self.head = row.hash
             self.next_seq += 1
-            if self.strict:
-                self.flush()
-            return row
+            size = len(self._pending)
+        if self.strict:
+            self.flush()
+        elif size == 1:
+            _ensure_flusher()
+        elif size == FLUSH_RECORDS:
+            _WAKE.set()
+        return row
 
     def maybe_flush(self) -> None:
-        """Flush when the buffer is large or old (called at step ends)."""
-        if self._pending and (
-            len(self._pending) >= FLUSH_RECORDS or time.monotonic() - self._oldest >= FLUSH_INTERVAL
-        ):
+        """Flush inline only when the background flusher is falling behind (backpressure)."""
+        if len(self._pending) >= BACKPRESSURE_RECORDS:
             self.flush()
+
+    def due(self, now: float) -> bool:
+        """Whether the buffer should be written now (large or old)."""
+        pending = len(self._pending)
+        return bool(pending) and (pending >= FLUSH_RECORDS or now - self._oldest >= FLUSH_INTERVAL)
 
     def flush(self) -> bool:
         """Append every buffered record; return whether the buffer is now empty.
 
+        The store write happens outside the chain lock, so steps keep recording while a
+        batch is committed.
+
         Raises:
             StoreError: only in strict mode.
         """
-        with self.lock:
-            if not self._pending:
-                return True
+        with self._flush_lock:
+            with self.lock:
+                batch = self._pending
+                if not batch:
+                    return True
+                self._pending = []
             try:
-                self._append_pending()
+                self._append_batch(batch)
             except Exception as exc:
+                with self.lock:
+                    self._pending = batch + self._pending
                 if self.strict:
                     raise
                 self._on_error(exc)
-                self._bound_pending()
+                with self.lock:
+                    self._bound_pending()
                 return False
             return True
 
-    def _append_pending(self) -> None:
+    def _append_batch(self, batch: list[_Pending]) -> None:
         for _attempt in range(10):
-            rows = [p.row for p in self._pending]
+            rows = [p.row for p in batch]
             if self.store.append_events(
                 self.run_id, rows, expected_count=self.stored_count, durable=False
             ):
                 self.stored_count += len(rows)
                 self.stored_head = rows[-1].hash
-                self._pending = []
                 return
-            self._rechain()
+            with self.lock:
+                self._rechain(batch + self._pending)
         raise StoreUnavailableError(
             message=f"could not append journal records to run {self.run_id}: "
             "other writers kept appending first",
             details={"run_id": self.run_id},
         )
 
-    def _rechain(self) -> None:
-        """Another writer appended: chain our pending records after the stored head."""
+    def _rechain(self, items: list[_Pending]) -> None:
+        """Another writer appended: chain ``items`` after the stored head (lock held)."""
         run = self.store.get_run(self.run_id)
         if run is None:
             raise StoreUnavailableError(
@@ -182,7 +209,7 @@ class ChainWriter:
             )
         prev: str = (run.head_hash or self.genesis) if run.event_count else self.genesis
         seq = run.event_count
-        for p in self._pending:
+        for p in items:
             p.header["seq"] = seq
             p.row = _row(p.header, p.content_json, prev)
             prev = p.row.hash
@@ -219,6 +246,7 @@ class ChainWriter:
 _LIVE: weakref.WeakSet[ChainWriter] = weakref.WeakSet()
 _flusher_lock = threading.Lock()
 _flusher: threading.Thread | None = None
+_WAKE = threading.Event()
 
 
 def flush_all() -> None:
@@ -235,7 +263,8 @@ def flush_all() -> None:
 def _flusher_loop() -> None:
     global _flusher
     while True:
-        time.sleep(FLUSH_INTERVAL / 2)
+        _WAKE.wait(FLUSH_INTERVAL / 2)
+        _WAKE.clear()
         writers = list(_LIVE)
         if not writers:
             with _flusher_lock:
@@ -245,15 +274,9 @@ def _flusher_loop() -> None:
             continue
         now = time.monotonic()
         for writer in writers:
-            # Never wait on a run's lock: a step holding it will flush by itself.
-            old = writer._pending and now - writer._oldest >= FLUSH_INTERVAL
-            if old and writer.lock.acquire(blocking=False):
-                try:
+            if writer.due(now):
+                with contextlib.suppress(Exception):  # a background flush never raises
                     writer.flush()
-                except Exception:  # a background flush never raises
-                    pass
-                finally:
-                    writer.lock.release()
 
 
 def _ensure_flusher() -> None:

@@ -1,0 +1,13 @@
+"""Exports of a stored run: JSON (complete, re-importable), Markdown, self-contained HTML.
+
+Exports only read the store. Every export carries the run's head hash and record count,
+so ``toolledger.verify(..., expected_head=..., expected_count=...)`` can detect a cut-off
+tail later.
+"""
+
+from ._common import ExportInfo
+from .html import export_html
+from .json import export_json
+from .markdown import export_markdown
+
+__all__ = ["ExportInfo", "export_html", "export_json", "export_markdown"]

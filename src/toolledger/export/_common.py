@@ -1,0 +1,56 @@
+"""Shared pieces of the exporters: the result record, progress, atomic file writes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["ExportInfo", "Progress", "atomic_text"]
+
+#: ``progress(done, total)``: called while an export reads and writes records.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportInfo:
+    """What an export wrote."""
+
+    path: Path
+    run_id: str
+    format: str
+    head_hash: str | None
+    event_count: int
+    size: int
+
+
+@contextlib.contextmanager
+def atomic_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
+    """Write a text file atomically: a temporary sibling renamed into place on success.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
+    """
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            message=f"cannot write {str(target)!r}: {exc.strerror or exc}",
+            details={"path": str(target)},
+        ) from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,131 @@
+"""JSON export: versioned, complete and re-importable (``toolledger.import_json``).
+
+Layout (``format: "toolledger-journal"``, ``version: 1``)::
+
+    {"format", "version", "toolledger_version", "exported_at",
+     "head_hash", "event_count",                   # what verify_export checks against
+     "run": {"run_id", "namespace", "agent", "goal", "status", "started_at", "ended_at",
+             "head_hash", "event_count", "document"},  # document: the stored run JSON
+     "records": [{"run_id", "seq", "event_id", "parent_id", "kind", "name", "status",
+                  "at", "prev_hash", "hash", "data"}, ...]}   # data: the stored record
+
+Records are the stored journal records unchanged (a step has a start and an end record),
+so the export verifies on its own (``verify_export``) and re-imports byte-for-byte
+equivalent (hashes are over canonical JSON, so whitespace does not matter).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from ..journal._read import get_run_row, iter_rows, run_document, store_for
+from ._common import ExportInfo, Progress, atomic_text
+
+__all__ = ["FORMAT", "VERSION", "export_json"]
+
+FORMAT = "toolledger-journal"
+VERSION = 1
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def export_json(
+    db: Any,
+    run_id: str,
+    path: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+) -> ExportInfo:
+    """Write the run as a JSON export.
+
+    Args:
+        db: A ``Store``, path or URL.
+        run_id: The run.
+        path: The file to write (atomically).
+        progress: ``progress(done, total)`` while records are written.
+
+    Returns:
+        An ``ExportInfo`` with the head hash and record count the export carries.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
+    """
+    from .. import __version__
+
+    store, owned = store_for(db)
+    try:
+        row = get_run_row(store, run_id)
+        doc = run_document(row)
+        head: str | None = doc.get("genesis")
+        count = 0
+        with atomic_text(path) as fh:
+            fh.write(f'{{"format":"{FORMAT}","version":{VERSION},')
+            fh.write(f'"toolledger_version":{_dumps(__version__)},')
+            fh.write(f'"exported_at":{_dumps(datetime.now(timezone.utc).isoformat())},')
+            run = {
+                "run_id": row.run_id,
+                "namespace": row.namespace,
+                "agent": row.agent,
+                "goal": row.goal,
+                "status": row.status,
+                "started_at": row.started_at,
+                "ended_at": row.ended_at,
+                "head_hash": row.head_hash,
+                "event_count": row.event_count,
+                "document": doc,
+            }
+            fh.write(f'"run":{_dumps(run)},\n"records":[\n')
+            for r in iter_rows(store, run_id):
+                record = {
+                    "run_id": r.run_id,
+                    "seq": r.seq,
+                    "event_id": r.event_id,
+                    "parent_id": r.parent_id,
+                    "kind": r.kind,
+                    "name": r.name,
+                    "status": r.status,
+                    "at": r.at,
+                    "prev_hash": r.prev_hash,
+                    "hash": r.hash,
+                }
+                fh.write(("," if count else "") + _dumps(record)[:-1])
+                fh.write(',"data":' + _data(r.data) + "}\n")
+                head = r.hash
+                count += 1
+                if progress is not None and count % 1000 == 0:
+                    progress(count, row.event_count)
+            fh.write(f'],\n"head_hash":{_dumps(head)},"event_count":{count}}}\n')
+        if progress is not None:
+            progress(count, row.event_count)
+    finally:
+        if owned:
+            store.close()
+    return ExportInfo(
+        path=_path(path),
+        run_id=run_id,
+        format="json",
+        head_hash=head,
+        event_count=count,
+        size=os.path.getsize(path),
+    )
+
+
+def _data(text: str) -> str:
+    """Embed a stored record as JSON; a corrupted one as a string (verify names it)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return _dumps(text)
+    return text
+
+
+def _path(path: str | os.PathLike[str]) -> Any:
+    from pathlib import Path
+
+    return Path(path)

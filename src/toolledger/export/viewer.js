@@ -1,0 +1,212 @@
+(function () {
+  "use strict";
+  // All run text is rendered with textContent, never as markup.
+  var data = JSON.parse(document.getElementById("tl-data").textContent);
+  var evs = data.events || [];
+  var n = evs.length;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  // ---- the tree: iterative pre-order, no recursion (depth 1,000 is fine) ----
+  var idx = new Map();
+  for (var i = 0; i < n; i++) idx.set(evs[i].event_id, i);
+  var children = new Array(n), roots = [];
+  for (i = 0; i < n; i++) {
+    var p = idx.get(evs[i].parent_id);
+    if (p === undefined || p === i) roots.push(i);
+    else (children[p] || (children[p] = [])).push(i);
+  }
+  var order = [], depthOf = [], parentPos = [], seen = new Uint8Array(n);
+  var stack = [];
+  for (i = roots.length - 1; i >= 0; i--) stack.push([roots[i], 0, -1]);
+  function walk() {
+    while (stack.length) {
+      var top = stack.pop(), e = top[0];
+      if (seen[e]) continue;
+      seen[e] = 1;
+      var pos = order.length;
+      order.push(e); depthOf.push(top[1]); parentPos.push(top[2]);
+      var c = children[e];
+      if (c) for (var k = c.length - 1; k >= 0; k--) stack.push([c[k], top[1] + 1, pos]);
+    }
+  }
+  walk();
+  for (i = 0; i < n; i++) if (!seen[i]) { stack.push([i, 0, -1]); walk(); }
+  var m = order.length;
+  var size = new Int32Array(m);
+  for (i = m - 1; i >= 0; i--) { size[i] += 1; if (parentPos[i] >= 0) size[parentPos[i]] += size[i]; }
+
+  // ---- header ----
+  var run = data.run || {};
+  document.getElementById("title").textContent = "Run: " + (run.goal === null || run.goal === undefined ? "(goal erased)" : run.goal);
+  document.title = "toolledger · " + (run.goal || run.run_id || "run");
+  var facts = document.getElementById("facts");
+  [["run", run.run_id], ["agent", run.agent], ["status", run.status], ["namespace", run.namespace],
+   ["started", run.started_at], ["ended", run.ended_at], ["records", run.event_count],
+   ["events", n], ["head", run.head_hash]].forEach(function (f) {
+    if (f[1] === null || f[1] === undefined || f[1] === "") return;
+    var s = el("span"); s.appendChild(el("b", null, f[0] + " ")); s.appendChild(document.createTextNode(String(f[1])));
+    facts.appendChild(s);
+  });
+
+  // ---- rows ----
+  var tree = document.getElementById("tree");
+  var rows = new Array(m), collapsed = new Uint8Array(m), toggles = new Array(m);
+  var frag = document.createDocumentFragment();
+  function statusOf(ev) { return ev.interrupted ? "interrupted" : (ev.status || ""); }
+  for (var k = 0; k < m; k++) {
+    var ev = evs[order[k]], d = depthOf[k];
+    var row = el("div", "row " + (ev.kind || "") + " " + statusOf(ev));
+    row.setAttribute("data-pos", String(k));
+    row.style.paddingLeft = (8 + Math.min(d, 40) * 14) + "px";
+    var tog = el("button", "tog", size[k] > 1 ? "\u25BE" : "");
+    tog.type = "button"; tog.tabIndex = -1;
+    toggles[k] = tog;
+    row.appendChild(tog);
+    if (d > 40) row.appendChild(el("span", "depth", "\u2026" + d));
+    row.appendChild(el("span", "kind", ev.kind));
+    row.appendChild(el("span", "name", ev.name || ""));
+    row.appendChild(el("span", "status " + statusOf(ev), statusOf(ev)));
+    if (typeof ev.duration_ms === "number") row.appendChild(el("span", "dur", ev.duration_ms.toFixed(1) + " ms"));
+    rows[k] = row;
+    frag.appendChild(row);
+  }
+  tree.appendChild(frag);
+
+  var query = "", texts = null, selected = -1;
+  function flatten(v, out) {
+    var st = [v];
+    while (st.length) {
+      var x = st.pop();
+      if (x === null || x === undefined || typeof x === "boolean") continue;
+      if (Array.isArray(x)) { for (var a = 0; a < x.length; a++) st.push(x[a]); }
+      else if (typeof x === "object") { for (var key in x) if (Object.prototype.hasOwnProperty.call(x, key)) st.push(x[key]); }
+      else out.push(String(x));
+    }
+  }
+  function searchText(ev) {
+    var out = [];
+    flatten([ev.name, ev.kind, statusOf(ev), ev.justification, ev.text, ev.error, ev.approval,
+             ev.inputs, ev.outputs, ev.artifacts], out);
+    return out.join("\n").toLowerCase();
+  }
+  var countEl = document.getElementById("count");
+  function refresh() {
+    var shown = 0, j;
+    if (query) {
+      if (!texts) { texts = new Array(m); for (j = 0; j < m; j++) texts[j] = searchText(evs[order[j]]); }
+      var show = new Uint8Array(m);
+      for (j = 0; j < m; j++) {
+        if (texts[j].indexOf(query) >= 0) {
+          show[j] = 2;
+          for (var a = parentPos[j]; a >= 0 && !show[a]; a = parentPos[a]) show[a] = 1;
+        }
+      }
+      for (j = 0; j < m; j++) {
+        rows[j].style.display = show[j] ? "" : "none";
+        rows[j].classList.toggle("hit", show[j] === 2);
+        if (show[j] === 2) shown++;
+      }
+      countEl.textContent = shown + " of " + m + " events match";
+    } else {
+      j = 0;
+      while (j < m) {
+        rows[j].style.display = ""; rows[j].classList.remove("hit"); shown++;
+        if (collapsed[j]) { for (var h = j + 1; h < j + size[j]; h++) rows[h].style.display = "none"; j += size[j]; }
+        else j++;
+      }
+      countEl.textContent = m + " events";
+    }
+  }
+  function setCollapsed(k, value) {
+    if (size[k] <= 1) return;
+    collapsed[k] = value ? 1 : 0;
+    toggles[k].textContent = value ? "\u25B8" : "\u25BE";
+  }
+  document.getElementById("search").addEventListener("input", function (e) {
+    query = String(e.target.value || "").trim().toLowerCase();
+    refresh();
+  });
+  document.getElementById("expand").addEventListener("click", function () {
+    for (var j = 0; j < m; j++) setCollapsed(j, false);
+    refresh();
+  });
+  document.getElementById("collapse").addEventListener("click", function () {
+    for (var j = 0; j < m; j++) setCollapsed(j, depthOf[j] >= 1);
+    refresh();
+  });
+  tree.addEventListener("click", function (e) {
+    var t = e.target;
+    while (t && t !== tree && !t.hasAttribute("data-pos")) t = t.parentNode;
+    if (!t || t === tree) return;
+    var k = Number(t.getAttribute("data-pos"));
+    if (e.target.className === "tog") { setCollapsed(k, !collapsed[k]); refresh(); return; }
+    select(k);
+  });
+
+  // ---- details ----
+  var details = document.getElementById("details");
+  function section(title, value) {
+    if (value === null || value === undefined) return;
+    if (typeof value === "object" && Object.keys(value).length === 0) return;
+    details.appendChild(el("h3", null, title));
+    details.appendChild(el("pre", null, typeof value === "string" ? value : JSON.stringify(value, null, 2)));
+  }
+  function select(k) {
+    if (selected >= 0) rows[selected].classList.remove("selected");
+    selected = k; rows[k].classList.add("selected");
+    var ev = evs[order[k]];
+    details.textContent = "";
+    details.appendChild(el("h2", null, (ev.kind || "") + " \u00B7 " + (ev.name || "")));
+    var table = el("table");
+    [["status", statusOf(ev)], ["event id", ev.event_id], ["parent", ev.parent_id],
+     ["started", ev.started_at], ["ended", ev.ended_at],
+     ["duration", typeof ev.duration_ms === "number" ? ev.duration_ms + " ms" : null],
+     ["checkpoint", ev.checkpoint ? JSON.stringify(ev.checkpoint) : null],
+     ["trace id", ev.trace_id], ["span id", ev.span_id], ["depth", depthOf[k]]].forEach(function (f) {
+      if (f[1] === null || f[1] === undefined) return;
+      var tr = el("tr"); tr.appendChild(el("td", null, f[0])); tr.appendChild(el("td", null, f[1]));
+      table.appendChild(tr);
+    });
+    details.appendChild(table);
+    if (ev.interrupted) details.appendChild(el("p", "erased", "Interrupted: the run ended or crashed before this event ended."));
+    if (ev.erased) details.appendChild(el("p", "erased", "Content erased at " + ev.erased.at + ": " + ev.erased.reason));
+    if (ev.justification !== undefined && ev.justification !== null) {
+      var why = el("div", "why");
+      why.appendChild(el("span", "label", "Why (" + (ev.justification_source || "developer") + ")"));
+      why.appendChild(document.createTextNode(ev.justification));
+      details.appendChild(why);
+    } else if (ev.justification_missing) {
+      var miss = el("div", "why");
+      miss.appendChild(el("span", "label", "Why"));
+      miss.appendChild(document.createTextNode("Missing: the " + (ev.justification_source || "model") + " gave no justification."));
+      details.appendChild(miss);
+    }
+    if (ev.approval) {
+      var box = el("div", "approval-box" + (ev.approval.granted ? "" : " refused"));
+      box.appendChild(el("span", "label", (ev.approval.granted ? "Approval granted" : "Approval refused") + " by " + ev.approval.by));
+      if (ev.approval.reason) box.appendChild(document.createTextNode(ev.approval.reason));
+      if (ev.approval.for_call) box.appendChild(el("div", null, "for call " + ev.approval.for_call + (ev.approval.binding_fingerprint ? " (" + ev.approval.binding_fingerprint + ")" : "")));
+      details.appendChild(box);
+    }
+    if (ev.error) {
+      var eb = el("div", "error-box");
+      eb.appendChild(el("span", "label", ev.error.type || "error"));
+      eb.appendChild(el("div", null, ev.error.message || JSON.stringify(ev.error)));
+      details.appendChild(eb);
+    }
+    section("Text", ev.text);
+    section("Inputs", ev.inputs);
+    section("Outputs", ev.outputs);
+    section("Artifacts", ev.artifacts);
+    section("Meta", ev.meta);
+    section("Other fields", ev.extra);
+  }
+  refresh();
+  if (m) select(0);
+})();
