@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from _pg_proxy import CommitProxy
-from conftest import pg_dsn_or_skip
+from _pg_support import pg_dsn_or_skip
 from psycopg import sql
 
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
@@ -133,7 +133,7 @@ class TestUnknownCommit:
 def test_terminated_backend_mid_transaction_rolls_back_whole_batch(
     make_store: Callable[..., PostgresStore], schema: str
 ) -> None:
-    """pg_terminate_backend inside a transaction: STORE_UNAVAILABLE, nothing written, next call works."""
+    """pg_terminate_backend mid-transaction: STORE_UNAVAILABLE, nothing written, next call works."""
     dsn = pg_dsn_or_skip()
     store = make_store(application_name="tl-victim", max_size=1)
     rec = _claimed(store)
@@ -165,7 +165,8 @@ def test_terminated_backend_mid_transaction_rolls_back_whole_batch(
             killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
         th.join(30)
         holder.execute("ROLLBACK")
-    assert len(errors) == 1 and isinstance(errors[0], CheckpointError)
+    assert len(errors) == 1
+    assert isinstance(errors[0], CheckpointError)
     assert errors[0].code == "STORE_UNAVAILABLE"
     assert store.get("ns", "c2") is None  # the create in the same batch rolled back
     assert store.get("ns", "c1") == rec
@@ -243,7 +244,8 @@ def test_open_store_routes_dsn_with_schema_parameter(schema: str) -> None:
     dsn = pg_dsn_or_skip()
     store = open_store(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
     try:
-        assert isinstance(store, PostgresStore) and store.schema == schema
+        assert isinstance(store, PostgresStore)
+        assert store.schema == schema
         assert store.get("ns", "nope") is None
     finally:
         store.close()
@@ -294,7 +296,8 @@ def test_processes_racing_one_cas_have_one_winner(
     winners = [i for i, won in results.items() if won]
     assert len(winners) == 1
     got = store.get("ns", "race")
-    assert got is not None and got.execution_fence == f"p{winners[0]}"
+    assert got is not None
+    assert got.execution_fence == f"p{winners[0]}"
     assert [h.revision for h in store.history("ns", "race")] == [0, 1]
 
 

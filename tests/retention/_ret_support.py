@@ -1,0 +1,71 @@
+"""Retention test helpers: the PostgreSQL DSN, a clock, and records in every status."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from toolledger import Binding, CheckpointRecord, Status, Store, fingerprint
+from toolledger.checkpoint import (
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    mark_execution_uncertain,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def pg_dsn_or_skip() -> str:
+    """Return ``TOOLLEDGER_PG_DSN``; skip without it, unless CI demands PostgreSQL."""
+    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
+    if not dsn:
+        if os.environ.get("TOOLLEDGER_REQUIRE_PG"):
+            pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
+        pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
+    return dsn
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def make_record(
+    store: Store, call_id: str, status: Status, *, start: float = 0, namespace: str = "ns"
+) -> CheckpointRecord:
+    """Drive a record to ``status`` with transitions at ``start`` … ``start + 4`` seconds."""
+    binding = Binding(namespace, call_id, "send_email", "1", fingerprint({"id": call_id}))
+    rec = create_checkpoint(binding, at=at(start))
+    store.create_if_absent(rec)
+    if status is Status.READY:
+        return rec
+    t = claim_execution(rec, attempt_id=f"a-{call_id}", at=at(start + 1))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    rec = t.next
+    if status is Status.EXECUTING:
+        return rec
+    if status is Status.UNCERTAIN:
+        t = mark_execution_uncertain(
+            rec, attempt_id=f"a-{call_id}", reason="worker vanished", at=at(start + 2)
+        )
+        assert store.compare_and_swap(t.expected_revision, t.next)
+        return t.next
+    t = complete_execution(
+        rec, attempt_id=f"a-{call_id}", at=at(start + 2), result={"secret": f"s-{call_id}"}
+    )
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    rec = t.next
+    if status is Status.COMPLETED:
+        return rec
+    t = claim_delivery(rec, delivery_id=f"d-{call_id}", at=at(start + 3))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    rec = t.next
+    if status is Status.DELIVERING:
+        return rec
+    t = complete_delivery(rec, delivery_id=f"d-{call_id}", at=at(start + 4))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    return t.next
