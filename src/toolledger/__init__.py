@@ -73,7 +73,6 @@ from .tools import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "ERROR_CODES",
     "Action",
     "Binding",
     "BindingConflictError",
@@ -82,6 +81,7 @@ __all__ = [
     "CopyReport",
     "Decision",
     "DeliveryUncertainError",
+    "ERROR_CODES",
     "ExecuteContext",
     "ExportInfo",
     "FenceConflictError",

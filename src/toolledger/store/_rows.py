@@ -21,11 +21,12 @@ from .base import (
 
 __all__ = [
     "OPERATION_MAX_BYTES",
-    "prepare_op",
     "check_next",
     "dump_operation",
     "dump_record",
     "load_record",
+    "parse_stored_time",
+    "prepare_op",
     "status_values",
 ]
 

@@ -1,0 +1,128 @@
+"""The public API: ``toolledger.__all__`` is sorted, importable and complete."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import toolledger
+
+#: Names issue 2 (the foundation) publishes; other areas add more.
+FOUNDATION = {
+    "Action",
+    "Binding",
+    "CheckpointError",
+    "CheckpointRecord",
+    "Decision",
+    "ERROR_CODES",
+    "Result",
+    "SQLiteStore",
+    "Status",
+    "Store",
+    "Transition",
+    "claim_delivery",
+    "claim_execution",
+    "complete_delivery",
+    "complete_execution",
+    "create_checkpoint",
+    "decide_checkpoint",
+    "fingerprint",
+    "mark_execution_uncertain",
+    "release_delivery",
+    "release_execution",
+    "validate_checkpoint",
+    "BindingConflictError",
+    "FenceConflictError",
+    "InvalidArgumentError",
+    "InvalidCheckpointError",
+    "InvalidTransitionError",
+    "PayloadLimitError",
+    "StoreBusyError",
+    "StoreError",
+    "StoreSchemaTooNewError",
+    "UnsupportedSchemaError",
+}
+
+
+def test_all_is_sorted() -> None:
+    """``__all__`` is in plain sorted() order."""
+    assert toolledger.__all__ == sorted(toolledger.__all__)
+
+
+def test_all_has_no_duplicates() -> None:
+    """Each name is exported once."""
+    assert len(toolledger.__all__) == len(set(toolledger.__all__))
+
+
+def test_every_name_in_all_is_importable() -> None:
+    """Every exported name resolves, including via ``from toolledger import name``."""
+    for name in toolledger.__all__:
+        assert hasattr(toolledger, name), name
+        exec(f"from toolledger import {name}", {})
+
+
+def test_every_public_class_and_function_is_exported() -> None:
+    """A public class or function of toolledger reachable from the package is in __all__."""
+    missing = [
+        name
+        for name, value in vars(toolledger).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and getattr(value, "__module__", "").startswith("toolledger")
+        and name not in toolledger.__all__
+    ]
+    assert missing == []
+
+
+def test_foundation_names_are_exported() -> None:
+    """The checkpoint, store and error names of the foundation are public."""
+    assert set(toolledger.__all__) >= FOUNDATION
+
+
+def test_version_is_a_string() -> None:
+    """``__version__`` is exported and matches the package metadata."""
+    from importlib.metadata import version
+
+    assert toolledger.__version__ == version("toolledger")
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "toolledger.errors",
+        "toolledger.checkpoint",
+        "toolledger.checkpoint.model",
+        "toolledger.checkpoint.transitions",
+        "toolledger.checkpoint.validate",
+        "toolledger.checkpoint._json",
+        "toolledger.store",
+        "toolledger.store.base",
+        "toolledger.store.sqlite",
+        "toolledger.store._rows",
+        "toolledger.testing",
+    ],
+)
+def test_foundation_module_all_is_accurate(module: str) -> None:
+    """Each foundation module declares __all__; every entry exists, once."""
+    mod = importlib.import_module(module)
+    names = mod.__all__
+    assert [n for n in names if not hasattr(mod, n)] == []
+    assert len(names) == len(set(names))
+
+
+def test_checkpoint_package_exports_transitions_table() -> None:
+    """The transition table and decisions are reachable for docs and tools."""
+    from toolledger.checkpoint import DECISIONS, TRANSITIONS
+
+    assert set(DECISIONS) == set(toolledger.Status)
+    assert set(TRANSITIONS) == {
+        "claim_execution",
+        "complete_execution",
+        "mark_execution_uncertain",
+        "release_execution",
+        "claim_delivery",
+        "release_delivery",
+        "complete_delivery",
+    }
