@@ -206,7 +206,7 @@ def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> Non
 @contextmanager
 def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr for long exports, only when stderr is a terminal."""
-    stream: Any = click.get_text_stream("stderr")
+    stream: Any = sys.stderr
     if total < PROGRESS_MIN_RECORDS or not stream.isatty():
         yield None
         return

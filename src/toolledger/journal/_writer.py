@@ -183,7 +183,7 @@ class ChainWriter:
             return True
 
     def _append_batch(self, batch: list[_Pending]) -> None:
-        for _attempt in range(10):
+        for _attempt in range(100):
             rows = [p.row for p in batch]
             if self.store.append_events(
                 self.run_id, rows, expected_count=self.stored_count, durable=False

@@ -1,0 +1,161 @@
+"""The journal CLI: runs, show, export, verify, replay, checkpoints; exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import toolledger
+from toolledger.cli import main
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "cli.db"
+    with toolledger.run("Answer the question", agent="bot", db=path, run_id="run-a") as run:
+        with run.step("search", justification="names a codebase", q="gate") as st:
+            st.record_output(hits=3)
+        run.approval("email", granted=False, by="user", reason="local")
+    run_b = toolledger.run("Answer the question", agent="bot", db=path, run_id="run-b")
+    with run_b, run_b.step("search", justification="names a codebase", q="gate") as st:
+        st.record_output(hits=4)
+    return path
+
+
+def invoke(db: Path, *args: str):
+    return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
+
+
+class TestCommands:
+    def test_runs_lists_newest_first(self, db):
+        result = invoke(db, "runs", "--json")
+        assert result.exit_code == 0
+        rows = [json.loads(line) for line in result.output.splitlines()]
+        assert [r["run_id"] for r in rows] == ["run-b", "run-a"]
+        assert rows[1]["status"] == "completed"
+        assert rows[1]["records"] == 4
+
+    def test_show_prints_the_tree(self, db):
+        result = invoke(db, "show", "run-a")
+        assert result.exit_code == 0
+        assert "- step search [completed]" in result.output
+        assert "why: names a codebase" in result.output
+        assert "refused by user: local" in result.output
+
+    @pytest.mark.parametrize("fmt", ["json", "md", "html"])
+    def test_export_writes_each_format(self, db, tmp_path, fmt):
+        out = tmp_path / f"out.{fmt}"
+        result = invoke(db, "export", "run-a", "--format", fmt, "-o", str(out))
+        assert result.exit_code == 0
+        assert result.stdout.strip() == str(out)
+        assert out.stat().st_size > 0
+        if fmt == "json":
+            assert toolledger.verify_export(out).ok
+
+    def test_verify_ok_then_tampered_exits_1(self, db, tmp_path):
+        export = tmp_path / "a.json"
+        invoke(db, "export", "run-a", "-o", str(export))
+        ok = invoke(db, "verify", "run-a")
+        assert ok.exit_code == 0
+        assert ok.output.startswith("OK store run-a: 4 records")
+        assert invoke(db, "verify", "--export", str(export)).exit_code == 0
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE events SET data = replace(data, '\"hits\":3', '\"hits\":9')")
+        conn.commit()
+        conn.close()
+        bad = invoke(db, "verify", "run-a")
+        assert bad.exit_code == 1
+        assert "FAILED store run-a: record 1: its content was altered" in bad.stderr
+
+    def test_replay_prints_events_and_diff_names_divergence(self, db):
+        result = invoke(db, "replay", "run-a")
+        assert result.exit_code == 0
+        kinds = [json.loads(line)["kind"] for line in result.output.splitlines()]
+        assert kinds == ["step", "approval", "finish"]
+        diff = invoke(db, "replay", "run-a", "--diff", "run-b")
+        assert diff.exit_code == 1
+        assert "event 0 (step 'search'): outputs differs" in diff.stderr
+
+    def test_checkpoints_lists_the_reconcile_queue_with_ages(self, db):
+        store = toolledger.open_store(db)
+        binding = toolledger.Binding("default", "c1", "send", "1", toolledger.fingerprint({}))
+        now = datetime.now(timezone.utc)
+        _, rec = store.create_if_absent(toolledger.create_checkpoint(binding, at=now))
+        t = toolledger.claim_execution(rec, attempt_id="a1", at=now)
+        assert store.compare_and_swap(t.expected_revision, t.next)
+        store.close()
+        result = invoke(db, "checkpoints", "--json")
+        assert result.exit_code == 0
+        (row,) = [json.loads(line) for line in result.output.splitlines()]
+        assert (row["call_id"], row["status"], row["revision"]) == ("c1", "executing", 1)
+        assert row["age_seconds"] >= 0
+        assert invoke(db, "checkpoints", "--status", "delivered").output == ""
+
+
+class TestExitCodes:
+    @pytest.mark.parametrize(
+        "args",
+        [["show", "nope"], ["export", "nope"], ["verify", "nope"], ["replay", "nope"]],
+    )
+    def test_unknown_run_exits_2_with_error_on_stderr(self, db, args):
+        result = invoke(db, *args)
+        assert result.exit_code == 2
+        assert "nope" in result.stderr
+        assert result.stdout == ""
+
+    def test_every_command_has_help(self, db):
+        for command in ("runs", "show", "export", "verify", "replay", "checkpoints"):
+            result = invoke(db, command, "-h")
+            assert result.exit_code == 0
+            assert "Example:" in result.output
+
+
+def test_export_shows_a_progress_bar_when_stderr_is_a_terminal(tmp_path):
+    db = tmp_path / "big.db"
+    with toolledger.run("many", db=db, run_id="big") as run:
+        for i in range(1500):
+            with run.step("s", i=i):
+                pass
+    primary, secondary = pty.openpty()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from toolledger.cli import main; main()",
+            "--db",
+            str(db),
+            "export",
+            "big",
+            "-o",
+            str(tmp_path / "big.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "TERM": "dumb"},
+        timeout=60,
+        check=False,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "exporting" in err
+    assert "100%" in err

@@ -1,0 +1,111 @@
+"""JSON/Markdown/HTML exports: complete, re-importable, verified, escaped."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import toolledger
+from toolledger.export.html import embed_json
+from toolledger.journal._read import load_run
+
+from .conftest import COMMENT, INJECTION
+
+
+class TestJsonExport:
+    def test_json_export_round_trips_through_import(self, recorded, tmp_path: Path):
+        db, run_id = recorded
+        first = toolledger.export_json(db, run_id, tmp_path / "a.json")
+        assert toolledger.verify_export(first.path).ok
+        other = tmp_path / "other.db"
+        assert toolledger.import_json(first.path, other) == run_id
+        assert toolledger.verify(other, run_id, expected_head=first.head_hash).ok
+        second = toolledger.export_json(other, run_id, tmp_path / "b.json")
+        a, b = (json.loads(p.read_text()) for p in (first.path, second.path))
+        assert a["records"] == b["records"]
+        assert a["run"] == b["run"]
+        assert load_run(other, run_id).events == load_run(db, run_id).events
+
+    def test_export_is_versioned_and_carries_head_and_count(self, recorded, tmp_path):
+        db, run_id = recorded
+        info = toolledger.export_json(db, run_id, tmp_path / "a.json")
+        doc = json.loads(info.path.read_text())
+        assert (doc["format"], doc["version"]) == ("toolledger-journal", 1)
+        assert doc["head_hash"] == info.head_hash == doc["records"][-1]["hash"]
+        assert doc["event_count"] == len(doc["records"]) == info.event_count
+
+    def test_tampered_export_fails_verification(self, recorded, tmp_path):
+        db, run_id = recorded
+        info = toolledger.export_json(db, run_id, tmp_path / "a.json")
+        doc = json.loads(info.path.read_text())
+        doc["records"][4]["data"]["content"]["outputs"]["pi"] = 3.5
+        edited = tmp_path / "edited.json"
+        edited.write_text(json.dumps(doc))
+        report = toolledger.verify_export(edited)
+        assert not report.ok
+        assert report.first_bad_seq == 4
+        with pytest.raises(toolledger.InvalidArgumentError):
+            toolledger.import_json(edited, tmp_path / "x.db")
+
+    def test_cut_export_fails_verification(self, recorded, tmp_path):
+        db, run_id = recorded
+        info = toolledger.export_json(db, run_id, tmp_path / "a.json")
+        doc = json.loads(info.path.read_text())
+        doc["records"] = doc["records"][:-2]
+        cut = tmp_path / "cut.json"
+        cut.write_text(json.dumps(doc))
+        assert not toolledger.verify_export(cut).ok
+
+    def test_importing_an_existing_run_is_refused(self, recorded, tmp_path):
+        db, run_id = recorded
+        info = toolledger.export_json(db, run_id, tmp_path / "a.json")
+        with pytest.raises(toolledger.InvalidArgumentError):
+            toolledger.import_json(info.path, db)
+
+    def test_unknown_run_is_not_found(self, recorded, tmp_path):
+        db, _ = recorded
+        for fn in (toolledger.export_json, toolledger.export_markdown, toolledger.export_html):
+            with pytest.raises(toolledger.NotFoundError):
+                fn(db, "missing", tmp_path / "x")
+
+
+class TestMarkdownExport:
+    def test_markdown_escapes_run_text(self, recorded, tmp_path):
+        db, run_id = recorded
+        text = toolledger.export_markdown(db, run_id, tmp_path / "a.md").path.read_text()
+        assert "Answer &lt;b&gt;the&lt;/b&gt; question" in text
+        assert "<b>" not in text
+        body_outside_code = re.sub(r"(`{3,})[^\n]*\n.*?\n\1", "", text, flags=re.S)
+        assert "<script" not in body_outside_code
+        assert "<!--" not in body_outside_code
+        assert "> **Why** (developer): The question names a codebase\\." not in text
+        assert "> **Why** (developer): The question names a codebase." in text
+        assert "> **Approval REFUSED** by user: Answer locally." in text
+        assert "> **Why**: missing (the model gave none)" in text
+
+    def test_markdown_is_deterministic(self, recorded, tmp_path):
+        db, run_id = recorded
+        a = toolledger.export_markdown(db, run_id, tmp_path / "a.md").path.read_text()
+        b = toolledger.export_markdown(db, run_id, tmp_path / "b.md").path.read_text()
+        assert a == b
+
+
+class TestHtmlExport:
+    def test_embedded_json_cannot_close_the_script(self, recorded, tmp_path):
+        db, run_id = recorded
+        page = toolledger.export_html(db, run_id, tmp_path / "a.html").path.read_text()
+        data = page.split('id="tl-data">', 1)[1].split("</script>", 1)[0]
+        assert "<" not in data
+        assert ">" not in data
+        assert "\u2028" not in data
+        assert json.loads(data)["events"]
+        assert "http://" not in page.replace("http://www.w3.org", "")
+        assert "https://" not in page
+
+    def test_embed_json_escapes_every_dangerous_character(self):
+        text = embed_json({"x": INJECTION + COMMENT + "&\u2028\u2029"})
+        assert re.search(r"[<>&\u2028\u2029]", text) is None
+        assert json.loads(text) == {"x": INJECTION + COMMENT + "&\u2028\u2029"}

@@ -1,0 +1,220 @@
+"""Tamper evidence: every kind of tampering is named; erased content still verifies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toolledger
+from toolledger.checkpoint import canonical_json
+from toolledger.journal import erase_content
+from toolledger.journal._events import canonical
+from toolledger.testing import MemoryStore
+
+
+def _make_run(db) -> str:
+    with toolledger.run("Find the bug", agent="bot", db=db) as run:
+        for i in range(3):
+            with run.step(f"s{i}", justification=f"why {i}", n=i) as st_:
+                st_.record_output(score=i / 3, ok=True)
+        run.approval("deploy", granted=False, by="user", reason="not yet")
+    return run.run_id
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "t.db"
+
+
+def _sql(db: Path, statement: str, *params) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(statement, params)
+    conn.close()
+
+
+def _data(db: Path, run_id: str, seq: int) -> dict:
+    conn = sqlite3.connect(db)
+    (text,) = conn.execute(
+        "SELECT data FROM events WHERE run_id = ? AND seq = ?", (run_id, seq)
+    ).fetchone()
+    conn.close()
+    return json.loads(text)
+
+
+class TestVerify:
+    def test_untouched_run_verifies(self, db):
+        run_id = _make_run(db)
+        report = toolledger.verify(db, run_id)
+        assert report.ok
+        assert report.event_count == 8
+        assert report.head_hash == toolledger.open_store(db).get_run(run_id).head_hash
+
+    def test_edited_content_is_named(self, db):
+        run_id = _make_run(db)
+        doc = _data(db, run_id, 3)
+        doc["content"]["outputs"]["ok"] = False
+        _sql(db, "UPDATE events SET data = ? WHERE run_id = ? AND seq = 3", json.dumps(doc), run_id)
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 3
+        assert "content" in report.reason
+
+    def test_edited_header_is_named(self, db):
+        run_id = _make_run(db)
+        doc = _data(db, run_id, 1)
+        doc["header"]["name"] = "other"
+        _sql(
+            db,
+            "UPDATE events SET data = ?, name = 'other' WHERE run_id = ? AND seq = 1",
+            json.dumps(doc),
+            run_id,
+        )
+        report = toolledger.verify(db, run_id)
+        assert (report.ok, report.first_bad_seq) == (False, 1)
+        assert "hash" in report.reason
+
+    def test_edited_indexed_column_is_named(self, db):
+        run_id = _make_run(db)
+        _sql(db, "UPDATE events SET status = 'completed' WHERE run_id = ? AND seq = 0", run_id)
+        report = toolledger.verify(db, run_id)
+        assert (report.ok, report.first_bad_seq) == (False, 0)
+        assert "status" in report.reason
+
+    def test_deleted_record_is_named(self, db):
+        run_id = _make_run(db)
+        _sql(db, "DELETE FROM events WHERE run_id = ? AND seq = 3", run_id)
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 3
+
+    def test_inserted_record_is_named(self, db):
+        run_id = _make_run(db)
+        _sql(db, "UPDATE events SET seq = seq + 1000 WHERE run_id = ? AND seq >= 4", run_id)
+        _sql(db, "UPDATE events SET seq = seq - 999 WHERE run_id = ? AND seq >= 1000", run_id)
+        conn = sqlite3.connect(db)
+        row = conn.execute(
+            "SELECT * FROM events WHERE run_id = ? AND seq = 3", (run_id,)
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (row[0], 4, "f" * 32, *row[3:]),
+        )
+        conn.commit()
+        conn.close()
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 4
+
+    def test_reordered_records_are_named(self, db):
+        run_id = _make_run(db)
+        _sql(db, "UPDATE events SET seq = -1 WHERE run_id = ? AND seq = 2", run_id)
+        _sql(db, "UPDATE events SET seq = 2 WHERE run_id = ? AND seq = 3", run_id)
+        _sql(db, "UPDATE events SET seq = 3 WHERE run_id = ? AND seq = -1", run_id)
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 2
+
+    def test_cut_off_tail_is_detected_only_against_an_expected_head(self, db, tmp_path):
+        run_id = _make_run(db)
+        info = toolledger.export_json(db, run_id, tmp_path / "e.json")
+        # A careful attacker also rewinds the run row: the store alone cannot tell.
+        conn = sqlite3.connect(db)
+        prev = conn.execute(
+            "SELECT hash FROM events WHERE run_id = ? AND seq = 5", (run_id,)
+        ).fetchone()[0]
+        conn.execute("DELETE FROM events WHERE run_id = ? AND seq > 5", (run_id,))
+        conn.execute(
+            "UPDATE runs SET event_count = 6, head_hash = ? WHERE run_id = ?", (prev, run_id)
+        )
+        conn.commit()
+        conn.close()
+        assert toolledger.verify(db, run_id).ok
+        report = toolledger.verify(
+            db, run_id, expected_head=info.head_hash, expected_count=info.event_count
+        )
+        assert not report.ok
+        assert "cut off" in report.reason
+
+    def test_altered_goal_is_detected(self, db):
+        run_id = _make_run(db)
+        conn = sqlite3.connect(db)
+        (text,) = conn.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        doc = json.loads(text)
+        doc["content"]["goal"] = "Something else"
+        conn.execute("UPDATE runs SET data = ? WHERE run_id = ?", (json.dumps(doc), run_id))
+        conn.commit()
+        conn.close()
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert "goal" in report.reason
+
+    def test_unknown_run_is_not_found(self, db):
+        _make_run(db)
+        with pytest.raises(toolledger.NotFoundError) as err:
+            toolledger.verify(db, "nope")
+        assert err.value.code == "NOT_FOUND"
+
+
+class TestErasure:
+    def test_erased_content_still_verifies_and_readers_show_erased(self):
+        store = MemoryStore()
+        run_id = _make_run(store)
+        rows = store._events[run_id]
+        store._events[run_id] = [
+            dataclasses.replace(
+                r,
+                data=erase_content(r.data, at="2027-01-01T00:00:00+00:00", reason="retention 30d"),
+            )
+            if r.seq in (0, 1)
+            else r
+            for r in rows
+        ]
+        report = toolledger.verify(store, run_id)
+        assert report.ok
+        assert report.content_erased == 2
+        from toolledger.journal._read import load_run
+
+        ev = load_run(store, run_id).events[0]
+        assert ev["erased"] == {"at": "2027-01-01T00:00:00+00:00", "reason": "retention 30d"}
+        assert ev["inputs"] is None
+        assert ev["justification"] is None
+
+    def test_erase_content_keeps_the_header(self):
+        store = MemoryStore()
+        run_id = _make_run(store)
+        text = store.read_events(run_id)[0].data
+        erased = json.loads(erase_content(text, at="t", reason="r"))
+        assert erased["header"] == json.loads(text)["header"]
+        assert "content" not in erased
+
+    def test_erase_content_rejects_non_records(self):
+        with pytest.raises(toolledger.InvalidArgumentError):
+            erase_content("[1, 2]", at="t", reason="r")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+class TestCanonical:
+    @settings(max_examples=200, deadline=None)
+    @given(json_values)
+    def test_fast_path_equals_rfc8785_without_floats(self, value):
+        assert canonical(value, maybe_float=False) == canonical_json(value)
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.floats(allow_nan=False, allow_infinity=False))
+    def test_floats_take_the_rfc8785_path(self, x):
+        assert canonical({"x": x}) == canonical_json({"x": x})
