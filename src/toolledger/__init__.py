@@ -55,6 +55,7 @@ from .journal import (
     verify,
     verify_export,
 )
+from .readiness import Diagnostic, check_tool
 from .replay import Replayer
 from .retention import GcReport, gc
 from .store import SQLiteStore, Store, open_store
@@ -81,6 +82,7 @@ __all__ = [
     "CopyReport",
     "Decision",
     "DeliveryUncertainError",
+    "Diagnostic",
     "ERROR_CODES",
     "ExecuteContext",
     "ExportInfo",
@@ -115,6 +117,7 @@ __all__ = [
     "UnsupportedSchemaError",
     "VerifyReport",
     "__version__",
+    "check_tool",
     "claim_delivery",
     "claim_execution",
     "complete_delivery",
