@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 import toolledger as tl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +68,20 @@ def test_docs_name_every_transition_and_status() -> None:
         assert f"`{name}(record, *," in text, name
     for status in tl.Status:
         assert f"| `{status.value}` |" in text, status
+
+
+def test_readme_checkpoint_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's checkpoint example runs as written (in a scratch directory)."""
+    monkeypatch.chdir(tmp_path)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- section:checkpoint -->", 1)[1].split("<!-- /section", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    namespace: dict[str, object] = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    store = namespace["store"]
+    assert isinstance(store, tl.SQLiteStore)
+    rec = store.get("default", "toolu_01")
+    assert rec is not None
+    assert rec.status is tl.Status.DELIVERED
+    store.close()
