@@ -1,0 +1,236 @@
+"""Provider-neutral pieces of the adapters: parsing helpers, result texts, running calls.
+
+Rules this module keeps:
+
+- No SDK is imported: SDK objects are read through ``model_dump`` (pydantic) or as
+  mappings, so plain dicts and SDK objects are accepted alike.
+- Nothing the caller passed in is mutated; every function returns new lists and dicts.
+- Result text is deterministic: a ``str`` payload is sent as is, anything else as
+  canonical JSON, so re-sending a stored result gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..checkpoint._json import canonical_json
+from ..checkpoint.model import Status
+from ..errors import InvalidArgumentError, OutcomeUnknownError
+from ..store._open import open_store
+from ..tools import Tool, ToolOutcome
+
+__all__ = [
+    "JUSTIFICATION",
+    "NOT_EXECUTED",
+    "OUTCOME_UNKNOWN",
+    "ToolCall",
+    "add_justification",
+    "as_plain",
+    "deliver_calls",
+    "render",
+    "repair_results",
+    "run_calls",
+]
+
+#: The argument every tool schema gets from ``with_justification``.
+JUSTIFICATION = "justification"
+JUSTIFICATION_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "description": "Why this call is needed now, in one or two sentences (recorded in the "
+    "audit journal; not passed to the tool).",
+}
+#: Result texts chosen by ``repair_transcript`` and for unknown outcomes.
+OUTCOME_UNKNOWN = "outcome unknown; not re-run"
+NOT_EXECUTED = "not executed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One tool call parsed from a model response.
+
+    ``args`` has the ``justification`` argument removed; ``justification`` is ``None``
+    when the model omitted it. ``error`` explains arguments that could not be parsed.
+    """
+
+    id: str
+    name: str
+    args: Any
+    justification: str | None
+    provider: str
+    error: str | None = None
+
+
+def as_plain(obj: Any) -> Any:
+    """Return ``obj`` as plain JSON-like data (SDK pydantic objects are dumped)."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(obj, Mapping):
+        return {k: as_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [as_plain(v) for v in obj]
+    return obj
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """Read ``name`` from a mapping or an object."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def add_justification(schema: Any) -> dict[str, Any]:
+    """Return a copy of a JSON schema object with a required ``justification`` string."""
+    out: dict[str, Any] = copy.deepcopy(dict(as_plain(schema))) if schema else {"type": "object"}
+    props = dict(out.get("properties") or {})
+    if JUSTIFICATION not in props:
+        props[JUSTIFICATION] = dict(JUSTIFICATION_SCHEMA)
+    out["properties"] = props
+    required = list(out.get("required") or [])
+    if JUSTIFICATION not in required:
+        required.append(JUSTIFICATION)
+    out["required"] = required
+    return out
+
+
+def has_justification(schema: Any) -> bool:
+    """Whether a schema already declares ``justification``."""
+    props = field(schema, "properties") or {}
+    return JUSTIFICATION in props
+
+
+def split_args(args: Any) -> tuple[Any, str | None]:
+    """Remove ``justification`` from the model's arguments."""
+    if isinstance(args, Mapping) and JUSTIFICATION in args:
+        rest = {k: v for k, v in args.items() if k != JUSTIFICATION}
+        value = args[JUSTIFICATION]
+        return rest, value if isinstance(value, str) and value.strip() else None
+    return args, None
+
+
+def render(payload: Any) -> str:
+    """Return the text sent to the model for a stored payload (deterministic)."""
+    return payload if isinstance(payload, str) else canonical_json(payload)
+
+
+def _tools_by_name(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+    if isinstance(tools, Mapping):
+        return dict(tools)
+    out = {}
+    for t in tools:
+        if not isinstance(t, Tool):
+            raise InvalidArgumentError(message="tools must be toolledger.Tool objects")
+        out[t.name] = t
+    return out
+
+
+def run_calls(
+    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+) -> list[tuple[ToolCall, str, bool]]:
+    """Run parsed calls through ``run.call_many`` (``on_error="result"``).
+
+    Returns:
+        ``(call, text, is_error)`` per call, in order. An unknown tool or unparseable
+        arguments give an error text (nothing is checkpointed); an unknown outcome gives
+        ``OUTCOME_UNKNOWN`` (nothing is re-run).
+
+    Raises:
+        BindingConflictError: a call id was used for another call.
+        StoreError, or an interruption: as ``run.call``.
+    """
+    from ..guard import call_many
+
+    table = _tools_by_name(tools)
+    results: list[tuple[str, bool] | None] = [None] * len(calls)
+    items = []
+    where = []
+    for i, c in enumerate(calls):
+        if c.error is not None:
+            results[i] = (f"invalid arguments: {c.error}", True)
+        elif c.name not in table:
+            results[i] = (f"unknown tool {c.name!r}", True)
+        else:
+            items.append(
+                {
+                    "tool": table[c.name],
+                    "call_id": c.id,
+                    "input": c.args,
+                    "justification": c.justification,
+                    "justification_source": "model",
+                    "on_error": "result",
+                }
+            )
+            where.append(i)
+    outs = call_many(run, items, return_exceptions=True) if items else []
+    for i, out in zip(where, outs, strict=True):
+        if isinstance(out, ToolOutcome):
+            results[i] = (render(out.payload), out.is_error)
+        elif isinstance(out, OutcomeUnknownError):
+            results[i] = (OUTCOME_UNKNOWN, True)
+        else:
+            raise out
+    return [(c, *r) for c, r in zip(calls, results, strict=True) if r is not None]
+
+
+def repair_results(
+    store: Any, namespace: str | None, call_ids: Sequence[str]
+) -> dict[str, tuple[str, bool]]:
+    """Return a truthful ``(text, is_error)`` for each orphaned call id, from its checkpoint.
+
+    completed or later: the stored payload; executing/uncertain: ``OUTCOME_UNKNOWN``;
+    no checkpoint or ready: ``NOT_EXECUTED``.
+    """
+    st, ns = _store_and_namespace(store, namespace)
+    out: dict[str, tuple[str, bool]] = {}
+    for call_id in call_ids:
+        try:
+            rec = st.get(ns, call_id)
+        except InvalidArgumentError:
+            rec = None
+        if rec is None or rec.status is Status.READY:
+            out[call_id] = (NOT_EXECUTED, True)
+        elif rec.status in (Status.EXECUTING, Status.UNCERTAIN) or rec.result is None:
+            out[call_id] = (OUTCOME_UNKNOWN, True)
+        else:
+            out[call_id] = (render(rec.result.payload), rec.result.is_error)
+    return out
+
+
+def _store_and_namespace(store: Any, namespace: str | None) -> tuple[Any, str]:
+    if hasattr(store, "store") and hasattr(store, "namespace"):  # a Run
+        return store.store, namespace or store.namespace
+    return open_store(store), namespace or "default"
+
+
+def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:
+    """The ids among ``calls`` that have a checkpoint with a result (deliverable)."""
+    out = []
+    for c in calls:
+        rec = run.store.get(run.namespace, c.id) if c.error is None else None
+        if rec is not None and rec.result is not None:
+            out.append(c.id)
+    return out
+
+
+def deliver_calls(
+    run: Any, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+) -> Any:
+    """Post the results of ``calls`` once (one model request) through their checkpoints.
+
+    ``post(payloads)`` gets ``{call_id: stored payload}``. Calls without a checkpoint
+    (unknown tools, bad arguments) are not tracked; when no call has one, ``post`` is
+    simply called. Returns what ``post`` returned, or ``None`` when every call was
+    already delivered (nothing is posted twice).
+
+    Raises:
+        DeliveryUncertainError: ``DELIVERY_UNCERTAIN`` unless ``redeliver=True``.
+    """
+    from ..guard import deliver_many
+
+    ids = call_ids_with_checkpoints(run, calls)
+    if not ids:
+        return post({})
+    return deliver_many(run, ids, post, redeliver=redeliver)

@@ -1,0 +1,175 @@
+"""Anthropic Messages API adapter: justification injection, tool calls, results, repair.
+
+Rules this module keeps: the ``anthropic`` SDK is never imported (its objects are read
+through ``model_dump``, plain dicts work the same); the caller's lists and dicts are never
+mutated; results are ``tool_result`` blocks whose content is the stored payload's text
+(``is_error`` set for error results), so a re-sent turn carries the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..tools import Tool
+from ._common import (
+    ToolCall,
+    add_justification,
+    as_plain,
+    deliver_calls,
+    field,
+    has_justification,
+    repair_results,
+    run_calls,
+    split_args,
+)
+
+__all__ = [
+    "ToolCall",
+    "deliver_results",
+    "repair_transcript",
+    "run_tool_calls",
+    "tool_calls",
+    "with_justification",
+]
+
+PROVIDER = "anthropic"
+
+
+def with_justification(tools: Sequence[Any]) -> list[Any]:
+    """Return ``tools`` with a required ``justification`` string in each ``input_schema``.
+
+    Server tools (those with a ``type`` other than ``custom``, or no ``input_schema``) and
+    tools that already have the argument are returned unchanged. Idempotent; the
+    caller's list is not mutated.
+    """
+    out: list[Any] = []
+    for t in tools:
+        schema = field(t, "input_schema")
+        kind = field(t, "type")
+        if schema is None or kind not in (None, "custom") or has_justification(schema):
+            out.append(t)
+            continue
+        new = dict(as_plain(t))
+        new["input_schema"] = add_justification(schema)
+        out.append(new)
+    return out
+
+
+def tool_calls(response: Any) -> list[ToolCall]:
+    """Return one ``ToolCall`` per ``tool_use`` block of a ``Message`` (object or dict)."""
+    content = field(response, "content") or []
+    calls = []
+    for block in content:
+        if field(block, "type") != "tool_use":
+            continue
+        args, why = split_args(as_plain(field(block, "input")) or {})
+        calls.append(
+            ToolCall(
+                id=str(field(block, "id")),
+                name=str(field(block, "name")),
+                args=args,
+                justification=why,
+                provider=PROVIDER,
+            )
+        )
+    return calls
+
+
+def _result_block(call_id: str, text: str, is_error: bool) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def run_tool_calls(
+    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+) -> list[dict[str, Any]]:
+    """Run every tool call of ``response`` through ``run.call`` and shape the results.
+
+    New calls of the turn claim in one transaction; a call already done returns its
+    stored result (running this again on the same response after a crash executes
+    nothing twice). Errors are results (``is_error``); an unknown outcome is reported as
+    "outcome unknown; not re-run".
+
+    Returns:
+        ``tool_result`` blocks, in call order, for the next ``user`` message.
+
+    Raises:
+        BindingConflictError: ``BINDING_CONFLICT`` when a tool-use id was used before for
+            another call.
+    """
+    return [
+        _result_block(c.id, text, err)
+        for c, text, err in run_calls(run, tool_calls(response), tools)
+    ]
+
+
+def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+    """Post the next request (carrying this response's results) through the checkpoints.
+
+    ``post(payloads)`` sends the request; if it raises, the delivery claims are released
+    and the error re-raised. Returns what ``post`` returned, or ``None`` when every result
+    was already delivered. See ``toolledger.guard.deliver_many``.
+    """
+    return deliver_calls(run, tool_calls(response), post, redeliver=redeliver)
+
+
+def repair_transcript(
+    messages: Sequence[Any], store: Any, *, namespace: str | None = None
+) -> list[Any]:
+    """Return ``messages`` with a truthful ``tool_result`` for every orphaned ``tool_use``.
+
+    A crash can leave an assistant turn's tool calls without results, which the API
+    rejects. Each missing result is chosen by the call's checkpoint: the stored payload
+    (completed or later), "outcome unknown; not re-run" (executing, uncertain), or "not
+    executed" (no checkpoint, ready). Results go first in the following user message (a
+    new one is inserted when there is none).
+
+    Args:
+        messages: The conversation (dicts or SDK objects).
+        store: A ``Run``, a ``Store``, or a database path/DSN.
+        namespace: The checkpoint namespace (default: the run's, else ``"default"``).
+    """
+    out: list[Any] = list(messages)
+    i = 0
+    while i < len(out):
+        msg = out[i]
+        if field(msg, "role") != "assistant":
+            i += 1
+            continue
+        uses = [
+            str(field(b, "id"))
+            for b in (field(msg, "content") or [])
+            if not isinstance(field(msg, "content"), str) and field(b, "type") == "tool_use"
+        ]
+        if not uses:
+            i += 1
+            continue
+        nxt = out[i + 1] if i + 1 < len(out) else None
+        content = (
+            field(nxt, "content") if nxt is not None and field(nxt, "role") == "user" else None
+        )
+        have = set()
+        if isinstance(content, list):
+            have = {
+                str(field(b, "tool_use_id")) for b in content if field(b, "type") == "tool_result"
+            }
+        missing = [u for u in uses if u not in have]
+        if missing:
+            texts = repair_results(store, namespace, missing)
+            blocks = [_result_block(u, *texts[u]) for u in missing]
+            if nxt is not None and field(nxt, "role") == "user":
+                rest = (
+                    [{"type": "text", "text": content}]
+                    if isinstance(content, str)
+                    else list(content or [])
+                )
+                have_blocks = [b for b in rest if field(b, "type") == "tool_result"]
+                others = [b for b in rest if field(b, "type") != "tool_result"]
+                out[i + 1] = {**as_plain(nxt), "content": [*have_blocks, *blocks, *others]}
+            else:
+                out.insert(i + 1, {"role": "user", "content": blocks})
+        i += 1
+    return out
