@@ -14,6 +14,7 @@ $(BIN)/toolledger: pyproject.toml
 ## Run the main demo on the embedded default (SQLite file in ./demo-out).
 demo: $(BIN)/toolledger
 	$(BIN)/python examples/quickstart.py
+	$(BIN)/python examples/demo_agent.py
 
 ## Run the whole test suite.
 test: $(BIN)/toolledger

@@ -51,6 +51,8 @@ __all__ = [
     "erase_content",
     "event_summary_text",
     "merge_records",
+    "RecordParser",
+    "parse_many",
     "parse_record",
     "run_genesis",
 ]
@@ -103,7 +105,7 @@ def canonical(value: Any, *, maybe_float: bool = True) -> str:
     """
     if not maybe_float:
         text: str = _dumps(value)
-        if not _ASTRAL.search(text):
+        if text.isascii() or not _ASTRAL.search(text):
             return text
     return canonical_json(value)
 
@@ -129,14 +131,30 @@ def run_genesis(run_header: Mapping[str, Any]) -> str:
     return _sha(canonical(run_header))
 
 
-def _float_flag() -> tuple[list[bool], Any]:
-    seen = [False]
+class RecordParser:
+    """Parse stored records, noting whether each holds a float (one decoder, reused)."""
 
-    def parse_float(text: str) -> float:
-        seen[0] = True
+    __slots__ = ("_decode", "_seen")
+
+    def __init__(self) -> None:
+        self._seen = False
+        self._decode = json.JSONDecoder(parse_float=self._float).decode
+
+    def _float(self, text: str) -> float:
+        self._seen = True
         return float(text)
 
-    return seen, parse_float
+    def parse(self, data: str) -> tuple[dict[str, Any], bool]:
+        """Return ``(document, contains_float)``.
+
+        Raises:
+            ValueError: the text is not a JSON object.
+        """
+        self._seen = False
+        doc = self._decode(data)
+        if not isinstance(doc, dict):
+            raise ValueError("a journal record must be a JSON object")
+        return doc, self._seen
 
 
 def parse_record(data: str) -> tuple[dict[str, Any], bool]:
@@ -145,11 +163,25 @@ def parse_record(data: str) -> tuple[dict[str, Any], bool]:
     Raises:
         ValueError: the text is not a JSON object.
     """
-    seen, parse_float = _float_flag()
-    doc = json.loads(data, parse_float=parse_float)
-    if not isinstance(doc, dict):
-        raise ValueError("a journal record must be a JSON object")
-    return doc, seen[0]
+    return RecordParser().parse(data)
+
+
+def parse_many(texts: list[str]) -> list[dict[str, Any]]:
+    """Parse many stored records at once; an unreadable one becomes ``{"unreadable": True}``."""
+    try:
+        docs = json.loads("[" + ",".join(texts) + "]")
+        if len(docs) == len(texts) and all(type(d) is dict for d in docs):
+            return list(docs)
+    except ValueError:
+        pass
+    out: list[dict[str, Any]] = []
+    for text in texts:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        out.append(doc if isinstance(doc, dict) else {"unreadable": True})
+    return out
 
 
 def erase_content(event_data_json: str, *, at: str, reason: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, NotFoundError
 from ..store import Store, open_store
 from ..store.base import EventRow, RunRow
-from ._events import merge_records, parse_record
+from ._events import merge_records, parse_many
 
 __all__ = ["RunView", "iter_rows", "load_run", "run_document", "store_for"]
 
@@ -124,12 +124,10 @@ def load_run(
             store.close()
     doc = run_document(row)
     live = _is_live(row, doc)
-    docs = []
-    for r in rows:
-        try:
-            docs.append(parse_record(r.data)[0])
-        except ValueError:
-            docs.append({"header": _header_from_row(r), "content": {}, "unreadable": True})
+    docs = parse_many([r.data for r in rows])
+    for i, doc in enumerate(docs):
+        if not isinstance(doc.get("header"), dict):
+            docs[i] = {"header": _header_from_row(rows[i]), "content": {}, "unreadable": True}
     goal = (doc.get("content") or {}).get("goal", row.goal)
     events = merge_records(docs, goal=goal, live=live)
     return RunView(row=row, doc=doc, rows=rows, events=events, live=live)

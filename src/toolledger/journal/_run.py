@@ -663,7 +663,7 @@ class Run:
         return header
 
     def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
-        content_json = canonical(content, maybe_float=floats)
+        content_json = canonical(content, maybe_float=floats) if content else "{}"
         header["content_sha256"] = _sha256(content_json)
         writer = self._writer
         assert writer is not None

@@ -53,6 +53,21 @@ def to_json(value: Any) -> tuple[Any, bool]:
 
     Never raises for a value's content; conversions are marked (see the module docstring).
     """
+    if type(value) is dict:
+        # Fast path: a flat dict of str keys and simple values (the usual **inputs).
+        for k, v in value.items():
+            tv = type(v)
+            if type(k) is not str or not k.isascii():
+                break
+            if tv is str:
+                if not v.isascii():
+                    break
+            elif not (
+                v is None or tv is bool or (tv is int and -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT)
+            ):
+                break
+        else:
+            return dict(value), False
     walk = _Walk()
     out = _convert(value, walk, 0)
     return out, walk.floats

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..store.base import EventRow
-from ._events import canonical, chain_hash, content_hash, parse_record, run_genesis
+from ._events import RecordParser, canonical, chain_hash, content_hash, run_genesis
 from ._read import get_run_row, iter_rows, run_document, store_for
 
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
@@ -105,8 +105,9 @@ def check_chain(
             raise _Bad("the run document belongs to another run id")
         opened: set[str] = set()
         ended: set[str] = set()
+        parser = RecordParser()
         for row in rows:
-            erased += _check_row(row, count, prev, run_id, opened, ended)
+            erased += _check_row(row, count, prev, run_id, opened, ended, parser)
             prev = row.hash
             count += 1
         if stored_count is not None and stored_count != count:
@@ -154,6 +155,7 @@ def _check_row(
     run_id: str,
     opened: set[str],
     ended: set[str],
+    parser: RecordParser,
 ) -> int:
     def bad(why: str) -> _Bad:
         return _Bad(f"record {row.seq}: {why}", row.seq, row.event_id)
@@ -167,7 +169,7 @@ def _check_row(
     if row.prev_hash != prev:
         raise bad("its prev_hash does not link to the previous record")
     try:
-        doc, floats = parse_record(row.data)
+        doc, floats = parser.parse(row.data)
     except ValueError as exc:
         raise bad(f"its data is not a JSON object ({exc})") from exc
     header = doc.get("header")

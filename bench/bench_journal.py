@@ -1,0 +1,114 @@
+"""Benchmark: the execution journal on disk (SQLite) at 20,000 steps.
+
+Reports, in one table:
+
+- per-step overhead as the agent sees it (``with run.step(...)`` + ``record_output``:
+  a start and an end record, hashed into the chain), median and p99, over 20,000 steps on
+  a SQLite file with the default store settings; and the wall time per step including the
+  background batch commits and the final flush when the run's ``with`` block exits;
+- the same loop with no journaling at all (the floor of the harness itself);
+- ``verify`` time; JSON and HTML export time and size; the HTML/JSON size ratio;
+- ``Replayer.replay`` time over the run with a handler on every step.
+
+Targets on the 2-core machines: <= 60 us per step, HTML export <= 1 s and <= 2x the JSON.
+Run: ``.venv/bin/python bench/bench_journal.py [--steps N]``. Nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import toolledger
+
+__all__ = ["main"]
+
+
+def _percentile(sorted_ns: list[int], q: float) -> float:
+    return sorted_ns[min(len(sorted_ns) - 1, int(len(sorted_ns) * q))] / 1000.0
+
+
+def bench_steps(db: Path, steps: int) -> tuple[str, list[int], float]:
+    lat: list[int] = []
+    clock = time.perf_counter_ns
+    started = time.perf_counter()
+    with toolledger.run("benchmark", agent="bench", db=db) as run:
+        for i in range(steps):
+            t0 = clock()
+            with run.step("tool", justification="benchmark step", i=i) as step:
+                step.record_output(ok=True, n=i)
+            lat.append(clock() - t0)
+    wall = (time.perf_counter() - started) / steps * 1e6
+    lat.sort()
+    return run.run_id, lat, wall
+
+
+def bench_floor(steps: int) -> list[int]:
+    lat: list[int] = []
+    clock = time.perf_counter_ns
+    for i in range(steps):
+        t0 = clock()
+        out = {"ok": True, "n": i}
+        lat.append(clock() - t0 + 0 * len(out))
+    lat.sort()
+    return lat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        db = root / "journal.db"
+        floor = bench_floor(args.steps)
+        run_id, lat, wall = bench_steps(db, args.steps)
+
+        t0 = time.perf_counter()
+        report = toolledger.verify(db, run_id)
+        verify_s = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        js = toolledger.export_json(db, run_id, root / "run.json")
+        json_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        html = toolledger.export_html(db, run_id, root / "run.html")
+        html_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        md = toolledger.export_markdown(db, run_id, root / "run.md")
+        md_s = time.perf_counter() - t0
+
+        replayer = toolledger.Replayer(db)
+        replayer.register("tool", lambda event: event["outputs"])
+        t0 = time.perf_counter()
+        replayed = sum(1 for item in replayer.replay(run_id) if not item.skipped)
+        replay_s = time.perf_counter() - t0
+        replayer.close()
+
+    n = args.steps
+    rows = [
+        ("steps", f"{n:,}", ""),
+        ("per step, median", f"{_percentile(lat, 0.5):.1f} us", "target <= 60 us"),
+        ("per step, p99", f"{_percentile(lat, 0.99):.1f} us", ""),
+        ("per step, mean", f"{statistics.fmean(lat) / 1000:.1f} us", ""),
+        ("per step, wall incl. final flush", f"{wall:.1f} us", "batches commit in background"),
+        ("harness floor, median", f"{_percentile(floor, 0.5):.2f} us", "no journaling"),
+        ("verify", f"{verify_s:.2f} s", f"ok={report.ok}, {report.event_count:,} records"),
+        ("export JSON", f"{json_s:.2f} s", f"{js.size / 1e6:.1f} MB"),
+        ("export HTML", f"{html_s:.2f} s", f"{html.size / 1e6:.1f} MB, target <= 1 s"),
+        ("HTML / JSON size", f"{html.size / js.size:.2f}x", "target <= 2x"),
+        ("export Markdown", f"{md_s:.2f} s", f"{md.size / 1e6:.1f} MB"),
+        ("replay", f"{replay_s:.2f} s", f"{replayed:,} events handled"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'journal benchmark (SQLite on disk)':<{width}}  value")
+    print("-" * (width + 40))
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>12}  {note}")
+
+
+if __name__ == "__main__":
+    main()
