@@ -63,10 +63,12 @@ def _open(driver, path: Path) -> list:
 
 
 def _visible_rows(driver) -> int:
-    return driver.execute_script(
-        "return Array.from(document.querySelectorAll('#tree .row'))"
-        ".filter(r => r.style.display !== 'none').length"
-    )
+    """Rows the tree shows (the list is virtual: only rows in view are in the DOM)."""
+    return int(driver.find_element("id", "tree").get_attribute("data-visible"))
+
+
+def _rows(driver) -> list:
+    return driver.find_elements("css selector", "#tree .row")
 
 
 def _search(driver, text: str) -> None:
@@ -90,20 +92,21 @@ def test_viewer_tree_search_and_escaping(browser, recorded, tmp_path):
     path = toolledger.export_html(db, run_id, tmp_path / "run.html").path
     browser.get(path.resolve().as_uri())
     events = load_run(db, run_id).events
-    rows = browser.find_elements("css selector", "#tree .row")
-    assert len(rows) == len(events)
+    assert browser.find_element("id", "tree").get_attribute("data-nodes") == str(len(events))
+    assert len(_rows(browser)) == len(events)  # a small run fits in the rendered window
     assert browser.find_element("id", "count").text == f"{len(events)} events"
 
     _search(browser, "timeout")
     assert browser.find_element("id", "count").text == f"1 of {len(events)} events match"
     assert _visible_rows(browser) == 1  # the failed step is top level: no ancestors shown
+    assert [r.find_element("class name", "name").text for r in _rows(browser)] == ["flaky"]
     _search(browser, "42")
     assert _visible_rows(browser) == 2  # read_file (lines=42) and its parent, search
     _search(browser, "")
     assert _visible_rows(browser) == len(events)
 
     # The hostile output is shown as text in the details, never executed or parsed.
-    rows[0].click()
+    _rows(browser)[0].click()
     details = browser.find_element("id", "details").text
     assert INJECTION in details
     assert COMMENT in details
@@ -112,7 +115,7 @@ def test_viewer_tree_search_and_escaping(browser, recorded, tmp_path):
     assert browser.execute_script("return document.querySelectorAll('b').length") == len(
         browser.find_elements("css selector", "#facts b")
     )
-    approval = next(r for r in rows if "approval" in r.get_attribute("class"))
+    approval = next(r for r in _rows(browser) if "approval" in r.get_attribute("class"))
     approval.click()
     box = browser.find_element("css selector", ".approval-box.refused").text
     assert "Approval refused by user" in box
@@ -144,7 +147,14 @@ def test_viewer_handles_20000_events_and_depth_1000(browser, tmp_path):
     browser.get(path.resolve().as_uri())
     assert browser.find_element("id", "count").text == "20000 events"
     load_seconds = time.monotonic() - started
-    assert browser.execute_script("return document.querySelectorAll('#tree .row').length") == 20_000
+    assert browser.find_element("id", "tree").get_attribute("data-nodes") == "20000"
+    assert _visible_rows(browser) == 20_000
+    # Scroll to the deepest row: it renders with its depth label.
+    browser.execute_script("document.getElementById('tree').scrollTop = 999 * 24;")
+    deep = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#tree .row .depth')).map(e => e.textContent)"
+    )
+    assert "\u20261000" in deep
     _search(browser, "findme")
     # the needle and its 1,000 ancestors
     assert _visible_rows(browser) == 1001

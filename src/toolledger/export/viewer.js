@@ -54,31 +54,47 @@
     facts.appendChild(s);
   });
 
-  // ---- rows ----
+  // ---- rows: a virtual list (only the rows in view exist in the DOM) ----
+  var ROW_H = 24, OVERSCAN = 30;
   var tree = document.getElementById("tree");
-  var rows = new Array(m), collapsed = new Uint8Array(m), toggles = new Array(m);
-  var frag = document.createDocumentFragment();
+  var spacer = el("div", "spacer"), layer = el("div", "layer");
+  spacer.appendChild(layer);
+  tree.appendChild(spacer);
+  tree.setAttribute("data-nodes", String(m));
+  var collapsed = new Uint8Array(m), hit = new Uint8Array(m);
+  var shown = new Int32Array(m), nShown = 0;
+  var query = "", texts = null, selected = -1, rendered = [-1, -1];
   function statusOf(ev) { return ev.interrupted ? "interrupted" : (ev.status || ""); }
-  for (var k = 0; k < m; k++) {
+  function buildRow(k) {
     var ev = evs[order[k]], d = depthOf[k];
-    var row = el("div", "row " + (ev.kind || "") + " " + statusOf(ev));
+    var row = el("div", "row " + (ev.kind || "") + " " + statusOf(ev) + (k === selected ? " selected" : "") + (hit[k] ? " hit" : ""));
     row.setAttribute("data-pos", String(k));
     row.style.paddingLeft = (8 + Math.min(d, 40) * 14) + "px";
-    var tog = el("button", "tog", size[k] > 1 ? "\u25BE" : "");
+    var tog = el("button", "tog", size[k] > 1 ? (collapsed[k] && !query ? "\u25B8" : "\u25BE") : "");
     tog.type = "button"; tog.tabIndex = -1;
-    toggles[k] = tog;
     row.appendChild(tog);
     if (d > 40) row.appendChild(el("span", "depth", "\u2026" + d));
     row.appendChild(el("span", "kind", ev.kind));
     row.appendChild(el("span", "name", ev.name || ""));
     row.appendChild(el("span", "status " + statusOf(ev), statusOf(ev)));
-    if (typeof ev.duration_ms === "number") row.appendChild(el("span", "dur", ev.duration_ms.toFixed(1) + " ms"));
-    rows[k] = row;
-    frag.appendChild(row);
+    if (typeof ev.duration_ms === "number" && ev.kind !== "approval" && ev.kind !== "note" && ev.kind !== "artifact" && ev.kind !== "finish")
+      row.appendChild(el("span", "dur", ev.duration_ms.toFixed(1) + " ms"));
+    return row;
   }
-  tree.appendChild(frag);
+  function render(force) {
+    var first = Math.max(0, Math.floor(tree.scrollTop / ROW_H) - OVERSCAN);
+    var last = Math.min(nShown, Math.ceil((tree.scrollTop + (tree.clientHeight || 600)) / ROW_H) + OVERSCAN);
+    if (!force && first === rendered[0] && last === rendered[1]) return;
+    rendered = [first, last];
+    layer.textContent = "";
+    layer.style.top = (first * ROW_H) + "px";
+    var frag = document.createDocumentFragment();
+    for (var j = first; j < last; j++) frag.appendChild(buildRow(shown[j]));
+    layer.appendChild(frag);
+  }
+  tree.addEventListener("scroll", function () { render(false); });
+  window.addEventListener("resize", function () { render(false); });
 
-  var query = "", texts = null, selected = -1;
   function flatten(v, out) {
     var st = [v];
     while (st.length) {
@@ -97,43 +113,38 @@
   }
   var countEl = document.getElementById("count");
   function refresh() {
-    var shown = 0, j;
+    var j, matches = 0;
+    nShown = 0;
+    hit.fill(0);
     if (query) {
       if (!texts) { texts = new Array(m); for (j = 0; j < m; j++) texts[j] = searchText(evs[order[j]]); }
       var show = new Uint8Array(m);
       for (j = 0; j < m; j++) {
         if (texts[j].indexOf(query) >= 0) {
-          show[j] = 2;
+          show[j] = 1; hit[j] = 1; matches++;
           for (var a = parentPos[j]; a >= 0 && !show[a]; a = parentPos[a]) show[a] = 1;
         }
       }
-      for (j = 0; j < m; j++) {
-        rows[j].style.display = show[j] ? "" : "none";
-        rows[j].classList.toggle("hit", show[j] === 2);
-        if (show[j] === 2) shown++;
-      }
-      countEl.textContent = shown + " of " + m + " events match";
+      for (j = 0; j < m; j++) if (show[j]) shown[nShown++] = j;
+      countEl.textContent = matches + " of " + m + " events match";
     } else {
       j = 0;
-      while (j < m) {
-        rows[j].style.display = ""; rows[j].classList.remove("hit"); shown++;
-        if (collapsed[j]) { for (var h = j + 1; h < j + size[j]; h++) rows[h].style.display = "none"; j += size[j]; }
-        else j++;
-      }
+      while (j < m) { shown[nShown++] = j; j += collapsed[j] ? size[j] : 1; }
       countEl.textContent = m + " events";
     }
+    tree.setAttribute("data-visible", String(nShown));
+    spacer.style.height = (nShown * ROW_H) + "px";
+    render(true);
   }
   function setCollapsed(k, value) {
-    if (size[k] <= 1) return;
-    collapsed[k] = value ? 1 : 0;
-    toggles[k].textContent = value ? "\u25B8" : "\u25BE";
+    if (size[k] > 1) collapsed[k] = value ? 1 : 0;
   }
   document.getElementById("search").addEventListener("input", function (e) {
     query = String(e.target.value || "").trim().toLowerCase();
     refresh();
   });
   document.getElementById("expand").addEventListener("click", function () {
-    for (var j = 0; j < m; j++) setCollapsed(j, false);
+    collapsed.fill(0);
     refresh();
   });
   document.getElementById("collapse").addEventListener("click", function () {
@@ -142,10 +153,10 @@
   });
   tree.addEventListener("click", function (e) {
     var t = e.target;
-    while (t && t !== tree && !t.hasAttribute("data-pos")) t = t.parentNode;
+    while (t && t !== tree && !(t.hasAttribute && t.hasAttribute("data-pos"))) t = t.parentNode;
     if (!t || t === tree) return;
     var k = Number(t.getAttribute("data-pos"));
-    if (e.target.className === "tog") { setCollapsed(k, !collapsed[k]); refresh(); return; }
+    if (e.target.className === "tog" && !query) { setCollapsed(k, !collapsed[k]); refresh(); return; }
     select(k);
   });
 
@@ -158,8 +169,8 @@
     details.appendChild(el("pre", null, typeof value === "string" ? value : JSON.stringify(value, null, 2)));
   }
   function select(k) {
-    if (selected >= 0) rows[selected].classList.remove("selected");
-    selected = k; rows[k].classList.add("selected");
+    selected = k;
+    render(true);
     var ev = evs[order[k]];
     details.textContent = "";
     details.appendChild(el("h2", null, (ev.kind || "") + " \u00B7 " + (ev.name || "")));

@@ -1,0 +1,44 @@
+"""The README's journal example runs as written; the docs name every public journal call."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import toolledger
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_journal_example_runs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOOLLEDGER_DB", raising=False)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- section:journal -->", 1)[1].split("<!-- /section:journal -->")[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    namespace: dict = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    run_id = namespace["run"].run_id
+    assert (tmp_path / "run.html").exists()
+    assert toolledger.verify(tmp_path / ".toolledger.db", run_id).ok
+
+
+def test_docs_name_every_public_journal_call() -> None:
+    docs = (ROOT / "docs" / "journal.md").read_text(encoding="utf-8")
+    for name in (
+        "toolledger.run(",
+        "run.step(",
+        "run.approval(",
+        "toolledger.traced",
+        "toolledger.verify(",
+        "toolledger.verify_export(",
+        "export_json",
+        "export_markdown",
+        "export_html",
+        "toolledger.import_json(",
+        "toolledger.Replayer(",
+        "erase_content(",
+        "run._begin_event(",
+    ):
+        assert name in docs, name
