@@ -7,6 +7,7 @@ error) on failure. ``tests/contract/`` parametrizes these over every backend;
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -100,6 +101,22 @@ def check_cas_rejects_revision_gap(store: Store) -> None:
     else:
         raise AssertionError("a CAS whose next revision is not expected + 1 must be refused")
     assert store.get("ns", "call-1") == rec
+
+
+def check_cas_without_transition_is_refused(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    done = complete_execution(t.next, attempt_id="a", at=_t(2), result=1).next
+    skip = dataclasses.replace(done, revision=1)  # ready -> completed: no such transition
+    try:
+        store.compare_and_swap(0, skip)
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_TRANSITION"
+    else:
+        raise AssertionError("a CAS that no transition explains must raise INVALID_TRANSITION")
+    assert store.get("ns", "call-1") == rec
+    assert len(store.history("ns", "call-1")) == 1
 
 
 def check_full_lifecycle_history(store: Store) -> None:

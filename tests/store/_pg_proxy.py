@@ -1,10 +1,12 @@
 """A loopback TCP proxy in front of PostgreSQL that can cut a connection around COMMIT.
 
 It parses the client's wire-protocol messages (startup, then typed messages) and, when
-armed, reacts to the first simple-query ``COMMIT``:
+armed, reacts to the first commit point: a simple-query ``COMMIT`` (``on="commit"``), or
+a ``Sync`` message (``on="sync"``: where an autocommit statement sent with the extended
+protocol commits):
 
-- ``"before"``: the COMMIT is never forwarded; both sockets close (the server rolls back).
-- ``"after"``: the COMMIT is forwarded; the server's answer (sent once the commit is
+- ``"before"``: the message is never forwarded; both sockets close (the server rolls back).
+- ``"after"``: the message is forwarded; the server's answer (sent once the commit is
   durable) is swallowed and both sockets close: the write landed, the client cannot know.
 
 ``refuse = True`` makes it close every new connection at once (the server "is gone").
@@ -33,6 +35,7 @@ class CommitProxy:
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
         self.mode: str | None = None
+        self.on = "commit"
         self.refuse = False
         self.fired = threading.Event()
         self._lock = threading.Lock()
@@ -45,10 +48,11 @@ class CommitProxy:
             f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}?sslmode=disable&gssencmode=disable"
         )
 
-    def arm(self, mode: str) -> None:
+    def arm(self, mode: str, on: str = "commit") -> None:
         with self._lock:
             self.fired.clear()
             self.mode = mode
+            self.on = on
 
     def close(self) -> None:
         self._closed = True
@@ -119,7 +123,9 @@ class _Pair:
                 head = self._read(5)
                 kind, length = head[:1], struct.unpack("!I", head[1:])[0]
                 body = self._read(length - 4)
-                if kind == b"Q" and body.upper().startswith(b"COMMIT"):
+                is_commit = kind == b"Q" and body.upper().startswith(b"COMMIT")
+                point = "commit" if is_commit else "sync" if kind == b"S" else None
+                if point is not None and point == self.proxy.on:
                     with self.proxy._lock:
                         mode, self.proxy.mode = self.proxy.mode, None
                     if mode == "before":

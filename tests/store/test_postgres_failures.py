@@ -21,7 +21,7 @@ from psycopg import sql
 
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
 from toolledger.checkpoint import claim_execution, complete_execution
-from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
+from toolledger.store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from toolledger.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -78,49 +78,68 @@ def _claimed(store: PostgresStore, call_id: str = "c1") -> Any:
     return claim.next
 
 
+def _complete(rec: Any) -> Any:
+    return complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=7)
+
+
 class TestUnknownCommit:
+    """A commit whose answer is lost is read back once its backend is gone; never guessed."""
+
+    @pytest.mark.parametrize("on", ["sync", "commit"])
     def test_commit_lost_after_landing_resolves_to_success(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
     ) -> None:
-        """A COMMIT that landed but whose answer was lost is read back and reported won."""
+        """Landed but unanswered: the write is reported as done, exactly once."""
         store = make_store(proxy.dsn(), max_size=1)
         rec = _claimed(store)
-        done = complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=7)
-        proxy.arm("after")
-        assert store.compare_and_swap(1, done.next) is True
+        done = _complete(rec)
+        proxy.arm("after", on=on)
+        if on == "sync":  # one op: one autocommit statement
+            assert store.compare_and_swap(1, done.next) is True
+        else:  # several ops: BEGIN … COMMIT
+            out = store.apply([SwapCheckpoint(1, done.next), RemoveOperation("ns", "c1")])
+            assert out == [True, False]
         assert proxy.fired.is_set()
         assert store.get("ns", "c1") == done.next
-        assert [h.transition for h in store.history("ns", "c1")][-1] == "complete_execution"
+        assert [h.transition for h in store.history("ns", "c1")] == [
+            "create_checkpoint",
+            "claim_execution",
+            "complete_execution",
+        ]
 
-    def test_commit_lost_before_landing_raises_unavailable_not_committed(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy
+    @pytest.mark.parametrize("on", ["sync", "commit"])
+    def test_commit_lost_before_landing_is_run_again_once(
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
     ) -> None:
-        """A COMMIT cut before the server saw it is resolved as 'nothing written'."""
+        """Proven not landed (backend gone, nothing stored): run again, so the call succeeds."""
         store = make_store(proxy.dsn(), max_size=1)
         rec = _claimed(store)
-        done = complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=7)
-        proxy.arm("before")
-        with pytest.raises(CheckpointError) as info:
-            store.compare_and_swap(1, done.next)
+        done = _complete(rec)
+        proxy.arm("before", on=on)
+        if on == "sync":
+            assert store.compare_and_swap(1, done.next) is True
+        else:
+            out = store.apply([SwapCheckpoint(1, done.next), RemoveOperation("ns", "c1")])
+            assert out == [True, False]
         assert proxy.fired.is_set()
-        assert info.value.code == "STORE_UNAVAILABLE"
-        assert info.value.details["outcome"] == "not-committed"
-        assert info.value.details["call_id"] == "c1"
-        assert info.value.details["revision"] == 2
-        assert store.get("ns", "c1") == rec  # untouched; and the next call works
-        assert store.compare_and_swap(1, done.next) is True
+        assert store.get("ns", "c1") == done.next
+        assert [h.revision for h in store.history("ns", "c1")] == [0, 1, 2]
 
+    @pytest.mark.parametrize("on", ["sync", "commit"])
     def test_commit_outcome_unreadable_raises_unavailable_with_key_and_revision(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
     ) -> None:
         """When the outcome cannot be read back, the error names the key and revision."""
         store = make_store(proxy.dsn(), max_size=1, timeout=1.0)
         rec = _claimed(store)
-        done = complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=7)
+        done = _complete(rec)
         proxy.refuse = True  # the pooled connection stays; new ones are refused
-        proxy.arm("after")
+        proxy.arm("after", on=on)
+        ops: list[Any] = [SwapCheckpoint(1, done.next)]
+        if on == "commit":  # several ops: BEGIN … COMMIT
+            ops.append(RemoveOperation("ns", "c1"))
         with pytest.raises(CheckpointError) as info:
-            store.compare_and_swap(1, done.next)
+            store.apply(ops)
         assert info.value.code == "STORE_UNAVAILABLE"
         assert info.value.details["outcome"] == "unknown"
         assert (info.value.details["namespace"], info.value.details["call_id"]) == ("ns", "c1")

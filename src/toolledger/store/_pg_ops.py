@@ -39,12 +39,24 @@ from .base import (
     WriteOperation,
 )
 
-__all__ = ["EVENT_COLUMNS", "RUN_COLUMNS", "Queries", "execute_op", "op_key", "probe"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "RUN_COLUMNS",
+    "Queries",
+    "event_params",
+    "execute_op",
+    "landed_outcome",
+    "op_key",
+    "probe",
+    "probe_one",
+]
 
 RUN_COLUMNS = (
     "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
 )
 EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
+
+_EVENT_FIELDS = tuple(c.strip() for c in EVENT_COLUMNS.split(","))
 
 _EDGES = ", ".join(
     f"('{source.value}', '{rule.target.value}', '{name}', '{rule.action.value}')"
@@ -77,37 +89,44 @@ _TEMPLATES: dict[str, str] = {
         WITH u AS (
             UPDATE {s}.checkpoints c
             SET status = %(status)s, revision = %(rev)s, updated_at = %(at)s, record = %(rec)s
-            FROM (SELECT status FROM {s}.checkpoints
-                  WHERE namespace = %(ns)s AND call_id = %(cid)s AND revision = %(exp)s) o
-            WHERE c.namespace = %(ns)s AND c.call_id = %(cid)s AND c.revision = %(exp)s
-            RETURNING o.status AS old
-        ),
-        e AS (
-            SELECT v.name, v.action FROM u
-            JOIN (VALUES """
+            FROM (
+                SELECT v.name, v.action FROM {s}.checkpoints o
+                JOIN (VALUES """
     + _EDGES
     + """) AS v (src, dst, name, action)
-            ON v.src = u.old AND v.dst = %(status)s
-        ),
-        h AS (
-            INSERT INTO {s}.checkpoint_history
-                (namespace, call_id, revision, status, transition, action, at, record)
-            SELECT %(ns)s, %(cid)s, %(rev)s, %(status)s, e.name, e.action, %(at)s, %(rec)s
-            FROM e RETURNING 1
+                ON v.src = o.status AND v.dst = %(status)s
+                WHERE o.namespace = %(ns)s AND o.call_id = %(cid)s AND o.revision = %(exp)s
+            ) e
+            WHERE c.namespace = %(ns)s AND c.call_id = %(cid)s AND c.revision = %(exp)s
+            RETURNING e.name, e.action
         )
-        SELECT u.old, (SELECT count(*) FROM h) FROM u
+        INSERT INTO {s}.checkpoint_history
+            (namespace, call_id, revision, status, transition, action, at, record)
+        SELECT %(ns)s, %(cid)s, %(rev)s, %(status)s, u.name, u.action, %(at)s, %(rec)s
+        FROM u
     """,
+    "select_state": "SELECT status, revision FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s",
     "op_write": """
         INSERT INTO {s}.operation_journal (namespace, call_id, data, written_at)
         VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, call_id)
         DO UPDATE SET data = EXCLUDED.data, written_at = EXCLUDED.written_at
     """,
     "op_remove": "DELETE FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
-    "run_advance": "UPDATE {s}.runs SET event_count = %s, head_hash = %s "
-    "WHERE run_id = %s AND event_count = %s",
+    "append": """
+        WITH r AS (
+            UPDATE {s}.runs SET event_count = %(new)s, head_hash = %(head)s
+            WHERE run_id = %(rid)s AND event_count = %(exp)s RETURNING 1
+        )
+        INSERT INTO {s}.events ("""
+    + EVENT_COLUMNS
+    + """)
+        SELECT * FROM unnest(%(run_id)s::text[], %(seq)s::bigint[], %(event_id)s::text[],
+            %(parent_id)s::text[], %(kind)s::text[], %(name)s::text[], %(status)s::text[],
+            %(at)s::text[], %(prev_hash)s::text[], %(hash)s::text[], %(data)s::text[])
+        WHERE EXISTS (SELECT 1 FROM r)
+    """,
     "run_count": "SELECT event_count FROM {s}.runs WHERE run_id = %s",
-    "event_insert": f"INSERT INTO {{s}}.events ({EVENT_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
     "probe_history": "SELECT record FROM {s}.checkpoint_history "
     "WHERE namespace = %s AND call_id = %s AND revision = %s",
     "probe_event": "SELECT hash FROM {s}.events WHERE run_id = %s AND seq = %s",
@@ -155,13 +174,16 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
                 "rec": extra,
             },
         )
+        if cur.rowcount == 1:
+            return True
+        # Nothing written: either the revision moved (CAS lost) or no transition leads
+        # from the stored status to the target (refused, as SQLite refuses it).
+        cur.execute(q["select_state"], (ns, cid))
         row = cur.fetchone()
-        if row is None:
-            return False
-        if row[1] != 1:
+        if row is not None and row[1] == op.expected_revision:
             transition_between(Status(row[0]), nxt.status)  # raises INVALID_TRANSITION
             raise AssertionError("unreachable: the edge table and transition_between disagree")
-        return True
+        return False
     if isinstance(op, WriteOperation):
         from datetime import datetime, timezone
 
@@ -218,17 +240,23 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
         if row is None:
             raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
         return bool(row[0] == op.expected_count)
-    cur.execute(
-        q["run_advance"],
-        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id, op.expected_count),
+    columns = list(zip(*(event_params(r) for r in op.rows), strict=True))
+    params: dict[str, Any] = {
+        name: list(values) for name, values in zip(_EVENT_FIELDS, columns, strict=True)
+    }
+    params.update(
+        new=op.expected_count + len(op.rows),
+        head=op.rows[-1].hash,
+        rid=op.run_id,
+        exp=op.expected_count,
     )
-    if cur.rowcount != 1:
-        cur.execute(q["run_count"], (op.run_id,))
-        if cur.fetchone() is None:
-            raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
-        return False
-    cur.executemany(q["event_insert"], [event_params(r) for r in op.rows])
-    return True
+    cur.execute(q["append"], params)
+    if cur.rowcount == len(op.rows):
+        return True
+    cur.execute(q["run_count"], (op.run_id,))
+    if cur.fetchone() is None:
+        raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+    return False
 
 
 def event_params(r: EventRow) -> tuple[Any, ...]:
@@ -287,6 +315,35 @@ def probe(
             cur.execute(q["probe_operation"], (op.namespace, op.call_id))
             weak = cur.fetchone() is None
     return weak
+
+
+def landed_outcome(op: Op) -> Any:
+    """Return the outcome a single-op ``apply`` had if its statement landed."""
+    if isinstance(op, CreateCheckpoint):
+        return (True, op.record)
+    if isinstance(op, WriteOperation):
+        return None
+    return True
+
+
+def probe_one(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> bool:
+    """Say whether a single-op statement that got no answer landed (``False``: it did not)."""
+    if isinstance(op, CreateCheckpoint):
+        return _history_is(cur, q, op.record, 0, extra)
+    if isinstance(op, SwapCheckpoint):
+        return _history_is(cur, q, op.next, op.next.revision, extra)
+    if isinstance(op, AppendEvents):
+        if not op.rows:
+            return False  # it wrote nothing either way: run it again
+        last = op.rows[-1]
+        cur.execute(q["probe_event"], (last.run_id, last.seq))
+        row = cur.fetchone()
+        return row is not None and row[0] == last.hash
+    cur.execute(q["probe_operation"], (op.namespace, op.call_id))
+    row = cur.fetchone()
+    if isinstance(op, WriteOperation):
+        return row is not None and row[0] == extra
+    return row is None  # a removal: the entry is gone (ours or an equal one's doing)
 
 
 def _history_is(

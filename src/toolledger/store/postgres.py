@@ -33,8 +33,10 @@ import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import psycopg
@@ -51,7 +53,16 @@ from ..errors import (
     StoreSchemaTooNewError,
     StoreUnavailableError,
 )
-from ._pg_ops import EVENT_COLUMNS, RUN_COLUMNS, Queries, execute_op, op_key, probe
+from ._pg_ops import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    Queries,
+    execute_op,
+    landed_outcome,
+    op_key,
+    probe,
+    probe_one,
+)
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import load_record, prepare_op, status_values
 from ._tombstone import dump_tombstone, load_tombstone
@@ -183,6 +194,9 @@ class PostgresStore:
         }
         self._q = Queries(schema, _TEMPLATES)
         self._lock = threading.Lock()
+        self._sync: weakref.WeakKeyDictionary[psycopg.Connection[Any], str] = (
+            weakref.WeakKeyDictionary()
+        )
         self._pid = os.getpid()
         self._closed = False
         self._pool = self._new_pool()
@@ -266,6 +280,17 @@ class PostgresStore:
                     raise _map_error(exc, "reading") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _set_sync(self, conn: psycopg.Connection[Any], cur: Cursor[Any], durable: bool) -> None:
+        """Set the session's ``synchronous_commit`` for this write (only when it changes)."""
+        want = "default" if durable and self.durability == "full" else "off"
+        if self._sync.get(conn, "default") != want:
+            cur.execute(
+                "SET synchronous_commit TO DEFAULT"
+                if want == "default"
+                else "SET synchronous_commit = off"
+            )
+            self._sync[conn] = want
+
     def _write(
         self,
         fn: Callable[[Cursor[Any]], T],
@@ -274,16 +299,16 @@ class PostgresStore:
         probe_fn: Callable[[Cursor[Any], T], bool | None] | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> T:
-        """Run ``fn`` in one transaction; resolve a ``COMMIT`` that got no answer."""
-        begin = (
-            "BEGIN"
-            if durable and self.durability == "full"
-            else "BEGIN; SET LOCAL synchronous_commit = off"
-        )
+        """Run ``fn`` in one transaction; resolve a ``COMMIT`` that got no answer.
+
+        A COMMIT proven not to have landed (its backend gone, the probe negative) is run
+        again once, from the start: nothing of it can land any more.
+        """
         for attempt in (0, 1):
             with self._connection() as conn, conn.cursor() as cur:
                 try:
-                    cur.execute(begin)
+                    self._set_sync(conn, cur, durable)
+                    cur.execute("BEGIN")
                 except psycopg.Error as exc:
                     if attempt == 0 and (conn.closed or conn.broken):
                         continue  # nothing was sent that could commit: safe to retry
@@ -304,50 +329,80 @@ class PostgresStore:
                         with contextlib.suppress(psycopg.Error):
                             cur.execute("ROLLBACK")
                         raise _map_error(exc, "committing (nothing was written)", details) from exc
-                    commit_error = exc
+                    lost = exc
                 else:
                     return result
             # The COMMIT got no answer: find out, outside the dead connection.
-            self._resolve(commit_error, backend, result, probe_fn, details)
-            return result
+            landed = self._read_back(lost, backend, _bind(probe_fn, result), details)
+            if landed is not False:
+                return result
+            if attempt == 1:
+                raise _not_committed(lost, details)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _resolve(
+    def _single(self, op: Op, extra: Any, *, durable: bool) -> Any:
+        """Run one ``apply`` op as one autocommit statement (one round trip, no BEGIN).
+
+        Every op is a single statement, so it is its own transaction. A statement that got
+        no answer is resolved like a lost COMMIT: landed, its outcome is returned; proven
+        not landed, it is run again once.
+        """
+        details = op_key(op)
+        q = self._q
+        for attempt in (0, 1):
+            with self._connection() as conn, conn.cursor() as cur:
+                try:
+                    self._set_sync(conn, cur, durable)
+                except psycopg.Error as exc:
+                    if attempt == 0 and (conn.closed or conn.broken):
+                        continue  # a stale pooled connection; nothing was written
+                    raise _map_error(exc, "beginning a write", details) from exc
+                backend = conn.info.backend_pid
+                try:
+                    return execute_op(cur, q, op, extra)
+                except psycopg.Error as exc:
+                    if not (conn.closed or conn.broken):
+                        raise _map_error(exc, "writing (nothing was written)", details) from exc
+                    lost = exc
+            landed = self._read_back(
+                lost, backend, partial(probe_one, q=q, op=op, extra=extra), details
+            )
+            if landed:
+                return landed_outcome(op)
+            if attempt == 1:
+                raise _not_committed(lost, details)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read_back(
         self,
         exc: psycopg.Error,
         backend: int,
-        result: T,
-        probe_fn: Callable[[Cursor[Any], T], bool | None] | None,
+        probe_fn: Callable[[Cursor[Any]], bool | None] | None,
         details: Mapping[str, Any] | None,
-    ) -> None:
+    ) -> bool | None:
+        """Say whether a write whose commit got no answer landed; never guess.
+
+        Raises:
+            StoreUnavailableError: ``STORE_UNAVAILABLE`` (``details["outcome"] ==
+                "unknown"``, with the key and revision) when it cannot be read back.
+        """
         facts = {**(details or {}), "doing": "committing"}
         try:
-            landed = self._probe_after(backend, result, probe_fn)
+            return self._probe_after(backend, probe_fn)
         except (psycopg.Error, StoreError, TimeoutError) as probe_exc:
             raise StoreUnavailableError(
-                message="the connection was lost during COMMIT and the outcome could not be "
-                f"read back ({probe_exc}); the write may or may not have landed: re-read "
+                message="the connection was lost while committing and the outcome could not "
+                f"be read back ({probe_exc}); the write may or may not have landed: re-read "
                 f"before acting ({_describe(facts)})",
                 details={**facts, "outcome": "unknown"},
             ) from exc
-        if landed is False:
-            raise StoreUnavailableError(
-                message="the connection was lost during COMMIT; reading back shows the write "
-                f"did not land, nothing was written ({_describe(facts)})",
-                details={**facts, "outcome": "not-committed"},
-            ) from exc
 
     def _probe_after(
-        self,
-        backend: int,
-        result: T,
-        probe_fn: Callable[[Cursor[Any], T], bool | None] | None,
+        self, backend: int, probe_fn: Callable[[Cursor[Any]], bool | None] | None
     ) -> bool | None:
-        if probe_fn is None:
-            raise TimeoutError("this write has no read-back probe")
         deadline = time.monotonic() + max(self.statement_timeout, 5.0)
         with self._connection() as conn, conn.cursor() as cur:
-            # Until the backend that ran the COMMIT is gone, it may still finish it.
+            # Until the backend that ran the commit is gone, it may still finish it.
             delay = 0.005
             while True:
                 cur.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,))
@@ -357,7 +412,9 @@ class PostgresStore:
                     raise TimeoutError(f"backend {backend} still running")
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
-            return probe_fn(cur, result)
+            if probe_fn is None:
+                raise TimeoutError("this write has no read-back probe")
+            return probe_fn(cur)
 
     # -- migrations --------------------------------------------------------------------
 
@@ -502,6 +559,8 @@ class PostgresStore:
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
         prepared = [prepare_op(op) for op in ops]  # validate everything before writing
+        if len(prepared) == 1:
+            return [self._single(*prepared[0], durable=durable)]
         q = self._q
 
         def run(cur: Cursor[Any]) -> builtins.list[Any]:
@@ -824,6 +883,23 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
 
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _bind(
+    probe_fn: Callable[[Cursor[Any], T], bool | None] | None, result: T
+) -> Callable[[Cursor[Any]], bool | None] | None:
+    if probe_fn is None:
+        return None
+    return lambda cur: probe_fn(cur, result)
+
+
+def _not_committed(exc: psycopg.Error, details: Mapping[str, Any] | None) -> StoreUnavailableError:
+    facts = {**(details or {}), "doing": "committing"}
+    return StoreUnavailableError(
+        message="the connection was lost while committing, twice; reading back shows the "
+        f"write did not land: nothing was written ({_describe(facts)})",
+        details={**facts, "outcome": "not-committed"},
+    )
 
 
 def _describe(facts: Mapping[str, Any]) -> str:
