@@ -45,6 +45,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from .telemetry._hooks import NoopSpan
 from .tools import (
     ExecuteContext,
     NotRecovered,
@@ -262,7 +263,7 @@ class CallFlow:
 
     def _transition(self, t: Transition, status_from: str | None, won: bool) -> None:
         span = getattr(self.handle, "span", None)
-        if span is None:
+        if span is None or type(span) is NoopSpan:
             return
         with contextlib.suppress(Exception):  # telemetry never breaks a tool call
             span.transition(

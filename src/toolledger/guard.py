@@ -67,7 +67,12 @@ from ._guard_flow import (
     now,
 )
 from .checkpoint.model import Binding, CheckpointRecord, Status, Transition, fingerprint
-from .checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
+from .checkpoint.transitions import (
+    DECISIONS,
+    claim_delivery,
+    complete_delivery,
+    release_delivery,
+)
 from .errors import (
     DeliveryUncertainError,
     InvalidArgumentError,
@@ -169,7 +174,7 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
         facts["tool.description"] = flow.tool.description
     if flow.link is not None:
         facts["link"] = flow.link
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # telemetry never breaks a tool call
         handle.span.update(facts)
     meta = {
         "tool_revision": flow.tool.revision,
@@ -177,7 +182,7 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
         "replayed": facts["replayed"],
         "recovered": facts["recovered"],
     }
-    with contextlib.suppress(Exception):
+    try:
         revision = outcome.revision if outcome else (rec.revision if rec else None)
         handle.update(
             checkpoint={
@@ -186,7 +191,6 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
                 "revision": revision,
             }
         )
-    with contextlib.suppress(Exception):
         if outcome is not None:
             handle.end(
                 "completed",
@@ -195,6 +199,8 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
             )
         else:
             handle.end("failed", error=error, meta=meta)
+    except Exception:  # recording never breaks the agent (the journal keeps run.errors)
+        pass
 
 
 # -- SIGINT deferral (sync finalization) ---------------------------------------------------
@@ -303,8 +309,6 @@ def _note_action(flow: CallFlow) -> None:
     if rec is None:
         flow.first_action = "execute"  # type: ignore[attr-defined]
     else:
-        from .checkpoint.transitions import DECISIONS
-
         flow.first_action = DECISIONS[rec.status].value  # type: ignore[attr-defined]
 
 
