@@ -6,7 +6,9 @@ Public names are re-exported by ``toolledger``; see ``docs/journal.md``.
 from ._events import erase_content
 from ._handles import Artifact, EventHandle, Step
 from ._import import import_json
-from ._run import JournalWarning, Run, current_run, run, traced
+from ._recorder import JournalWarning
+from ._run import Run, current_run, run
+from ._traced import traced
 from ._verify import VerifyReport, verify, verify_export
 
 __all__ = [

@@ -267,37 +267,55 @@ def merge_records(
     return order
 
 
+_EVENT_TEMPLATE: dict[str, Any] = {
+    "run_id": None,
+    "event_id": None,
+    "seq": None,
+    "parent_id": None,
+    "kind": None,
+    "name": None,
+    "goal": None,
+    "status": None,
+    "started_at": None,
+    "ended_at": None,
+    "duration_ms": None,
+    "justification": None,
+    "justification_source": None,
+    "justification_missing": False,
+    "inputs": None,
+    "outputs": None,
+    "artifacts": None,
+    "approval": None,
+    "error": None,
+    "text": None,
+    "meta": None,
+    "checkpoint": None,
+    "trace_id": None,
+    "span_id": None,
+    "erased": None,
+    "interrupted": False,
+    "extra": None,
+}
+
+
 def _new_event(header: Mapping[str, Any], goal: str | None) -> dict[str, Any]:
     source = header.get("justification_source")
-    return {
-        "run_id": header.get("run_id"),
-        "event_id": header.get("event_id"),
-        "seq": header.get("seq"),
-        "parent_id": header.get("parent_id"),
-        "kind": header.get("kind"),
-        "name": header.get("name"),
-        "goal": goal,
-        "status": header.get("status"),
-        "started_at": header.get("at"),
-        "ended_at": None,
-        "duration_ms": None,
-        "justification": None,
-        "justification_source": source,
-        "justification_missing": bool(header.get("justification_missing", False)),
-        "inputs": None,
-        "outputs": None,
-        "artifacts": [],
-        "approval": None,
-        "error": None,
-        "text": None,
-        "meta": {"justification_source": source} if source else {},
-        "checkpoint": None,
-        "trace_id": None,
-        "span_id": None,
-        "erased": None,
-        "interrupted": False,
-        "extra": {},
-    }
+    ev = _EVENT_TEMPLATE.copy()
+    ev["run_id"] = header.get("run_id")
+    ev["event_id"] = header.get("event_id")
+    ev["seq"] = header.get("seq")
+    ev["parent_id"] = header.get("parent_id")
+    ev["kind"] = header.get("kind")
+    ev["name"] = header.get("name")
+    ev["goal"] = goal
+    ev["status"] = header.get("status")
+    ev["started_at"] = header.get("at")
+    ev["justification_source"] = source
+    ev["justification_missing"] = bool(header.get("justification_missing", False))
+    ev["artifacts"] = []
+    ev["meta"] = {"justification_source": source} if source else {}
+    ev["extra"] = {}
+    return ev
 
 
 def _merge_one(
@@ -324,9 +342,10 @@ def _merge_one(
             ev[key] = value
         else:
             ev["extra"][key] = value
-    for key, value in header.items():
-        if key not in HEADER_KEYS:
-            ev["extra"][key] = value
+    if not HEADER_KEYS.issuperset(header):
+        for key, value in header.items():
+            if key not in HEADER_KEYS:
+                ev["extra"][key] = value
 
 
 def event_summary_text(ev: Mapping[str, Any]) -> str:

@@ -35,7 +35,7 @@ from ..telemetry._hooks import NoopSpan, SpanHandle
 from ._values import to_json
 
 if TYPE_CHECKING:
-    from ._run import Run
+    from ._recorder import Recorder as Run
 
 __all__ = ["Artifact", "EventHandle", "Step", "current_stack", "error_info"]
 

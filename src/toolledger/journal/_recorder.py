@@ -1,0 +1,423 @@
+"""The recording machinery behind ``Run``: events, records, telemetry guards.
+
+Rules this module keeps:
+
+- ``_begin_event`` / ``EventHandle.end`` write an event's start and end records;
+  ``_point`` writes one-record events (approval, note, artifact, finish). Every record goes
+  through ``_write``: content is canonicalised and hashed (``content_sha256``), then the
+  header is chained by the run's ``ChainWriter``.
+- Each event's telemetry span is started before its start record is written, so the
+  record header can carry the span's ``trace_id``/``span_id``.
+- Telemetry calls are wrapped (``_safe_telemetry``): an exception from a hook is logged
+  once and never reaches the caller. Storage failures go to ``run.errors`` (non-strict).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgumentError
+from ..telemetry._hooks import NoopSpan, SpanHandle, TelemetryHooks
+from ._events import FORMAT_VERSION, canonical
+from ._handles import Artifact, EventHandle, Step, _push, current_stack, error_info, hash_artifact
+from ._values import to_json
+from ._writer import ChainWriter
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = [
+    "JournalWarning",
+    "Recorder",
+    "check_name",
+    "check_source",
+    "check_text",
+    "new_id",
+    "now",
+]
+
+log = logging.getLogger("toolledger.journal")
+
+_JUSTIFICATION_SOURCES = ("developer", "model")
+
+
+class JournalWarning(RuntimeWarning):
+    """A journal write failed; the agent goes on (see ``run.errors``)."""
+
+
+def now() -> str:
+    """Return the current UTC time as stored (ISO-8601, microseconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def new_id() -> str:
+    """Return a new 128-bit id (32 hex digits)."""
+    return os.urandom(16).hex()
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty str of at most 256 characters.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` otherwise.
+    """
+    if not isinstance(value, str) or not value or len(value) > 256:
+        raise InvalidArgumentError(
+            message=f"{what} must be a non-empty str of at most 256 characters; got {value!r}"
+        )
+    return value
+
+
+def check_text(value: object, what: str) -> str | None:
+    """Return ``value`` if it is a str or ``None``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` otherwise.
+    """
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgumentError(
+            message=f"{what} must be a str or None; got {type(value).__name__}"
+        )
+    return value
+
+
+def check_source(source: object) -> None:
+    """Check a justification source.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` unless ``developer`` or ``model``.
+    """
+    if source not in _JUSTIFICATION_SOURCES:
+        raise InvalidArgumentError(
+            message=f"justification_source must be 'developer' or 'model'; got {source!r}"
+        )
+
+
+class Recorder:
+    """Base of ``Run``: the internal event API and the failure guards."""
+
+    run_id: str
+    store: Store
+    strict: bool
+    status: str
+    errors: list[BaseException]
+    telemetry: TelemetryHooks
+    span: SpanHandle
+    _writer: ChainWriter | None
+    _warned: bool
+    _telemetry_warned: bool
+
+    def flush(self) -> bool:
+        """Write every buffered record now; return whether nothing is left buffered.
+
+        Raises:
+            StoreError: only with ``strict=True``.
+        """
+        return True if self._writer is None else self._writer.flush()
+
+    # -- the internal event API --------------------------------------------------------
+
+    def _begin_event(
+        self,
+        kind: str,
+        name: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> EventHandle:
+        """Write an event's start record, start its span, push it as the current parent.
+
+        Returns:
+            An ``EventHandle``; call ``.end(status, ...)`` exactly once.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+            StoreError: only with ``strict=True``.
+        """
+        from ._handles import _checkpoint_link
+
+        self._require_running()
+        check_name(kind, "kind")
+        check_name(name, "name")
+        check_text(justification, "justification")
+        check_source(justification_source)
+        link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        content: dict[str, Any] = {}
+        floats = False
+        if inputs is not None:
+            content["inputs"], floats = to_json(inputs)
+        if justification is not None:
+            content["justification"] = justification
+        meta_value: dict[str, Any] = {}
+        if meta:
+            meta_value, f2 = to_json(dict(meta))
+            floats |= f2
+            content["meta"] = meta_value
+        parent = self._parent()
+        event_id = new_id()
+        missing = justification is None and justification_source == "model"
+        event: dict[str, Any] = {
+            "run_id": self.run_id,
+            "event_id": event_id,
+            "parent_id": parent.event_id if parent else None,
+            "kind": kind,
+            "name": name,
+            "status": "running",
+            "started_at": now(),
+            "ended_at": None,
+            "justification": justification,
+            "justification_source": justification_source,
+            "justification_missing": missing,
+            "meta": {**meta_value, "justification_source": justification_source},
+            "inputs": content.get("inputs"),
+            "outputs": None,
+            "error": None,
+            "checkpoint": link,
+        }
+        handle = EventHandle(
+            self,
+            event_id=event_id,
+            kind=kind,
+            name=name,
+            parent_id=event["parent_id"],
+            event=event,
+            floats=floats,
+            checkpoint=link,
+        )
+        handle.span = self._safe_telemetry(
+            self.telemetry.event_started,
+            event,
+            parent.span if parent else None,
+            default=handle.span,
+        )
+        header = self._header(event, "start", link, handle.span)
+        header["justification_source"] = justification_source
+        header["justification_missing"] = missing
+        self._write(header, content, floats)
+        if meta_value:
+            handle._meta.update(meta_value)
+        _push(handle)
+        if kind == "tool_call":
+            self.flush()
+        return handle
+
+    def _end_event(self, handle: EventHandle, status: str, error: Any) -> None:
+        content: dict[str, Any] = {}
+        if handle._outputs:
+            content["outputs"] = handle._outputs
+        err = error_info(error)
+        if err is not None:
+            content["error"] = err
+        if handle._meta:
+            content["meta"] = handle._meta
+        event = handle.event
+        event.update(
+            status=status,
+            ended_at=now(),
+            outputs=handle._outputs or None,
+            error=err,
+            checkpoint=handle._checkpoint,
+        )
+        event["meta"] = {**event["meta"], **handle._meta}
+        header = self._header(event, "end", handle._checkpoint, handle.span)
+        header["at"] = event["ended_at"]
+        self._write(header, content, handle._floats)
+        exc = error if isinstance(error, BaseException) else None
+        self._safe_telemetry(handle.span.end, event, exc)
+        if handle.kind == "tool_call":
+            self.flush()
+
+    def _header(
+        self, event: Mapping[str, Any], phase: str, link: Any, span: SpanHandle
+    ) -> dict[str, Any]:
+        header: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "event_id": event["event_id"],
+            "parent_id": event["parent_id"],
+            "kind": event["kind"],
+            "name": event["name"],
+            "status": event["status"],
+            "phase": phase,
+            "at": event["started_at"],
+        }
+        if link is not None:
+            header["checkpoint"] = link
+        trace_id = getattr(span, "trace_id", None)
+        if isinstance(trace_id, str):
+            header["trace_id"] = trace_id
+            span_id = getattr(span, "span_id", None)
+            if isinstance(span_id, str):
+                header["span_id"] = span_id
+        return header
+
+    def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
+        content_json = canonical(content, maybe_float=floats) if content else "{}"
+        header["content_sha256"] = _sha256(content_json)
+        writer = self._writer
+        assert writer is not None
+        writer.append(header, content_json)
+
+    def _point(
+        self,
+        kind: str,
+        name: str,
+        *,
+        status: str = "completed",
+        text: str | None = None,
+        error: BaseException | None = None,
+        approval: dict[str, Any] | None = None,
+        artifact: dict[str, Any] | None = None,
+        checkpoint: dict[str, Any] | None = None,
+        parent: Any = ...,
+    ) -> str:
+        """Write a one-record event (approval, note, artifact, finish); return its id."""
+        self._require_running()
+        check_text(text, "text")
+        if parent is ...:
+            parent = self._parent()
+        elif isinstance(parent, Step):
+            parent = parent.handle
+        content: dict[str, Any] = {}
+        if text is not None:
+            content["text"] = text
+        if approval is not None:
+            content["approval"] = approval
+        if artifact is not None:
+            content["artifact"] = artifact
+        err = error_info(error)
+        if err is not None:
+            content["error"] = err
+        stamp = now()
+        event: dict[str, Any] = {
+            "run_id": self.run_id,
+            "event_id": new_id(),
+            "parent_id": parent.event_id if parent else None,
+            "kind": kind,
+            "name": name,
+            "status": status,
+            "started_at": stamp,
+            "ended_at": stamp,
+            "justification": None,
+            "justification_source": None,
+            "justification_missing": False,
+            "meta": {},
+            "inputs": None,
+            "outputs": None,
+            "error": err,
+            "checkpoint": checkpoint,
+            "approval": approval,
+            "text": text,
+        }
+        span: SpanHandle = NoopSpan()
+        if kind in ("approval", "artifact", "note"):
+            span = self._safe_telemetry(
+                self.telemetry.event_started,
+                event,
+                parent.span if parent else None,
+                default=span,
+            )
+        header = self._header(event, "point", checkpoint, span)
+        self._write(header, content, False)
+        self._safe_telemetry(span.end, event, error)
+        return str(event["event_id"])
+
+    def _artifact(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        *,
+        name: str,
+        media_type: str | None,
+        parent: Any,
+    ) -> Artifact:
+        info = hash_artifact(path_or_bytes, name, media_type)
+        event_id = self._point(
+            "artifact", name, artifact=info, parent=... if parent is None else parent
+        )
+        return Artifact(event_id=event_id, **info)
+
+    def _parent(self) -> EventHandle | None:
+        for handle in reversed(current_stack()):
+            if handle.run is self:
+                return handle
+        return None
+
+    def _require_running(self) -> None:
+        if self.status != "running":
+            raise InvalidArgumentError(
+                message=f"run {self.run_id} is {self.status}: use it inside "
+                "`with toolledger.run(...)`",
+                details={"run_id": self.run_id},
+            )
+
+    def _writer_maybe_flush(self) -> None:
+        if self._writer is not None:
+            self._writer.maybe_flush()
+
+    # -- failure handling --------------------------------------------------------------
+
+    def _record_failure(self, exc: BaseException) -> None:
+        if self.strict:
+            raise exc
+        self.errors.append(exc)
+        log.warning("toolledger: journal write for run %s failed: %s", self.run_id, exc)
+        if not self._warned:
+            self._warned = True
+            # warnings-as-errors must not turn recording into a crash
+            with contextlib.suppress(Warning):
+                warnings.warn(
+                    f"toolledger: journal write for run {self.run_id} failed ({exc}); "
+                    "the agent goes on, see run.errors",
+                    JournalWarning,
+                    stacklevel=3,
+                )
+
+    def _telemetry_failed(self, exc: BaseException) -> None:
+        if not self._telemetry_warned:
+            self._telemetry_warned = True
+            log.warning("toolledger: telemetry failed (spans may be missing): %r", exc)
+
+    def _safe_telemetry(self, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self._telemetry_failed(exc)
+            return default
+
+    def _activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
+        try:
+            cm = handle.span.activate()
+            cm.__enter__()
+            return cm
+        except Exception as exc:
+            self._telemetry_failed(exc)
+            return None
+
+    def _deactivate(
+        self,
+        cm: contextlib.AbstractContextManager[None] | None,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if cm is None:
+            return
+        try:
+            cm.__exit__(exc_type, exc, tb)
+        except Exception as err:
+            self._telemetry_failed(err)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
