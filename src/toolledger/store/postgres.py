@@ -33,7 +33,6 @@ import json
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import partial
@@ -194,12 +193,10 @@ class PostgresStore:
         }
         self._q = Queries(schema, _TEMPLATES)
         self._lock = threading.Lock()
-        self._sync: weakref.WeakKeyDictionary[psycopg.Connection[Any], str] = (
-            weakref.WeakKeyDictionary()
-        )
         self._pid = os.getpid()
         self._closed = False
-        self._pool = self._new_pool()
+        self._pools: dict[bool, ConnectionPool[Any]] = {}
+        self._current_pool(self._relaxed(True))
         try:
             self._migrate()
         except BaseException:
@@ -217,25 +214,35 @@ class PostgresStore:
 
     # -- connections -------------------------------------------------------------------
 
-    def _new_pool(self) -> ConnectionPool[Any]:
-        return ConnectionPool(
-            self.dsn, open=True, name=f"toolledger-{self.schema}", **self._pool_args
-        )
+    def _relaxed(self, durable: bool) -> bool:
+        """Whether a write (or, with ``durable=True``, a read) uses relaxed connections."""
+        return self.durability == "normal" or not durable
 
-    def _current_pool(self) -> ConnectionPool[Any]:
+    def _new_pool(self, relaxed: bool) -> ConnectionPool[Any]:
+        args = {**self._pool_args, "kwargs": dict(self._pool_args["kwargs"])}
+        if relaxed:  # a session setting: no SET round trip per write
+            args["kwargs"]["options"] += " -c synchronous_commit=off"
+        name = f"toolledger-{self.schema}{'-relaxed' if relaxed else ''}"
+        return ConnectionPool(self.dsn, open=True, name=name, **args)
+
+    def _current_pool(self, relaxed: bool) -> ConnectionPool[Any]:
         if self._closed:
             raise StoreUnavailableError(message=f"{self!r} is closed")
-        if os.getpid() != self._pid:
-            with self._lock:
-                if os.getpid() != self._pid:  # forked: never touch the parent's sockets
-                    self._pid = os.getpid()
-                    self._lock = threading.Lock()
-                    self._pool = self._new_pool()
-        return self._pool
+        pool = self._pools.get(relaxed)
+        if pool is not None and os.getpid() == self._pid:
+            return pool
+        with self._lock:
+            if os.getpid() != self._pid:  # forked: never touch the parent's sockets
+                self._pid = os.getpid()
+                self._lock = threading.Lock()
+                self._pools = {}
+            if relaxed not in self._pools:
+                self._pools[relaxed] = self._new_pool(relaxed)
+            return self._pools[relaxed]
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        pool = self._current_pool()
+    def _connection(self, *, durable: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        pool = self._current_pool(self._relaxed(durable))
         try:
             conn = pool.getconn()
         except PoolTimeout as exc:
@@ -259,13 +266,14 @@ class PostgresStore:
             pool.check()
 
     def close(self) -> None:
-        """Close this process's connection pool. Idempotent."""
+        """Close this process's connection pools. Idempotent."""
         if self._closed:
             return
         self._closed = True
         if os.getpid() == self._pid:
-            with contextlib.suppress(Exception):
-                self._pool.close(timeout=5.0)
+            for pool in self._pools.values():
+                with contextlib.suppress(Exception):
+                    pool.close(timeout=5.0)
 
     def _read(self, query: Any, params: Sequence[Any] = ()) -> builtins.list[Any]:
         for attempt in (0, 1):
@@ -279,17 +287,6 @@ class PostgresStore:
                         continue  # a stale pooled connection: reads are safe to retry
                     raise _map_error(exc, "reading") from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _set_sync(self, conn: psycopg.Connection[Any], cur: Cursor[Any], durable: bool) -> None:
-        """Set the session's ``synchronous_commit`` for this write (only when it changes)."""
-        want = "default" if durable and self.durability == "full" else "off"
-        if self._sync.get(conn, "default") != want:
-            cur.execute(
-                "SET synchronous_commit TO DEFAULT"
-                if want == "default"
-                else "SET synchronous_commit = off"
-            )
-            self._sync[conn] = want
 
     def _write(
         self,
@@ -305,9 +302,8 @@ class PostgresStore:
         again once, from the start: nothing of it can land any more.
         """
         for attempt in (0, 1):
-            with self._connection() as conn, conn.cursor() as cur:
+            with self._connection(durable=durable) as conn, conn.cursor() as cur:
                 try:
-                    self._set_sync(conn, cur, durable)
                     cur.execute("BEGIN")
                 except psycopg.Error as exc:
                     if attempt == 0 and (conn.closed or conn.broken):
@@ -345,18 +341,13 @@ class PostgresStore:
 
         Every op is a single statement, so it is its own transaction. A statement that got
         no answer is resolved like a lost COMMIT: landed, its outcome is returned; proven
-        not landed, it is run again once.
+        not landed, it is run again once (a stale pooled connection after a restart ends
+        up here too).
         """
         details = op_key(op)
         q = self._q
         for attempt in (0, 1):
-            with self._connection() as conn, conn.cursor() as cur:
-                try:
-                    self._set_sync(conn, cur, durable)
-                except psycopg.Error as exc:
-                    if attempt == 0 and (conn.closed or conn.broken):
-                        continue  # a stale pooled connection; nothing was written
-                    raise _map_error(exc, "beginning a write", details) from exc
+            with self._connection(durable=durable) as conn, conn.cursor() as cur:
                 backend = conn.info.backend_pid
                 try:
                     return execute_op(cur, q, op, extra)
@@ -364,10 +355,8 @@ class PostgresStore:
                     if not (conn.closed or conn.broken):
                         raise _map_error(exc, "writing (nothing was written)", details) from exc
                     lost = exc
-            landed = self._read_back(
-                lost, backend, partial(probe_one, q=q, op=op, extra=extra), details
-            )
-            if landed:
+            check = partial(probe_one, q=q, op=op, extra=extra)
+            if self._read_back(lost, backend, check, details):
                 return landed_outcome(op)
             if attempt == 1:
                 raise _not_committed(lost, details)
