@@ -103,7 +103,11 @@ class TestTelemetry:
         ]
         assert ("end", "b", "completed", "NoneType") in hooks.log
         assert hooks.log[-1] == ("end", "run", "completed", "NoneType")
-        ev = load_run(store, run.run_id).events[0]
+        view = load_run(store, run.run_id)
+        assert view.doc["trace_id"] == "1" * 32  # the run span's ids, for re-export
+        assert view.doc["span_id"] == b"run".hex().ljust(16, "0")
+        assert "genesis" in view.doc
+        ev = view.events[0]
         assert ev["trace_id"] == "1" * 32
         assert ev["span_id"] == b"a".hex().ljust(16, "0")
 

@@ -125,8 +125,8 @@ def load_run(
     doc = run_document(row)
     live = _is_live(row, doc)
     docs = parse_many([r.data for r in rows])
-    for i, doc in enumerate(docs):
-        if not isinstance(doc.get("header"), dict):
+    for i, record in enumerate(docs):
+        if not isinstance(record.get("header"), dict):
             docs[i] = {"header": _header_from_row(rows[i]), "content": {}, "unreadable": True}
     goal = (doc.get("content") or {}).get("goal", row.goal)
     events = merge_records(docs, goal=goal, live=live)

@@ -165,17 +165,7 @@ class Run(Recorder):
             "started_at": self.started_at,
             "content_sha256": content_hash({"goal": self.goal}, maybe_float=False),
         }
-        head, count = self._store_run(header)
-        genesis = self._doc["genesis"]
-        self._writer = ChainWriter(
-            self.store,
-            self.run_id,
-            head=head or genesis,
-            genesis=genesis,
-            count=count,
-            strict=self.strict,
-            on_error=self._record_failure,
-        )
+        # The span starts first so that the run document can carry its live ids.
         self.span = self._safe_telemetry(
             self.telemetry.run_started,
             {
@@ -187,6 +177,17 @@ class Run(Recorder):
             },
             default=self.span,
         )
+        head, count = self._store_run(header)
+        genesis = self._doc["genesis"]
+        self._writer = ChainWriter(
+            self.store,
+            self.run_id,
+            head=head or genesis,
+            genesis=genesis,
+            count=count,
+            strict=self.strict,
+            on_error=self._record_failure,
+        )
 
     def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int]:
         genesis = run_genesis(header)
@@ -196,6 +197,7 @@ class Run(Recorder):
             "genesis": genesis,
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            **self._span_ids(),
         }
         try:
             existing = self.store.get_run(self.run_id)
@@ -222,6 +224,14 @@ class Run(Recorder):
         assert existing is not None
         return self._resume(existing)
 
+    def _span_ids(self) -> dict[str, str]:
+        """The run span's live ids (``trace_id``, ``span_id``), when telemetry records."""
+        trace_id = getattr(self.span, "trace_id", None)
+        span_id = getattr(self.span, "span_id", None)
+        if isinstance(trace_id, str) and isinstance(span_id, str):
+            return {"trace_id": trace_id, "span_id": span_id}
+        return {}
+
     def _resume(self, existing: RunRow) -> tuple[str | None, int]:
         if existing.namespace != self.namespace:
             raise InvalidArgumentError(
@@ -233,7 +243,13 @@ class Run(Recorder):
         except ValueError:
             doc = {}
         if isinstance(doc, dict) and "genesis" in doc:
-            self._doc = {**doc, "host": socket.gethostname(), "pid": os.getpid()}
+            # A resumed run keeps the trace ids of its first live span, if it had one.
+            self._doc = {
+                **self._span_ids(),
+                **doc,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            }
             self.started_at = existing.started_at
         self._doc["resumed_at"] = now()
         try:
