@@ -38,3 +38,13 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     yield tp
     tp.shutdown()
+
+
+@pytest.fixture
+def otel_globals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let a test install OpenTelemetry's global provider; restored afterwards."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)

@@ -40,6 +40,7 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.headers: list[dict[str, str]] = []
         self.endpoint = ""
         self._cond = threading.Condition()
 
@@ -108,6 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = trace_service_pb2.ExportTraceServiceRequest()
         request.ParseFromString(body)
+        self.receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
         self.receiver.add(request)
         payload = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)

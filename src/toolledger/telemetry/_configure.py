@@ -48,16 +48,13 @@ class TelemetryHandle:
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export buffered spans now; return whether everything was flushed in time.
 
-        Never raises: a failing exporter yields ``False``.
+        Bounded by ``timeout_millis`` even when an exporter blocks (the SDK's own flush
+        may wait on a stuck export forever). Never raises: a failure yields ``False``.
         """
         flush = getattr(self.tracer_provider, "force_flush", None)
         if flush is None:
             return True
-        try:
-            return bool(flush(timeout_millis))
-        except Exception as exc:
-            report("force_flush", exc)
-            return False
+        return _bounded(lambda: flush(timeout_millis), timeout_millis / 1000)
 
     def shutdown(self, timeout: float = _SHUTDOWN_SECONDS) -> None:
         """Flush and stop the pipeline (bounded by ``timeout`` seconds); reset defaults.
@@ -75,20 +72,28 @@ class TelemetryHandle:
         _bounded(getattr(self.tracer_provider, "shutdown", None), timeout)
 
 
-def _bounded(fn: Any, timeout: float) -> None:
-    """Run ``fn()`` in a daemon thread for at most ``timeout`` seconds, swallowing errors."""
+def _bounded(fn: Any, timeout: float) -> bool:
+    """Run ``fn()`` in a daemon thread for at most ``timeout`` seconds.
+
+    Returns ``fn``'s truthiness (``None`` counts as success), or ``False`` when it raised
+    or did not finish in time; never raises.
+    """
     if fn is None:
-        return
+        return True
+    outcome: list[bool] = []
 
     def target() -> None:
         try:
-            fn()
+            result = fn()
+            outcome.append(result is None or bool(result))
         except Exception as exc:
-            report("shutdown", exc)
+            report("flush/shutdown", exc)
+            outcome.append(False)
 
-    worker = threading.Thread(target=target, name="toolledger-otel-shutdown", daemon=True)
+    worker = threading.Thread(target=target, name="toolledger-otel-flush", daemon=True)
     worker.start()
     worker.join(timeout)
+    return bool(outcome and outcome[0])
 
 
 def _env(*names: str) -> str | None:
