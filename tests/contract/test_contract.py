@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import pg_dsn_or_skip
 
+from conftest import pg_dsn_or_skip
 from toolledger._contract import CHECKS
 from toolledger.store import SQLiteStore, Store
 from toolledger.testing import MemoryStore, check_store
