@@ -1,0 +1,420 @@
+"""Model calls in the journal: ``journaled(client, run)`` and the ``llm_call`` recorder.
+
+Every completion made through a journaled client becomes one journal event of kind
+``llm_call`` (its span is ``chat {model}``), written by the run's internal event API.
+
+Rules this module keeps:
+
+- The event's ``name`` is the requested model; its ``meta`` keeps ``provider``, ``model``
+  (requested), ``response_model``, ``finish_reasons``, ``usage`` (``input_tokens``,
+  ``output_tokens``), ``tool_call_ids`` and ``content_sha256``: the hex SHA-256 of the
+  canonical JSON (RFC 8785 style) of ``{"messages": <request messages>, "response":
+  <response content>}``, where the response content is the provider-neutral form built in
+  ``_journaled_facts`` (so a streamed and a plain completion of the same answer hash alike).
+- Message content (``inputs.messages``, ``outputs.content``) is stored only when content
+  capture is on: ``journaled(..., capture_content=True)``, else the run's telemetry policy,
+  else ``toolledger.configure()`` / ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+- Streams: the event is begun when the request is sent and ended when the stream is
+  consumed, closed, or fails; a stream closed early records what was received
+  (``meta.stream_closed_early``).
+- Recording never breaks the agent: a journal failure is kept in ``run.errors`` (raised
+  only with ``strict=True``); the SDK's own exceptions are recorded and re-raised unchanged.
+- Tool calls the model requested are remembered on the run (``run._requested_by``, bounded)
+  so the guard's ``tool_call`` events of those ids get this event (and span) as parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checkpoint._json import canonical_json
+from ..errors import InvalidArgumentError
+from ._common import as_plain
+
+__all__ = [
+    "AsyncStream",
+    "LLMCall",
+    "Recorder",
+    "ResponseFacts",
+    "StreamManager",
+    "SyncStream",
+    "content_sha256",
+    "journaled",
+]
+
+#: Most tool-call ids remembered per run for parenting (oldest forgotten first).
+MAX_REMEMBERED = 10_000
+
+
+@dataclass(slots=True, kw_only=True)
+class ResponseFacts:
+    """What a completion answered, provider-neutral."""
+
+    response_model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_call_ids: list[str] = field(default_factory=list)
+    content: Any = None
+
+
+def content_sha256(messages: Any, content: Any) -> str:
+    """Return the hex SHA-256 of the canonical JSON of ``{"messages", "response"}``.
+
+    Values that are not exact JSON (bytes, NaN) fall back to sorted compact ``json.dumps``
+    with ``repr`` for the odd value, so hashing never fails.
+    """
+    doc = {"messages": as_plain(messages), "response": content}
+    try:
+        text = canonical_json(doc)
+    except Exception:  # not exact JSON: still hash something stable
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _capture(run: Any, explicit: bool | None) -> bool:
+    if explicit is not None:
+        return bool(explicit)
+    policy = getattr(getattr(run, "telemetry", None), "policy", None)
+    if policy is not None:
+        return bool(getattr(policy, "capture_content", False))
+    from ..telemetry._policy import resolve_policy
+
+    return resolve_policy(capture_content=None, capture_intent=True, redact=None).capture_content
+
+
+class Recorder:
+    """Begins ``llm_call`` events for one wrapped client.
+
+    Args:
+        run: The run the events go to.
+        provider: ``gen_ai.provider.name`` (``anthropic``, ``openai``, …).
+        capture_content: Store message content (``None``: the run's policy).
+    """
+
+    __slots__ = ("capture", "provider", "run")
+
+    def __init__(self, run: Any, provider: str, capture_content: bool | None = None) -> None:
+        self.run = run
+        self.provider = provider
+        self.capture = _capture(run, capture_content)
+
+    def begin(self, model: Any, messages: Any) -> LLMCall:
+        """Write the event's start record; return the call to end."""
+        return LLMCall(self, model, messages)
+
+
+class LLMCall:
+    """One completion in flight; ``end(facts)`` or ``fail(exc)`` exactly once."""
+
+    __slots__ = ("_done", "handle", "messages", "model", "recorder")
+
+    def __init__(self, recorder: Recorder, model: Any, messages: Any) -> None:
+        self.recorder = recorder
+        self.model = model if isinstance(model, str) and model else "unknown"
+        self.messages = messages
+        self._done = False
+        self.handle: Any = None
+        run = recorder.run
+        inputs = {"messages": as_plain(messages)} if recorder.capture else None
+        try:
+            self.handle = run._begin_event(
+                "llm_call",
+                self.model[:256],
+                inputs=inputs,
+                meta={"provider": recorder.provider, "model": self.model},
+            )
+        except Exception as exc:  # recording never breaks the agent (strict re-raises)
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        record = getattr(self.recorder.run, "_record_failure", None)
+        if record is None:
+            raise exc
+        record(exc)
+
+    def end(self, facts: ResponseFacts, *, closed_early: bool = False) -> None:
+        """Write the end record with the response's facts."""
+        if self._done:
+            return
+        self._done = True
+        if self.handle is None:
+            return
+        meta: dict[str, Any] = {
+            "provider": self.recorder.provider,
+            "model": self.model,
+            "response_model": facts.response_model,
+            "finish_reasons": list(facts.finish_reasons),
+            "usage": {"input_tokens": facts.input_tokens, "output_tokens": facts.output_tokens},
+            "tool_call_ids": list(facts.tool_call_ids),
+            "content_sha256": content_sha256(self.messages, facts.content),
+        }
+        if closed_early:
+            meta["stream_closed_early"] = True
+        outputs = {"content": facts.content} if self.recorder.capture else None
+        try:
+            self.handle.end("completed", outputs=outputs, meta=meta)
+        except Exception as exc:
+            self._failed(exc)
+        self._remember(facts.tool_call_ids)
+
+    def fail(self, error: BaseException, facts: ResponseFacts | None = None) -> None:
+        """Write the end record of a failed (or cancelled) completion."""
+        if self._done:
+            return
+        self._done = True
+        if self.handle is None:
+            return
+        meta: dict[str, Any] = {"provider": self.recorder.provider, "model": self.model}
+        if facts is not None and facts.response_model:
+            meta["response_model"] = facts.response_model
+        status = "failed" if isinstance(error, Exception) else "cancelled"
+        try:
+            self.handle.end(status, error=error, meta=meta)
+        except Exception as exc:
+            self._failed(exc)
+
+    def _remember(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        run = self.recorder.run
+        table = getattr(run, "_requested_by", None)
+        if not isinstance(table, dict):
+            return  # a journal without tool-call parenting: nothing to remember
+        for call_id in ids:
+            table.pop(call_id, None)
+            table[call_id] = self.handle
+        while len(table) > MAX_REMEMBERED:
+            table.pop(next(iter(table)))
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+class SyncStream:
+    """Wraps an SDK stream: items pass through unchanged; the event ends with the stream."""
+
+    def __init__(self, inner: Any, call: LLMCall, acc: Any) -> None:
+        self._inner = inner
+        self._call = call
+        self._acc = acc
+        self._it: Any = None
+        self._finished = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        if self._it is None:
+            self._it = iter(self._inner)
+        try:
+            item = next(self._it)
+        except StopIteration:
+            self._finish(None, early=False)
+            raise
+        except BaseException as exc:
+            self._finish(exc, early=False)
+            raise
+        with contextlib.suppress(Exception):  # a shape we do not know costs facts only
+            self._acc.add(item)
+        return item
+
+    def _finish(self, error: BaseException | None, *, early: bool) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        facts = _safe_facts(self._acc)
+        if error is not None:
+            self._call.fail(error, facts)
+        else:
+            self._call.end(facts, closed_early=early)
+
+    def close(self) -> None:
+        """Close the SDK stream and record what was received."""
+        try:
+            self._inner.close()
+        finally:
+            self._finish(None, early=True)
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncStream:
+    """Async ``SyncStream``: ``async for``; ``await close()``."""
+
+    def __init__(self, inner: Any, call: LLMCall, acc: Any) -> None:
+        self._inner = inner
+        self._call = call
+        self._acc = acc
+        self._it: Any = None
+        self._finished = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._it is None:
+            self._it = self._inner.__aiter__()
+        try:
+            item = await self._it.__anext__()
+        except StopAsyncIteration:
+            self._finish(None, early=False)
+            raise
+        except BaseException as exc:
+            self._finish(exc, early=False)
+            raise
+        with contextlib.suppress(Exception):
+            self._acc.add(item)
+        return item
+
+    def _finish(self, error: BaseException | None, *, early: bool) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        facts = _safe_facts(self._acc)
+        if error is not None:
+            self._call.fail(error, facts)
+        else:
+            self._call.end(facts, closed_early=early)
+
+    async def close(self) -> None:
+        """Close the SDK stream and record what was received."""
+        try:
+            await self._inner.close()
+        finally:
+            self._finish(None, early=True)
+
+    async def __aenter__(self) -> AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _safe_facts(acc: Any) -> ResponseFacts:
+    try:
+        facts: ResponseFacts = acc.facts()
+        return facts
+    except Exception:
+        return ResponseFacts()
+
+
+class StreamManager:
+    """Wraps an SDK ``stream(...)`` helper (a context manager); records at exit.
+
+    ``snapshot(stream)`` reads the helper's accumulated response (whatever was consumed,
+    however it was consumed: iteration, ``text_stream``, ``get_final_…``).
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        begin: Callable[[], LLMCall],
+        snapshot: Callable[[Any], ResponseFacts],
+        complete: Callable[[Any], bool],
+    ) -> None:
+        self._inner = inner
+        self._begin = begin
+        self._snapshot = snapshot
+        self._complete = complete
+        self._call: LLMCall | None = None
+        self._stream: Any = None
+
+    def __enter__(self) -> Any:
+        self._call = self._begin()
+        try:
+            self._stream = self._inner.__enter__()
+        except BaseException as exc:
+            self._call.fail(exc)
+            raise
+        return self._stream
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        self._record(exc)
+        return self._inner.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> Any:
+        self._call = self._begin()
+        try:
+            self._stream = await self._inner.__aenter__()
+        except BaseException as exc:
+            self._call.fail(exc)
+            raise
+        return self._stream
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        self._record(exc)
+        return await self._inner.__aexit__(exc_type, exc, tb)
+
+    def _record(self, exc: BaseException | None) -> None:
+        call = self._call
+        if call is None:
+            return
+        try:
+            facts = self._snapshot(self._stream)
+            complete = self._complete(self._stream)
+        except Exception:  # nothing received yet
+            facts, complete = ResponseFacts(), False
+        if exc is not None:
+            call.fail(exc, facts)
+        else:
+            call.end(facts, closed_early=not complete)
+
+
+# -- the entry point --------------------------------------------------------------------------
+
+
+def journaled(client: Any, run: Any, *, capture_content: bool | None = None) -> Any:
+    """Wrap an Anthropic or OpenAI SDK client so every completion is journaled.
+
+    The returned object is used like the client (everything else is delegated):
+    Anthropic ``messages.create`` (``stream=True`` too) and ``messages.stream``; OpenAI
+    ``chat.completions.create`` (``stream=True`` too), ``chat.completions.stream`` and
+    ``responses.create`` (``stream=True`` too); sync and async clients alike. Each
+    completion becomes an ``llm_call`` event (span ``chat {model}``).
+
+    Args:
+        client: ``anthropic.Anthropic``/``AsyncAnthropic`` (or their Bedrock/Vertex
+            variants), ``openai.OpenAI``/``AsyncOpenAI`` (or ``AzureOpenAI``).
+        run: The ``toolledger`` run.
+        capture_content: Store message content in the journal (``None``: the run's
+            content-capture policy).
+
+    Returns:
+        The wrapped client.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a client of another SDK.
+    """
+    root = type(client).__module__.split(".", 1)[0]
+    if root == "anthropic":
+        from ._journaled_anthropic import wrap_anthropic
+
+        return wrap_anthropic(client, Recorder(run, "anthropic", capture_content))
+    if root == "openai":
+        from ._journaled_openai import wrap_openai
+
+        provider = "azure.ai.openai" if "Azure" in type(client).__name__ else "openai"
+        return wrap_openai(client, Recorder(run, provider, capture_content))
+    raise InvalidArgumentError(
+        message=f"journaled() wraps anthropic and openai SDK clients; got {type(client).__name__}"
+    )
