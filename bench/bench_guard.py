@@ -13,6 +13,9 @@ interleaved batch by batch in the same run so all see the same machine:
 - ``guard only new`` / ``guard only replayed``: the guard with the journal switched off (a
   run object whose events cost nothing), to show what the journal adds.
 - ``journal tool_call event``: just the journal's start + end records of one event.
+- ``part: …``: the pieces of a new call measured alone (input fingerprint + binding, the
+  store read, the claim commit, the completion commit); the guard's own Python is what
+  ``guard only new`` costs beyond them.
 
 Columns: median and p99 in microseconds, commits and fsync-ed commits per call, and the
 ratio to the raw floor's median. Targets: new call at ``full`` <= 0.6x the floor; new call
@@ -39,6 +42,7 @@ from toolledger import guard
 from toolledger.checkpoint.model import format_time
 from toolledger.store import SQLiteStore
 from toolledger.store._rows import dump_record
+from toolledger.store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from toolledger.telemetry._hooks import NoopSpan
 
 __all__ = ["main"]
@@ -143,6 +147,30 @@ def _raw(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) ->
         conn.execute("COMMIT")
 
 
+# -- the parts of a new call, one at a time --------------------------------------------
+
+
+def _binding(call_id: str) -> tl.Binding:
+    return tl.Binding("parts", call_id, "send_email", "1", tl.fingerprint(INPUT))
+
+
+_CLAIMED: dict[str, Any] = {}
+
+
+def _claim(store: SQLiteStore, call_id: str) -> None:
+    now = datetime.now(timezone.utc)
+    rec = tl.create_checkpoint(_binding(call_id), at=now)
+    t = tl.claim_execution(rec, attempt_id="a1", at=now)
+    store.apply([CreateCheckpoint(rec), SwapCheckpoint(0, t.next)], durable=True)
+    _CLAIMED[call_id] = t.next
+
+
+def _complete(store: SQLiteStore, call_id: str) -> None:
+    rec = _CLAIMED.pop(call_id)
+    t = tl.complete_execution(rec, attempt_id="a1", at=rec.updated_at, result=RESULT)
+    store.apply([SwapCheckpoint(1, t.next), RemoveOperation("parts", call_id)], durable=True)
+
+
 # -- one configuration -----------------------------------------------------------------
 
 
@@ -205,6 +233,12 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
                     "guard only replayed",
                     lambda i=i: guard.call(bare, tool, call_id=f"b-{i}", input=INPUT),
                 )
+            for i in ids:
+                measure("  part: fingerprint+binding", lambda i=i: _binding(f"fp-{i}"))
+                measure("  part: store.get (absent)", lambda i=i: store.get("parts", f"p-{i}"))
+                measure("  part: claim commit", lambda i=i: _claim(store, f"p-{i}"))
+                measure("  part: store.get (stored)", lambda i=i: store.get("parts", f"p-{i}"))
+                measure("  part: completion commit", lambda i=i: _complete(store, f"p-{i}"))
             for _ in ids:
 
                 def event() -> None:
