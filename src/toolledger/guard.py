@@ -207,7 +207,11 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
 
 
 class _DeferSigint:
-    """Hold SIGINT while the completion is written; re-raise it afterwards (main thread)."""
+    """Hold SIGINT while the completion is written, then hand it to the previous handler.
+
+    Only in the main thread, and only when SIGINT has a Python handler (the default one
+    raises ``KeyboardInterrupt``); an ignored SIGINT stays ignored.
+    """
 
     __slots__ = ("_old", "pending")
 
@@ -218,7 +222,10 @@ class _DeferSigint:
     def __enter__(self) -> _DeferSigint:
         if threading.current_thread() is threading.main_thread():
             try:
-                self._old = signal.signal(signal.SIGINT, self._handler)
+                old = signal.getsignal(signal.SIGINT)
+                if callable(old):
+                    signal.signal(signal.SIGINT, self._handler)
+                    self._old = old
             except (ValueError, OSError):  # not the main interpreter
                 self._old = None
         return self
@@ -227,12 +234,13 @@ class _DeferSigint:
         self.pending = True
 
     def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-            self._old = None
+        old, self._old = self._old, None
+        if old is None:
+            return
+        signal.signal(signal.SIGINT, old)
         if self.pending:
             self.pending = False
-            raise KeyboardInterrupt
+            old(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt
 
 
 # -- sync driver ---------------------------------------------------------------------------

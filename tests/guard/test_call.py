@@ -293,6 +293,22 @@ class TestInterruption:
         assert rec.result.payload == {"sent": {}, "n": 1}
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
+    def test_call_sigint_deferred_to_custom_handler_once(self, run, db, effects, crash_points):
+        """An app's own SIGINT handler still gets the signal, once, after the completion."""
+        got: list[str] = []
+
+        def handler(signum: int, frame: Any) -> None:
+            got.append(db.get("default", "c1").status.value)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            crash_points.append(("after-execute", lambda: os.kill(os.getpid(), signal.SIGINT)))
+            out = run.call(effects.tool(), call_id="c1", input={})
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        assert out.status == "completed"
+        assert got == ["completed"]
+
 
 class TestToolChecks:
     def test_call_async_tool_needs_acall(self, run) -> None:
