@@ -100,7 +100,7 @@ class TestDiff:
         assert (div.index, div.field) == (1, "outputs")
         assert div.a["outputs"] == {"answer": 42}
         assert div.b["outputs"] == {"answer": 7}
-        assert "event 1 (step 'compute'): outputs differs" == div.reason
+        assert div.reason == "event 1 (step 'compute'): outputs differs"
 
     def test_an_extra_event_is_a_divergence(self, store):
         a, b = _record(store), _record(store, extra=True)
