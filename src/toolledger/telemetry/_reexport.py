@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.transitions import DECISIONS
 from . import _model
 from ._policy import Policy, Redactor, resolve_policy
 from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_ACTION, TL_CHECKPOINT_STATUS
@@ -278,9 +279,12 @@ def _history_facts(
     last = inside[-1][0] if inside else (before[-1] if before else None)
     if last is not None:
         facts[TL_CHECKPOINT_STATUS] = _value(last.status)
-    first = before[-1] if before else (inside[0][0] if inside else None)
-    if first is not None:
-        facts[TL_CHECKPOINT_ACTION] = _value(first.action)
+    # What ``decide_checkpoint`` answered when the call first looked (as the guard reports
+    # live): the decision for the status found, or ``execute`` for a new checkpoint.
+    if before:
+        facts[TL_CHECKPOINT_ACTION] = _value(DECISIONS[before[-1].status])
+    elif inside:
+        facts[TL_CHECKPOINT_ACTION] = "execute"
     link = None
     if before and _value(before[-1].status) in ("executing", "uncertain"):
         link = _fence_link(getattr(before[-1].record, "execution_fence", None))
