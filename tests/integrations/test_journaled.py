@@ -1,0 +1,288 @@
+"""``journaled(client, run)``: every completion of the real SDK clients is an ``llm_call``."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolledger
+from toolledger.checkpoint import canonical_json
+from toolledger.journal._read import load_run
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+pytest.importorskip("httpx2")
+
+from toolledger.integrations._journaled import journaled  # noqa: E402
+
+from ._llm_wire import (  # noqa: E402
+    ANTHROPIC_CONTENT,
+    CHAT_CONTENT,
+    RESPONSE,
+    anthropic_client,
+    openai_client,
+)
+
+MESSAGES = [{"role": "user", "content": "Mail a@b.c please."}]
+
+
+def sha(messages: Any, content: Any) -> str:
+    text = canonical_json({"messages": messages, "response": content})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def llm_calls(db: Path, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in load_run(db, run_id).events if e["kind"] == "llm_call"]
+
+
+def written(run: toolledger.Run) -> int:
+    """How many llm_call events have ended so far."""
+    run.flush()
+    return sum(
+        1
+        for e in load_run(run.store, run.run_id).events
+        if e["kind"] == "llm_call" and e["status"] != "running"
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "llm.db"
+
+
+ANTHROPIC_META = {
+    "provider": "anthropic",
+    "model": "claude-x-1",
+    "response_model": "claude-x-1-20260101",
+    "finish_reasons": ["tool_use"],
+    "usage": {"input_tokens": 10, "output_tokens": 25},
+    "tool_call_ids": ["toolu_1"],
+    "content_sha256": sha(MESSAGES, ANTHROPIC_CONTENT),
+    "justification_source": "developer",
+}
+CHAT_META = {
+    "provider": "openai",
+    "model": "gpt-x",
+    "response_model": "gpt-x-2026",
+    "finish_reasons": ["tool_calls"],
+    "usage": {"input_tokens": 9, "output_tokens": 4},
+    "tool_call_ids": ["call_1"],
+    "content_sha256": sha(MESSAGES, CHAT_CONTENT),
+    "justification_source": "developer",
+}
+
+
+class TestAnthropic:
+    def test_create_records_llm_call_facts_without_content(self, db: Path) -> None:
+        """A plain completion is one llm_call; content is hashed, not stored (capture off)."""
+        with toolledger.run("llm", db=db) as run:
+            msg = journaled(anthropic_client(), run).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            )
+        assert isinstance(msg, anthropic.types.Message)
+        (call,) = llm_calls(db, run.run_id)
+        assert (call["name"], call["status"]) == ("claude-x-1", "completed")
+        assert call["meta"] == ANTHROPIC_META
+        assert call["inputs"] is None
+        assert call["outputs"] is None
+
+    def test_create_capture_on_stores_messages_and_content(self, db: Path) -> None:
+        """With content capture on, the request messages and response content are kept."""
+        with toolledger.run("llm", db=db) as run:
+            journaled(anthropic_client(), run, capture_content=True).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            )
+        (call,) = llm_calls(db, run.run_id)
+        assert call["inputs"] == {"messages": MESSAGES}
+        assert call["outputs"] == {"content": ANTHROPIC_CONTENT}
+
+    def test_create_capture_from_env_when_unset(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``capture_content=None`` follows the GenAI capture environment variable."""
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+        with toolledger.run("llm", db=db) as run:
+            journaled(anthropic_client(), run).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            )
+        assert llm_calls(db, run.run_id)[0]["outputs"] == {"content": ANTHROPIC_CONTENT}
+
+    def test_create_stream_written_when_consumed_same_facts(self, db: Path) -> None:
+        """``stream=True``: the event ends when the stream is consumed, with the same facts."""
+        with toolledger.run("llm", db=db) as run:
+            stream = journaled(anthropic_client(), run).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES, stream=True
+            )
+            assert written(run) == 0
+            types = [event.type for event in stream]
+            assert written(run) == 1
+        assert types[0] == "message_start"
+        assert types[-1] == "message_stop"
+        (call,) = llm_calls(db, run.run_id)
+        assert call["meta"] == ANTHROPIC_META
+
+    def test_stream_helper_written_at_exit(self, db: Path) -> None:
+        """``messages.stream``: the event is written when the helper's block exits."""
+        with toolledger.run("llm", db=db) as run:
+            with journaled(anthropic_client(), run).messages.stream(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            ) as stream:
+                text = "".join(stream.text_stream)
+                assert written(run) == 0
+            assert written(run) == 1
+        assert text == "Sending it."
+        assert llm_calls(db, run.run_id)[0]["meta"] == ANTHROPIC_META
+
+    def test_create_stream_closed_early_records_partial(self, db: Path) -> None:
+        """Closing a stream before its end records what arrived, flagged as closed early."""
+        with toolledger.run("llm", db=db) as run:
+            stream = journaled(anthropic_client(), run, capture_content=True).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES, stream=True
+            )
+            for _ in range(3):
+                next(stream)
+            stream.close()
+        (call,) = llm_calls(db, run.run_id)
+        assert call["status"] == "completed"
+        assert call["meta"]["stream_closed_early"] is True
+        assert call["meta"]["finish_reasons"] == []
+        assert call["outputs"] == {"content": [{"type": "text", "text": "Sending"}]}
+
+    def test_create_http_error_failed_event_error_reraised(self, db: Path) -> None:
+        """An SDK error is recorded as a failed llm_call and re-raised unchanged."""
+        with (
+            toolledger.run("llm", db=db) as run,
+            pytest.raises(anthropic.InternalServerError),
+        ):
+            journaled(anthropic_client(status=500), run).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            )
+        (call,) = llm_calls(db, run.run_id)
+        assert call["status"] == "failed"
+        assert call["error"]["type"] == "InternalServerError"
+
+    def test_async_create_and_stream_recorded(self, db: Path) -> None:
+        """The async client: ``await create`` and ``async for`` over a stream."""
+
+        async def main() -> str:
+            async with toolledger.run("llm", db=db) as run:
+                client = journaled(anthropic_client(is_async=True), run)
+                await client.messages.create(model="claude-x-1", max_tokens=64, messages=MESSAGES)
+                stream = await client.messages.create(
+                    model="claude-x-1", max_tokens=64, messages=MESSAGES, stream=True
+                )
+                async for _ in stream:
+                    pass
+                async with client.messages.stream(
+                    model="claude-x-1", max_tokens=64, messages=MESSAGES
+                ) as helper:
+                    await helper.get_final_message()
+                return run.run_id
+
+        run_id = asyncio.run(main())
+        assert [c["meta"] for c in llm_calls(db, run_id)] == [ANTHROPIC_META] * 3
+
+
+class TestOpenAI:
+    def test_chat_create_records_llm_call_facts(self, db: Path) -> None:
+        """A chat completion is one llm_call with its finish reasons, usage and tool calls."""
+        with toolledger.run("llm", db=db) as run:
+            out = journaled(openai_client(), run).chat.completions.create(
+                model="gpt-x", messages=MESSAGES
+            )
+        assert out.choices[0].message.tool_calls[0].id == "call_1"
+        (call,) = llm_calls(db, run.run_id)
+        assert (call["name"], call["meta"]) == ("gpt-x", CHAT_META)
+
+    def test_chat_create_stream_same_facts_as_plain(self, db: Path) -> None:
+        """Streamed chunks fold into the same facts (and content hash) as the plain call."""
+        with toolledger.run("llm", db=db) as run:
+            stream = journaled(openai_client(), run, capture_content=True).chat.completions.create(
+                model="gpt-x",
+                messages=MESSAGES,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            assert written(run) == 0
+            chunks = list(stream)
+        assert len(chunks) == 7
+        (call,) = llm_calls(db, run.run_id)
+        assert call["meta"] == CHAT_META
+        assert call["outputs"] == {"content": CHAT_CONTENT}
+
+    def test_chat_stream_helper_written_at_exit(self, db: Path) -> None:
+        """``chat.completions.stream``: the event is written when the block exits."""
+        with toolledger.run("llm", db=db) as run:
+            with journaled(openai_client(), run).chat.completions.stream(
+                model="gpt-x", messages=MESSAGES
+            ) as stream:
+                final = stream.get_final_completion()
+            assert final.choices[0].finish_reason == "tool_calls"
+        (call,) = llm_calls(db, run.run_id)
+        assert call["meta"] == CHAT_META
+
+    def test_responses_create_plain_and_stream_same_facts(self, db: Path) -> None:
+        """Responses API: function calls give ``tool_calls`` and their call ids."""
+        with toolledger.run("llm", db=db) as run:
+            client = journaled(openai_client(), run)
+            resp = client.responses.create(model="gpt-x", input=MESSAGES)
+            for _ in client.responses.create(model="gpt-x", input=MESSAGES, stream=True):
+                pass
+        plain, streamed = llm_calls(db, run.run_id)
+        assert plain["meta"] == streamed["meta"]
+        assert plain["meta"]["finish_reasons"] == ["tool_calls"]
+        assert plain["meta"]["tool_call_ids"] == ["call_9"]
+        assert plain["meta"]["usage"] == {"input_tokens": 5, "output_tokens": 2}
+        content = [o.model_dump(mode="json", exclude_none=True) for o in resp.output]
+        assert content[0]["call_id"] == RESPONSE["output"][0]["call_id"]
+        assert plain["meta"]["content_sha256"] == sha(MESSAGES, content)
+
+    def test_async_chat_create_and_stream_recorded(self, db: Path) -> None:
+        """The async client: ``await create`` and an async stream."""
+
+        async def main() -> str:
+            async with toolledger.run("llm", db=db) as run:
+                client = journaled(openai_client(is_async=True), run)
+                await client.chat.completions.create(model="gpt-x", messages=MESSAGES)
+                stream = await client.chat.completions.create(
+                    model="gpt-x", messages=MESSAGES, stream=True
+                )
+                async with stream:
+                    async for _ in stream:
+                        pass
+                return run.run_id
+
+        run_id = asyncio.run(main())
+        assert [c["meta"] for c in llm_calls(db, run_id)] == [CHAT_META] * 2
+
+    def test_journaled_client_delegates_other_attributes(self, db: Path) -> None:
+        """Everything but the journaled endpoints is the client's own."""
+        raw = openai_client()
+        with toolledger.run("llm", db=db) as run:
+            client = journaled(raw, run)
+            assert client.api_key == "k"
+            assert client.models is raw.models
+            assert client.chat.completions.with_raw_response is not None
+
+
+def test_journaled_other_client_invalid_argument(db: Path) -> None:
+    """Only anthropic and openai clients are accepted."""
+    with (
+        toolledger.run("llm", db=db) as run,
+        pytest.raises(toolledger.InvalidArgumentError) as info,
+    ):
+        journaled(object(), run)
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_journaled_recording_failure_never_breaks_the_call(db: Path) -> None:
+    """A journal that cannot record (the run is over) costs the event, not the completion."""
+    with toolledger.run("llm", db=db) as run:
+        client = journaled(openai_client(), run)
+    out = client.chat.completions.create(model="gpt-x", messages=MESSAGES)
+    assert out.choices[0].finish_reason == "tool_calls"
+    assert any(isinstance(e, toolledger.InvalidArgumentError) for e in run.errors)
