@@ -39,9 +39,12 @@ On the event's span (``handle.span``), in this order:
 The ids for ``link`` travel in the attempt id stored on the checkpoint
 (``<32 hex>.<trace id>.<span id>``), so no extra write is needed.
 
-Journal event meta (written with the end record; the journal passes meta to
-``span.update`` too): ``tool_revision``, ``input_fingerprint``, ``attempt_id``,
-``replayed``, ``recovered``.
+Journal event: status ``completed`` (executed or recovered), ``replayed`` (the stored
+payload, the tool did not run), ``failed`` (with the error: the tool's exception,
+``OUTCOME_UNKNOWN``, ``BINDING_CONFLICT`` …) or ``cancelled`` (an interruption); outputs
+``{"result": payload, "is_error": bool}``; meta (written with the end record; the journal
+passes meta to ``span.update`` too): ``tool_revision``, ``input_fingerprint``,
+``attempt_id``, ``replayed``, ``recovered``.
 """
 
 from __future__ import annotations
@@ -193,12 +196,13 @@ def _finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | 
         )
         if outcome is not None:
             handle.end(
-                "completed",
+                "replayed" if outcome.replayed else "completed",
                 outputs={"result": outcome.payload, "is_error": outcome.is_error},
                 meta=meta,
             )
         else:
-            handle.end("failed", error=error, meta=meta)
+            status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
+            handle.end(status, error=error, meta=meta)
     except Exception:  # recording never breaks the agent (the journal keeps run.errors)
         pass
 

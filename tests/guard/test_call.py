@@ -347,12 +347,28 @@ class TestJournalAndTelemetry:
         assert [d["header"]["checkpoint"] for d in ends] == [
             {"namespace": "default", "call_id": "c1", "revision": 2}
         ] * 2
-        assert [d["header"]["status"] for d in ends] == ["completed", "completed"]
+        assert [d["header"]["status"] for d in ends] == ["completed", "replayed"]
         assert [d["content"]["meta"]["replayed"] for d in ends] == [False, True]
         assert ends[0]["content"]["outputs"] == {
             "result": {"sent": {"a": 1}, "n": 1},
             "is_error": False,
         }
+
+    def test_call_failures_are_failed_or_cancelled_events(self, run, db, effects) -> None:
+        """An unknown outcome is a failed event with its code; an interruption is cancelled."""
+        with pytest.raises(toolledger.OutcomeUnknownError):
+            run.call(effects.tool(journal=True, raises=OSError("x")), call_id="a", input={})
+        with pytest.raises(KeyboardInterrupt):
+            run.call(effects.tool(raises=KeyboardInterrupt()), call_id="b", input={})
+        run.flush()
+        ends = [
+            json.loads(r.data)
+            for r in db.read_events(run.run_id)
+            if r.kind == "tool_call" and json.loads(r.data)["header"]["phase"] == "end"
+        ]
+        assert [d["header"]["status"] for d in ends] == ["failed", "cancelled"]
+        assert ends[0]["content"]["error"]["code"] == "OUTCOME_UNKNOWN"
+        assert ends[1]["content"]["error"]["type"] == "KeyboardInterrupt"
 
     def test_call_span_gets_transitions_and_exact_update_keys(self, db, effects) -> None:
         """Transitions are reported per CAS; the update carries exactly the documented keys."""
