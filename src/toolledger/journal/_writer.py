@@ -5,10 +5,11 @@ Rules this module keeps:
 - Every record gets its ``seq`` and ``hash`` under the run's lock, in call order, so the
   chain is total even when threads of one run write concurrently.
 - Records are buffered and appended in batches with ``Store.append_events`` (relaxed
-  durability, one transaction per batch). A batch is written when ``flush()`` is called
-  (step end when the buffer is large or old, around tool calls, approvals, run end, process
-  exit) and by a background flusher at most ``FLUSH_INTERVAL`` seconds after a record was
-  buffered. So a process crash loses at most the records of the last ``FLUSH_INTERVAL``;
+  durability, one transaction per batch). A batch is written by the recording thread at a
+  step end once ``FLUSH_RECORDS`` are buffered, when a tool call begins or ends, after an
+  approval, at run end and at process exit; and by a background flusher once the oldest
+  buffered record is ``FLUSH_INTERVAL`` seconds old. So a process crash loses at most the
+  records of the last ``FLUSH_INTERVAL`` (fewer than ``FLUSH_RECORDS`` of them);
   a committed batch survives a process crash (SQLite WAL, ``synchronous=NORMAL``) but not
   necessarily a power failure.
 - ``append_events`` is compare-and-append on the run's event count. When another writer
@@ -35,7 +36,6 @@ from ..store.base import EventRow, Store
 from ._events import canonical, chain_hash
 
 __all__ = [
-    "BACKPRESSURE_RECORDS",
     "FLUSH_INTERVAL",
     "FLUSH_RECORDS",
     "MAX_PENDING",
@@ -45,10 +45,8 @@ __all__ = [
 
 #: A buffered record is written at most this many seconds after it was buffered.
 FLUSH_INTERVAL = 0.1
-#: The background flusher is woken once this many records are buffered.
+#: Step ends flush inline once this many records are buffered.
 FLUSH_RECORDS = 512
-#: Step ends flush inline (backpressure) once this many records are buffered.
-BACKPRESSURE_RECORDS = 8192
 #: Records kept buffered while the store keeps failing; beyond this the oldest are dropped.
 MAX_PENDING = 100_000
 
@@ -140,13 +138,16 @@ class ChainWriter:
             self.flush()
         elif size == 1:
             _ensure_flusher()
-        elif size == FLUSH_RECORDS:
-            _WAKE.set()
         return row
 
     def maybe_flush(self) -> None:
-        """Flush inline only when the background flusher is falling behind (backpressure)."""
-        if len(self._pending) >= BACKPRESSURE_RECORDS:
+        """Flush inline once ``FLUSH_RECORDS`` are buffered (called at step ends).
+
+        Size-triggered batches are written by the recording thread itself: a background
+        thread would contend for the GIL on every row and slow every step down; the
+        background flusher only writes buffers that grew *old* (an idle or slow run).
+        """
+        if len(self._pending) >= FLUSH_RECORDS:
             self.flush()
 
     def due(self, now: float) -> bool:
@@ -246,7 +247,6 @@ class ChainWriter:
 _LIVE: weakref.WeakSet[ChainWriter] = weakref.WeakSet()
 _flusher_lock = threading.Lock()
 _flusher: threading.Thread | None = None
-_WAKE = threading.Event()
 
 
 def flush_all() -> None:
@@ -263,8 +263,7 @@ def flush_all() -> None:
 def _flusher_loop() -> None:
     global _flusher
     while True:
-        _WAKE.wait(FLUSH_INTERVAL / 2)
-        _WAKE.clear()
+        time.sleep(FLUSH_INTERVAL / 2)
         writers = list(_LIVE)
         if not writers:
             with _flusher_lock:
