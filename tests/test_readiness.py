@@ -270,3 +270,21 @@ def test_diagnostic_is_frozen_record() -> None:
         d.code = "x"  # type: ignore[misc]
     with pytest.raises(TypeError):
         Diagnostic("name", "error", "name", "m")  # type: ignore[misc]
+
+
+def test_readme_integrations_example_prints_what_it_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's readiness snippet runs and prints the lines its comments show."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- section:integrations -->", 1)[1]
+    section = section.split("<!-- /section:integrations -->", 1)[0]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    code = match.group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    expected = [line[2:] for line in code.splitlines() if line.startswith("# ")]
+    assert capsys.readouterr().out.splitlines() == expected
