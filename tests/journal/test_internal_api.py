@@ -156,3 +156,17 @@ class TestRecordingFailures:
             with pytest.raises(toolledger.StoreUnavailableError):
                 run.note("x")
             wrapped.fail = False
+
+
+class TestCrossContextEnd:
+    def test_event_ended_in_another_thread_is_never_a_parent_again(self, store):
+        import threading
+
+        with toolledger.run("g", db=store) as run:
+            h = run._begin_event("tool_call", "t")
+            worker = threading.Thread(target=h.end, args=("completed",))
+            worker.start()
+            worker.join()
+            run.note("after")
+        note = next(e for e in load_run(store, run.run_id).events if e["kind"] == "note")
+        assert note["parent_id"] is None

@@ -348,8 +348,10 @@ class Recorder:
         return Artifact(event_id=event_id, **info)
 
     def _parent(self) -> EventHandle | None:
+        # An event ended from another context (a thread, a task) may still sit on this
+        # context's stack: it is never a parent again.
         for handle in reversed(current_stack()):
-            if handle.run is self:
+            if handle.run is self and not handle.ended:
                 return handle
         return None
 
