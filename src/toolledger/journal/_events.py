@@ -8,8 +8,10 @@ Stored layout (``EventRow.data``, compact JSON)::
 The *header* is small and never erased: ``v, run_id, event_id, seq, parent_id, kind, name,
 status, phase`` (``start`` / ``end`` / ``point``), ``at``, ``justification_source``,
 ``justification_missing``, ``checkpoint`` (``{"namespace", "call_id", "revision"}``),
-``trace_id``, ``span_id`` and ``content_sha256``. The *content* holds what users wrote:
-``inputs, outputs, justification, error, meta, approval, text, artifact``.
+``trace_id``, ``span_id`` and ``content_sha256``. The fields that are also indexed columns
+of the row (``COLUMN_KEYS``) are not repeated in ``data``: the full header is the stored
+header plus the columns, and that full header is what is hashed. The *content* holds what
+users wrote: ``inputs, outputs, justification, error, meta, approval, text, artifact``.
 
 Hashing (tamper evidence that survives erasure):
 
@@ -41,6 +43,7 @@ from typing import Any
 from ..checkpoint import canonical_json
 
 __all__ = [
+    "COLUMN_KEYS",
     "CONTENT_KEYS",
     "FORMAT_VERSION",
     "HEADER_KEYS",
@@ -54,6 +57,7 @@ __all__ = [
     "RecordParser",
     "parse_many",
     "parse_record",
+    "stored_header",
     "run_genesis",
 ]
 
@@ -82,6 +86,10 @@ HEADER_KEYS = frozenset(
         "content_sha256",
     }
 )
+#: Header fields stored as indexed columns of the row, not repeated in its ``data``: the
+#: hashed header is ``data["header"]`` plus these columns.
+COLUMN_KEYS = ("run_id", "event_id", "seq", "parent_id", "kind", "name", "status", "at")
+
 CONTENT_KEYS = frozenset(
     {"inputs", "outputs", "justification", "error", "meta", "approval", "text", "artifact"}
 )
@@ -124,6 +132,11 @@ def chain_hash(prev_hash: str | None, header_json: str) -> str:
     h = hashlib.sha256((prev_hash or "").encode("ascii"))
     h.update(header_json.encode("utf-8"))
     return h.hexdigest()
+
+
+def stored_header(header: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the part of a full header stored in ``data`` (the rest are row columns)."""
+    return {k: v for k, v in header.items() if k not in COLUMN_KEYS}
 
 
 def run_genesis(run_header: Mapping[str, Any]) -> str:

@@ -126,8 +126,11 @@ def load_run(
     live = _is_live(row, doc)
     docs = parse_many([r.data for r in rows])
     for i, record in enumerate(docs):
-        if not isinstance(record.get("header"), dict):
+        header = record.get("header")
+        if not isinstance(header, dict):
             docs[i] = {"header": _header_from_row(rows[i]), "content": {}, "unreadable": True}
+        else:
+            header.update(_header_from_row(rows[i]))  # the columns complete the header
     goal = (doc.get("content") or {}).get("goal", row.goal)
     events = merge_records(docs, goal=goal, live=live)
     return RunView(row=row, doc=doc, rows=rows, events=events, live=live)

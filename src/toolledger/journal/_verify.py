@@ -176,7 +176,9 @@ def _check_row(
     if not isinstance(header, dict):
         raise bad("it has no header")
     for column in _COLUMNS:
-        if header.get(column) != getattr(row, column):
+        # The columns complete the stored header; a copy kept in data must agree.
+        value = getattr(row, column)
+        if header.setdefault(column, value) != value:
             raise bad(f"column {column!r} differs from the hashed header")
     if header.get("run_id") != run_id:
         raise bad("it belongs to another run")

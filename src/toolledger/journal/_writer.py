@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import CheckpointError, StoreUnavailableError
 from ..store.base import EventRow, Store
-from ._events import canonical, chain_hash
+from ._events import canonical, chain_hash, stored_header
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -61,8 +61,8 @@ class _Pending:
 
 
 def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRow:
-    header_json = canonical(header, maybe_float=False)
-    digest = chain_hash(prev, header_json)
+    digest = chain_hash(prev, canonical(header, maybe_float=False))
+    stored = canonical(stored_header(header), maybe_float=False)
     return EventRow(
         run_id=header["run_id"],
         seq=header["seq"],
@@ -74,7 +74,7 @@ def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRo
         at=header["at"],
         prev_hash=prev,
         hash=digest,
-        data='{"header":' + header_json + ',"content":' + content_json + "}",
+        data='{"header":' + stored + ',"content":' + content_json + "}",
     )
 
 
