@@ -28,39 +28,29 @@ Rules this module keeps:
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
-import os
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from functools import partial
 from typing import Any, Literal, TypeVar
 
-import psycopg
 from psycopg import Cursor, errors
-from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .._approval_pg import PgApprovals
 from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
 from ..errors import (
     CheckpointError,
     InvalidArgumentError,
     NotFoundError,
-    StoreBusyError,
-    StoreError,
     StoreSchemaTooNewError,
-    StoreUnavailableError,
 )
+from ._pg_conn import PgConnections
 from ._pg_ops import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
     Queries,
     execute_op,
-    landed_outcome,
     op_key,
     probe,
-    probe_one,
 )
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import load_record, prepare_op, status_values
@@ -83,14 +73,6 @@ from .base import (
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
-
-_BUSY = (
-    errors.QueryCanceled,
-    errors.LockNotAvailable,
-    errors.DeadlockDetected,
-    errors.SerializationFailure,
-    errors.TooManyConnections,
-)
 
 _TEMPLATES = {
     "get": "SELECT record FROM {s}.checkpoints WHERE namespace = %s AND call_id = %s",
@@ -121,7 +103,7 @@ _TEMPLATES = {
 }
 
 
-class PostgresStore:
+class PostgresStore(PgApprovals):
     """The ``Store`` contract on PostgreSQL, shared by many hosts.
 
     Args:
@@ -180,7 +162,7 @@ class PostgresStore:
         self.durability = durability
         self.timeout = float(timeout)
         self.statement_timeout = float(statement_timeout)
-        self._pool_args: dict[str, Any] = {
+        pool_args: dict[str, Any] = {
             "min_size": min_size,
             "max_size": max_size,
             "timeout": float(timeout),
@@ -192,11 +174,14 @@ class PostgresStore:
             },
         }
         self._q = Queries(schema, _TEMPLATES)
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._closed = False
-        self._pools: dict[bool, ConnectionPool[Any]] = {}
-        self._current_pool(self._relaxed(True))
+        self._db = PgConnections(
+            dsn,
+            schema=schema,
+            durability=durability,
+            pool_args=pool_args,
+            timeout=float(timeout),
+            statement_timeout=float(statement_timeout),
+        )
         try:
             self._migrate()
         except BaseException:
@@ -212,206 +197,17 @@ class PostgresStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- connections -------------------------------------------------------------------
-
-    def _relaxed(self, durable: bool) -> bool:
-        """Whether a write (or, with ``durable=True``, a read) uses relaxed connections."""
-        return self.durability == "normal" or not durable
-
-    def _new_pool(self, relaxed: bool) -> ConnectionPool[Any]:
-        args = {**self._pool_args, "kwargs": dict(self._pool_args["kwargs"])}
-        if relaxed:  # a session setting: no SET round trip per write
-            args["kwargs"]["options"] += " -c synchronous_commit=off"
-        name = f"toolledger-{self.schema}{'-relaxed' if relaxed else ''}"
-        return ConnectionPool(self.dsn, open=True, name=name, **args)
-
-    def _current_pool(self, relaxed: bool) -> ConnectionPool[Any]:
-        if self._closed:
-            raise StoreUnavailableError(message=f"{self!r} is closed")
-        pool = self._pools.get(relaxed)
-        if pool is not None and os.getpid() == self._pid:
-            return pool
-        with self._lock:
-            if os.getpid() != self._pid:  # forked: never touch the parent's sockets
-                self._pid = os.getpid()
-                self._lock = threading.Lock()
-                self._pools = {}
-            if relaxed not in self._pools:
-                self._pools[relaxed] = self._new_pool(relaxed)
-            return self._pools[relaxed]
-
-    @contextlib.contextmanager
-    def _connection(self, *, durable: bool = True) -> Iterator[psycopg.Connection[Any]]:
-        pool = self._current_pool(self._relaxed(durable))
-        try:
-            conn = pool.getconn()
-        except PoolTimeout as exc:
-            raise StoreUnavailableError(
-                message=f"no PostgreSQL connection within {self.timeout:g} s "
-                f"(is the server up?): {exc}",
-                details={"doing": "connecting"},
-            ) from exc
-        try:
-            yield conn
-        finally:
-            lost = conn.closed or conn.broken
-            with contextlib.suppress(Exception):
-                pool.putconn(conn)
-            if lost:
-                self._check_pool(pool)
-
-    def _check_pool(self, pool: ConnectionPool[Any]) -> None:
-        # A dead connection usually means every idle one died with it (a restart).
-        with contextlib.suppress(Exception):
-            pool.check()
-
     def close(self) -> None:
         """Close this process's connection pools. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if os.getpid() == self._pid:
-            for pool in self._pools.values():
-                with contextlib.suppress(Exception):
-                    pool.close(timeout=5.0)
-
-    def _read(self, query: Any, params: Sequence[Any] = ()) -> builtins.list[Any]:
-        for attempt in (0, 1):
-            with self._connection() as conn:
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute(query, params)
-                        return cur.fetchall()
-                except psycopg.Error as exc:
-                    if attempt == 0 and (conn.closed or conn.broken):
-                        continue  # a stale pooled connection: reads are safe to retry
-                    raise _map_error(exc, "reading") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _write(
-        self,
-        fn: Callable[[Cursor[Any]], T],
-        *,
-        durable: bool,
-        probe_fn: Callable[[Cursor[Any], T], bool | None] | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> T:
-        """Run ``fn`` in one transaction; resolve a ``COMMIT`` that got no answer.
-
-        A COMMIT proven not to have landed (its backend gone, the probe negative) is run
-        again once, from the start: nothing of it can land any more.
-        """
-        for attempt in (0, 1):
-            with self._connection(durable=durable) as conn, conn.cursor() as cur:
-                try:
-                    cur.execute("BEGIN")
-                except psycopg.Error as exc:
-                    if attempt == 0 and (conn.closed or conn.broken):
-                        continue  # nothing was sent that could commit: safe to retry
-                    raise _map_error(exc, "beginning a write", details) from exc
-                try:
-                    result = fn(cur)
-                except BaseException as exc:
-                    with contextlib.suppress(psycopg.Error):
-                        cur.execute("ROLLBACK")
-                    if isinstance(exc, psycopg.Error):
-                        raise _map_error(exc, "writing (nothing was written)", details) from exc
-                    raise
-                backend = conn.info.backend_pid
-                try:
-                    cur.execute("COMMIT")
-                except psycopg.Error as exc:
-                    if isinstance(exc, _BUSY) or not (conn.closed or conn.broken):
-                        with contextlib.suppress(psycopg.Error):
-                            cur.execute("ROLLBACK")
-                        raise _map_error(exc, "committing (nothing was written)", details) from exc
-                    lost = exc
-                else:
-                    return result
-            # The COMMIT got no answer: find out, outside the dead connection.
-            landed = self._read_back(lost, backend, _bind(probe_fn, result), details)
-            if landed is not False:
-                return result
-            if attempt == 1:
-                raise _not_committed(lost, details)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _single(self, op: Op, extra: Any, *, durable: bool) -> Any:
-        """Run one ``apply`` op as one autocommit statement (one round trip, no BEGIN).
-
-        Every op is a single statement, so it is its own transaction. A statement that got
-        no answer is resolved like a lost COMMIT: landed, its outcome is returned; proven
-        not landed, it is run again once (a stale pooled connection after a restart ends
-        up here too).
-        """
-        details = op_key(op)
-        q = self._q
-        for attempt in (0, 1):
-            with self._connection(durable=durable) as conn, conn.cursor() as cur:
-                backend = conn.info.backend_pid
-                try:
-                    return execute_op(cur, q, op, extra)
-                except psycopg.Error as exc:
-                    if not (conn.closed or conn.broken):
-                        raise _map_error(exc, "writing (nothing was written)", details) from exc
-                    lost = exc
-            check = partial(probe_one, q=q, op=op, extra=extra)
-            if self._read_back(lost, backend, check, details):
-                return landed_outcome(op)
-            if attempt == 1:
-                raise _not_committed(lost, details)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _read_back(
-        self,
-        exc: psycopg.Error,
-        backend: int,
-        probe_fn: Callable[[Cursor[Any]], bool | None] | None,
-        details: Mapping[str, Any] | None,
-    ) -> bool | None:
-        """Say whether a write whose commit got no answer landed; never guess.
-
-        Raises:
-            StoreUnavailableError: ``STORE_UNAVAILABLE`` (``details["outcome"] ==
-                "unknown"``, with the key and revision) when it cannot be read back.
-        """
-        facts = {**(details or {}), "doing": "committing"}
-        try:
-            return self._probe_after(backend, probe_fn)
-        except (psycopg.Error, StoreError, TimeoutError) as probe_exc:
-            raise StoreUnavailableError(
-                message="the connection was lost while committing and the outcome could not "
-                f"be read back ({probe_exc}); the write may or may not have landed: re-read "
-                f"before acting ({_describe(facts)})",
-                details={**facts, "outcome": "unknown"},
-            ) from exc
-
-    def _probe_after(
-        self, backend: int, probe_fn: Callable[[Cursor[Any]], bool | None] | None
-    ) -> bool | None:
-        deadline = time.monotonic() + max(self.statement_timeout, 5.0)
-        with self._connection() as conn, conn.cursor() as cur:
-            # Until the backend that ran the commit is gone, it may still finish it.
-            delay = 0.005
-            while True:
-                cur.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,))
-                if cur.fetchone() is None:
-                    break
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"backend {backend} still running")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.2)
-            if probe_fn is None:
-                raise TimeoutError("this write has no read-back probe")
-            return probe_fn(cur)
+        self._db.close()
 
     # -- migrations --------------------------------------------------------------------
 
     def _migrate(self) -> None:
         reg = f"{_quote_ident(self.schema)}.toolledger_schema"
-        rows = self._read("SELECT to_regclass(%s) IS NOT NULL", (reg,))
+        rows = self._db.read("SELECT to_regclass(%s) IS NOT NULL", (reg,))
         if rows[0][0]:
-            current = self._read(self._q["version_max"])[0][0] or 0
+            current = self._db.read(self._q["version_max"])[0][0] or 0
             if current > LATEST_VERSION:
                 raise self._too_new(current)
             if current == LATEST_VERSION:
@@ -434,7 +230,7 @@ class PostgresStore:
                     cur.execute(qualify(statement, self.schema))
                 cur.execute(self._q["version_insert"], (version, name, now))
 
-        self._write(run, durable=True)
+        self._db.write(run, durable=True)
 
     def _too_new(self, version: int) -> StoreSchemaTooNewError:
         return StoreSchemaTooNewError(
@@ -445,7 +241,7 @@ class PostgresStore:
 
     def applied_migrations(self) -> builtins.list[tuple[int, str]]:
         """Return ``(version, name)`` of every applied migration. Read-only."""
-        return [(int(v), str(n)) for v, n in self._read(self._q["versions"])]
+        return [(int(v), str(n)) for v, n in self._db.read(self._q["versions"])]
 
     # -- checkpoints -------------------------------------------------------------------
 
@@ -464,7 +260,7 @@ class PostgresStore:
 
     def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
         """Return the stored record or ``None``; see ``Store.get``."""
-        rows = self._read(self._q["get"], (namespace, call_id))
+        rows = self._db.read(self._q["get"], (namespace, call_id))
         return load_record(rows[0][0], namespace, call_id) if rows else None
 
     def list(
@@ -523,13 +319,13 @@ class PostgresStore:
         if limit is not None:
             template += " LIMIT %s"
             params.append(int(limit))
-        rows = self._read(qualify(template, self.schema), params)
+        rows = self._db.read(qualify(template, self.schema), params)
         return [(str(a), str(b), str(c)) for a, b, c in rows]
 
     def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
         """Return every transition of the key in order; see ``Store.history``."""
         out = []
-        for transition, action, text in self._read(self._q["history"], (namespace, call_id)):
+        for transition, action, text in self._db.read(self._q["history"], (namespace, call_id)):
             rec = load_record(text, namespace, call_id)
             out.append(
                 HistoryEntry(
@@ -549,7 +345,7 @@ class PostgresStore:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
         prepared = [prepare_op(op) for op in ops]  # validate everything before writing
         if len(prepared) == 1:
-            return [self._single(*prepared[0], durable=durable)]
+            return [self._db.single(self._q, *prepared[0], durable=durable)]
         q = self._q
 
         def run(cur: Cursor[Any]) -> builtins.list[Any]:
@@ -559,7 +355,7 @@ class PostgresStore:
             return probe(cur, q, prepared, results)
 
         details = op_key(prepared[0][0]) if prepared else {}
-        return self._write(run, durable=durable, probe_fn=check, details=details)
+        return self._db.write(run, durable=durable, probe_fn=check, details=details)
 
     # -- operation journal -------------------------------------------------------------
 
@@ -571,7 +367,7 @@ class PostgresStore:
 
     def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
         """Return the call's operation-journal entry or ``None``."""
-        rows = self._read(self._q["op_read"], (namespace, call_id))
+        rows = self._db.read(self._q["op_read"], (namespace, call_id))
         return None if not rows else dict(json.loads(rows[0][0]))
 
     def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
@@ -608,11 +404,11 @@ class PostgresStore:
             row = cur.fetchone()
             return row is not None and _run_row(row) == run
 
-        self._write(write, durable=durable, probe_fn=check, details={"run_id": run.run_id})
+        self._db.write(write, durable=durable, probe_fn=check, details={"run_id": run.run_id})
 
     def get_run(self, run_id: str) -> RunRow | None:
         """Return the run or ``None``."""
-        rows = self._read(self._q["run_get"], (run_id,))
+        rows = self._db.read(self._q["run_get"], (run_id,))
         return _run_row(rows[0]) if rows else None
 
     def update_run(
@@ -651,7 +447,7 @@ class PostgresStore:
             got = _run_row(row)
             return all(getattr(got, k) == v for k, v in changes.items())
 
-        self._write(write, durable=durable, probe_fn=check, details={"run_id": run_id})
+        self._db.write(write, durable=durable, probe_fn=check, details={"run_id": run_id})
 
     def list_runs(
         self, *, namespace: str | None = None, limit: int | None = None
@@ -666,7 +462,7 @@ class PostgresStore:
         if limit is not None:
             template += " LIMIT %s"
             params.append(int(limit))
-        return [_run_row(r) for r in self._read(qualify(template, self.schema), params)]
+        return [_run_row(r) for r in self._db.read(qualify(template, self.schema), params)]
 
     def append_events(
         self,
@@ -684,7 +480,7 @@ class PostgresStore:
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
     ) -> builtins.list[EventRow]:
         """Return the run's events after ``after_seq`` in order."""
-        rows = self._read(self._q["events"], (run_id, after_seq, limit))
+        rows = self._db.read(self._q["events"], (run_id, after_seq, limit))
         return [_event_row(r) for r in rows]
 
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
@@ -720,7 +516,7 @@ class PostgresStore:
             cur.execute(q["tomb_insert"], (ns, cid, format_time(tombstone.erased_at), text))
             return True
 
-        return self._write(
+        return self._db.write(
             write,
             durable=True,
             probe_fn=self._tombstone_probe(ns, cid, text),
@@ -743,7 +539,7 @@ class PostgresStore:
             cur.execute(q["tomb_insert"], (ns, cid, format_time(tombstone.erased_at), text))
             return cur.rowcount == 1
 
-        return self._write(
+        return self._db.write(
             write,
             durable=True,
             probe_fn=self._tombstone_probe(ns, cid, text),
@@ -764,7 +560,7 @@ class PostgresStore:
 
     def tombstone(self, namespace: str, call_id: str) -> Tombstone | None:
         """Return the key's tombstone or ``None``."""
-        rows = self._read(self._q["tomb_get"], (namespace, call_id))
+        rows = self._db.read(self._q["tomb_get"], (namespace, call_id))
         return load_tombstone(rows[0][0], namespace, call_id) if rows else None
 
     def list_tombstones(
@@ -795,7 +591,7 @@ class PostgresStore:
         if limit is not None:
             template += " LIMIT %s"
             params.append(int(limit))
-        return self._read(qualify(template, self.schema), params)
+        return self._db.read(qualify(template, self.schema), params)
 
     def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
         """Replace the data of the run's events ``{seq: data}``; see ``Store``."""
@@ -823,7 +619,7 @@ class PostgresStore:
             row = cur.fetchone()
             return row is not None and row[0] == text
 
-        return self._write(write, durable=True, probe_fn=check, details={"run_id": run_id})
+        return self._db.write(write, durable=True, probe_fn=check, details={"run_id": run_id})
 
 
 def _run_row(r: Sequence[Any]) -> RunRow:
@@ -872,42 +668,3 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
 
 def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _bind(
-    probe_fn: Callable[[Cursor[Any], T], bool | None] | None, result: T
-) -> Callable[[Cursor[Any]], bool | None] | None:
-    if probe_fn is None:
-        return None
-    return lambda cur: probe_fn(cur, result)
-
-
-def _not_committed(exc: psycopg.Error, details: Mapping[str, Any] | None) -> StoreUnavailableError:
-    facts = {**(details or {}), "doing": "committing"}
-    return StoreUnavailableError(
-        message="the connection was lost while committing, twice; reading back shows the "
-        f"write did not land: nothing was written ({_describe(facts)})",
-        details={**facts, "outcome": "not-committed"},
-    )
-
-
-def _describe(facts: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in facts.items())
-
-
-def _map_error(
-    exc: psycopg.Error, doing: str, details: Mapping[str, Any] | None = None
-) -> StoreError:
-    facts = {**(details or {}), "doing": doing}
-    sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate:
-        facts["sqlstate"] = sqlstate
-    if isinstance(exc, _BUSY):
-        return StoreBusyError(
-            message=f"PostgreSQL was busy while {doing} (a timeout, lock or conflict); "
-            f"retry later: {exc}",
-            details=facts,
-        )
-    return StoreUnavailableError(
-        message=f"PostgreSQL failed while {doing}: {exc}".rstrip(), details=facts
-    )
