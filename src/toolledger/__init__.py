@@ -3,6 +3,7 @@
 This module only re-exports the public API; ``tests/test_public_api.py`` pins ``__all__``.
 """
 
+from .approvals import Approved, Denied, Pending, decide_approval
 from .checkpoint import (
     Action,
     Binding,
@@ -26,6 +27,7 @@ from .checkpoint import (
 from .copy import CopyReport, copy_ledger
 from .errors import (
     ERROR_CODES,
+    ApprovalDenied,
     BindingConflictError,
     CheckpointError,
     DeliveryUncertainError,
@@ -75,6 +77,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "ApprovalDenied",
+    "Approved",
     "Binding",
     "BindingConflictError",
     "CheckpointError",
@@ -82,6 +86,7 @@ __all__ = [
     "CopyReport",
     "Decision",
     "DeliveryUncertainError",
+    "Denied",
     "Diagnostic",
     "ERROR_CODES",
     "ExecuteContext",
@@ -96,6 +101,7 @@ __all__ = [
     "NotRecovered",
     "OutcomeUnknownError",
     "PayloadLimitError",
+    "Pending",
     "RecoverContext",
     "Recovered",
     "Replayer",
@@ -125,6 +131,7 @@ __all__ = [
     "configure",
     "copy_ledger",
     "create_checkpoint",
+    "decide_approval",
     "decide_checkpoint",
     "export_html",
     "export_json",

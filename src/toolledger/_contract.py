@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+from ._approval_record import ApprovalRecord, ApprovalStatus
 from .checkpoint import (
     Binding,
     Status,
@@ -448,6 +449,85 @@ def check_rewrite_event_data(store: Store) -> None:
         else:
             raise AssertionError(f"rewriting {run_id}/{sorted(changes)} must raise NOT_FOUND")
     assert store.read_events("r1")[0].data == "{}"  # all or nothing
+
+
+def _approval(call_id: str = "call-1", namespace: str = "ns", at: float = 0) -> ApprovalRecord:
+    return ApprovalRecord(
+        binding=_binding(call_id, namespace),
+        status=ApprovalStatus.PENDING,
+        revision=0,
+        requested_at=_t(at),
+        justification="Tell Ana her order shipped.",
+        input={"to": "ana@example.com", "n": 1.5},
+        ticket="T-1",
+    )
+
+
+def check_approval_request_and_decision_round_trip(store: Store) -> None:
+    assert store.approval_get("ns", "call-1") is None
+    pending = _approval()
+    assert store.approval_put(pending, expected_revision=-1) is True
+    assert store.approval_put(pending, expected_revision=-1) is False  # the key exists
+    assert store.approval_get("ns", "call-1") == pending
+    decided = pending.next(
+        status=ApprovalStatus.APPROVED,
+        by="alice",
+        reason="ok",
+        decided_at=_t(5),
+        expires_at=_t(3600),
+    )
+    assert store.approval_put(decided, expected_revision=0) is True
+    late = pending.next(status=ApprovalStatus.DENIED, by="bob", decided_at=_t(6))
+    assert store.approval_put(late, expected_revision=0) is False  # lost the race
+    assert store.approval_get("ns", "call-1") == decided
+    try:
+        store.approval_put(decided.next(), expected_revision=5)
+    except CheckpointError as exc:
+        assert exc.code == "INVALID_ARGUMENT"
+    else:
+        raise AssertionError("a revision that does not follow expected_revision must raise")
+    assert store.approval_get("ns", "call-1") == decided
+
+
+def check_approval_list_filters(store: Store) -> None:
+    for i, (ns, cid) in enumerate([("a", "c2"), ("b", "c1"), ("a", "c1")]):
+        assert store.approval_put(_approval(cid, ns, at=i), expected_revision=-1)
+    first = store.approval_get("a", "c2")
+    assert first is not None
+    denied = first.next(status=ApprovalStatus.DENIED, by="bob", reason="no", decided_at=_t(9))
+    assert store.approval_put(denied, expected_revision=0)
+    keys = [r.key for r in store.list_approvals()]
+    assert keys == [("a", "c2"), ("b", "c1"), ("a", "c1")]  # oldest request first
+    assert [r.key for r in store.list_approvals(status="pending")] == [("b", "c1"), ("a", "c1")]
+    assert [r.key for r in store.list_approvals(status=["denied"])] == [("a", "c2")]
+    assert [r.key for r in store.list_approvals(namespace="a")] == [("a", "c2"), ("a", "c1")]
+    assert [r.key for r in store.list_approvals(limit=1)] == [("a", "c2")]
+
+
+def check_approval_threads_race_one_winner(store: Store) -> None:
+    pending = _approval()
+    assert store.approval_put(pending, expected_revision=-1)
+    wins: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        granted = i % 2 == 0
+        decision = pending.next(
+            status=ApprovalStatus.APPROVED if granted else ApprovalStatus.DENIED,
+            by=f"user-{i}",
+            decided_at=_t(i + 1),
+        )
+        wins.append(store.approval_put(decision, expected_revision=0))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 5 + [True]
+    stored = store.approval_get("ns", "call-1")
+    assert stored is not None and stored.revision == 1 and stored.by is not None
 
 
 CHECKS: list[Callable[[Store], None]] = [

@@ -17,6 +17,7 @@ to handle one condition. Codes are API: they never change meaning and are pinned
     ├── OutcomeUnknownError             OUTCOME_UNKNOWN
     ├── DeliveryUncertainError          DELIVERY_UNCERTAIN
     ├── TombstonedError                 TOMBSTONED
+    ├── ApprovalDenied                  APPROVAL_DENIED
     └── StoreError
         ├── StoreBusyError              STORE_BUSY
         ├── StoreUnavailableError       STORE_UNAVAILABLE
@@ -33,6 +34,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ERROR_CODES",
+    "ApprovalDenied",
     "BindingConflictError",
     "CheckpointError",
     "DeliveryUncertainError",
@@ -154,6 +156,15 @@ class TombstonedError(CheckpointError):
     default_code = "TOMBSTONED"
 
 
+class ApprovalDenied(CheckpointError):
+    """A gated tool call was denied by its approver; nothing was executed.
+
+    ``details`` holds ``namespace``, ``call_id``, ``tool_name``, ``by`` and ``reason``.
+    """
+
+    default_code = "APPROVAL_DENIED"
+
+
 class StoreError(CheckpointError):
     """Base for storage-layer failures."""
 
@@ -190,6 +201,7 @@ _BY_CODE: dict[str, type[CheckpointError]] = {
         OutcomeUnknownError,
         DeliveryUncertainError,
         TombstonedError,
+        ApprovalDenied,
         StoreBusyError,
         StoreUnavailableError,
         StoreSchemaTooNewError,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from .checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
 from .checkpoint.transitions import transition_between
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
@@ -53,6 +54,7 @@ class MemoryStore:
         self._events: dict[str, builtins.list[EventRow]] = {}
         self._tombstones: dict[tuple[str, str], str] = {}
         self._op_times: dict[tuple[str, str], str] = {}
+        self._approvals: dict[tuple[str, str], str] = {}
         self._closed = False
 
     def __enter__(self) -> MemoryStore:
@@ -390,6 +392,53 @@ class MemoryStore:
                 rows[by_seq[seq]] = dataclasses.replace(rows[by_seq[seq]], data=text)
             self._events[run_id] = rows
             return len(data)
+
+    # -- approvals ---------------------------------------------------------------------
+
+    def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
+        """Return the call's approval or ``None``."""
+        with self._lock:
+            self._check_open()
+            text = self._approvals.get((namespace, call_id))
+        return None if text is None else load_approval(text, namespace, call_id)
+
+    def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
+        """Store ``record`` iff the stored approval is at ``expected_revision``."""
+        text = prepare_put(record, expected_revision)
+        with self._lock:
+            self._check_open()
+            stored = self._approvals.get(record.key)
+            if expected_revision == -1:
+                if stored is not None:
+                    return False
+            elif stored is None or load_approval(stored, *record.key).revision != (
+                expected_revision
+            ):
+                return False
+            self._approvals[record.key] = text
+            return True
+
+    def list_approvals(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[ApprovalRecord]:
+        """Return approvals, oldest request first."""
+        statuses = approval_statuses(status)
+        with self._lock:
+            self._check_open()
+            items = builtins.list(self._approvals.items())
+        out = [load_approval(text, ns, cid) for (ns, cid), text in items]
+        out = [
+            r
+            for r in out
+            if (statuses is None or r.status.value in statuses)
+            and (namespace is None or r.binding.namespace == namespace)
+        ]
+        out.sort(key=lambda r: (r.requested_at, r.key))
+        return out if limit is None else out[:limit]
 
 
 def _replace_run(run: RunRow, **changes: Any) -> RunRow:

@@ -13,9 +13,9 @@ Rules this module keeps:
 - The operation journal (``ctx.operation``) holds small correlation data written just
   before the irreversible effect. It must never hold secrets or full outputs: it is
   stored in plain text beside the checkpoint and read back by ``recover``.
-- ``input_schema``, ``effects``, ``approval`` and ``approver`` are kept for later features
-  (schemas, approval gates); ``run.call`` refuses a tool that sets ``approval`` until
-  approval gates exist, so a gate is never silently skipped.
+- ``approval`` and ``approver`` gate the tool (``toolledger.approvals``): the guard asks
+  before it runs the call. ``run.call_many`` refuses a gated tool, so a gate is never
+  silently skipped. ``input_schema`` and ``effects`` are kept for later features.
 """
 
 from __future__ import annotations
@@ -180,7 +180,11 @@ class Tool:
         on_error: ``"raise"`` (default) or ``"result"``: store a pre-effect failure as an
             ``is_error`` result instead of raising (``run.call``'s ``on_error`` wins).
         max_result_bytes: Bound on the stored result (default 65,536; at most 10 MB).
-        input_schema, effects, approval, approver: kept for later features.
+        approval: ``None`` (no gate), ``"always"`` (every call, replays included, needs a
+            decision) or ``"effect-only"`` (only a call that would execute asks); see
+            ``toolledger.approvals``.
+        approver: ``approver(request) -> Approved | Denied | Pending`` (sync or async).
+        input_schema, effects: kept for later features.
     """
 
     name: str
@@ -207,6 +211,13 @@ class Tool:
                 message=f'tool {self.name}: on_error must be "raise" or "result"',
                 details={"argument": "on_error", "value": repr(self.on_error)[:100]},
             )
+        if self.approval not in (None, "always", "effect-only"):
+            raise InvalidArgumentError(
+                message=f'tool {self.name}: approval must be None, "always" or "effect-only"',
+                details={"argument": "approval", "value": repr(self.approval)[:100]},
+            )
+        if self.approver is not None and not callable(self.approver):
+            raise InvalidArgumentError(message=f"tool {self.name}: approver must be callable")
 
     @property
     def is_async(self) -> bool:
@@ -278,7 +289,9 @@ def tool(
         description: Free text (defaults to the decorated function's docstring).
         on_error: ``"raise"`` or ``"result"``.
         max_result_bytes: Bound on the stored result.
-        input_schema, effects, approval, approver: kept for later features.
+        approval: ``None``, ``"always"`` or ``"effect-only"`` (see ``Tool``).
+        approver: ``approver(request) -> Approved | Denied | Pending``.
+        input_schema, effects: kept for later features.
 
     Returns:
         A ``Tool``, or a decorator that makes one.

@@ -98,6 +98,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE INDEX runs_ended ON {s}.runs (ended_at)",
         ],
     ),
+    (
+        3,
+        "approvals",
+        [
+            """CREATE TABLE {s}.approvals (
+                namespace TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                status TEXT NOT NULL,
+                revision BIGINT NOT NULL,
+                requested_at TEXT COLLATE "C" NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            )""",
+            "CREATE INDEX approvals_status ON {s}.approvals (status, requested_at)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

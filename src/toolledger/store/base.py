@@ -28,9 +28,12 @@ import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
+
+if TYPE_CHECKING:
+    from .._approval_record import ApprovalRecord
 
 __all__ = [
     "AppendEvents",
@@ -391,6 +394,40 @@ class Store(Protocol):
             NotFoundError: ``NOT_FOUND`` for an unknown run or sequence number (nothing is
                 written).
         """
+        ...
+
+    # -- approvals (human-in-the-loop gates; see toolledger.approvals) -----------------
+
+    def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
+        """Return the call's approval request/decision, or ``None``.
+
+        Raises:
+            InvalidCheckpointError: the stored row is damaged (it is left as is).
+        """
+        ...
+
+    def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
+        """Store ``record`` iff the stored approval is at ``expected_revision`` (CAS).
+
+        ``expected_revision=-1`` stores a new request (the key must be absent; the record's
+        revision is 0); otherwise ``record.revision`` must be ``expected_revision + 1``.
+        Always durable: a decision survives power loss once this returns. Of concurrent
+        writers from the same revision exactly one wins. Returns ``False`` (nothing
+        written) when the stored revision differs.
+
+        Raises:
+            InvalidArgumentError: ``record.revision`` does not follow ``expected_revision``.
+        """
+        ...
+
+    def list_approvals(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[ApprovalRecord]:
+        """Return approvals matching every filter, oldest ``requested_at`` first."""
         ...
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from .._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import (
@@ -145,6 +146,22 @@ MIGRATIONS: builtins.list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (namespace, call_id)
             ) WITHOUT ROWID""",
             "CREATE INDEX runs_ended ON runs (ended_at)",
+        ],
+    ),
+    (
+        3,
+        "approvals",
+        [
+            """CREATE TABLE approvals (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                requested_at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX approvals_status ON approvals (status, requested_at)",
         ],
     ),
 ]
@@ -690,6 +707,63 @@ class SQLiteStore:
             return len(items)
 
         return self._write(write, durable=True)
+
+    # -- approvals ---------------------------------------------------------------------
+
+    def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
+        """Return the call's approval or ``None``; see ``Store.approval_get``."""
+        rows = self._read(
+            "SELECT record FROM approvals WHERE namespace = ? AND call_id = ?",
+            (namespace, call_id),
+        )
+        return load_approval(rows[0][0], namespace, call_id) if rows else None
+
+    def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
+        """Store ``record`` iff at ``expected_revision`` (durable); see ``Store``."""
+        text = prepare_put(record, expected_revision)
+        ns, cid = record.key
+        values = (record.status.value, record.revision, format_time(record.requested_at), text)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            if expected_revision == -1:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO approvals (namespace, call_id, status, revision, "
+                    "requested_at, record) VALUES (?, ?, ?, ?, ?, ?)",
+                    (ns, cid, *values),
+                )
+            else:
+                cur = conn.execute(
+                    "UPDATE approvals SET status = ?, revision = ?, requested_at = ?, record = ? "
+                    "WHERE namespace = ? AND call_id = ? AND revision = ?",
+                    (*values, ns, cid, expected_revision),
+                )
+            return cur.rowcount == 1
+
+        return self._write(write, durable=True)
+
+    def list_approvals(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[ApprovalRecord]:
+        """Return approvals, oldest request first; see ``Store.list_approvals``."""
+        where, params = [], []
+        statuses = approval_statuses(status)
+        if statuses is not None:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params.extend(statuses)
+        if namespace is not None:
+            where.append("namespace = ?")
+            params.append(namespace)
+        sql = "SELECT namespace, call_id, record FROM approvals"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY requested_at, namespace, call_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [load_approval(text, ns, cid) for ns, cid, text in self._read(sql, params)]
 
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""

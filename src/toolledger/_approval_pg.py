@@ -1,0 +1,126 @@
+"""The approvals part of the ``Store`` contract on PostgreSQL (mixed into ``PostgresStore``).
+
+Rules this module keeps:
+
+- Same table shape as SQLite (migration 3 ``approvals`` in ``store/_pg_schema.py``): the
+  record is stored as ``dump_approval``'s exact JSON text, never ``jsonb``.
+- Writes go through the store's connection layer (``self._db.write``) with a probe, so a
+  ``COMMIT`` that got no answer is resolved by reading the row back, never guessed.
+- Always durable: a decision must survive a power loss once ``approval_put`` returns.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from typing import Any
+
+from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
+from .checkpoint.model import format_time
+
+__all__ = ["PgApprovals"]
+
+_GET = "SELECT record FROM {s}.approvals WHERE namespace = %s AND call_id = %s"
+_INSERT = (
+    "INSERT INTO {s}.approvals (status, revision, requested_at, record, namespace, call_id) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE {s}.approvals SET status = %s, revision = %s, requested_at = %s, record = %s "
+    "WHERE namespace = %s AND call_id = %s AND revision = %s"
+)
+
+
+class PgApprovals:
+    """``approval_get``/``approval_put``/``list_approvals`` for ``PostgresStore``.
+
+    Needs ``self.schema`` and either ``self._db`` or the store's own ``_read(query,
+    params)`` and ``_write(fn, *, durable, probe_fn, details)``.
+    """
+
+    schema: str
+
+    def _approval_db(self) -> Any:
+        # The store's connection layer: ``self._db`` (read/write), or the store itself.
+        return getattr(self, "_db", None) or _Direct(self)
+
+    def _approval_sql(self, template: str) -> Any:
+        from .store._pg_schema import qualify  # late: psycopg is an optional dependency
+
+        return qualify(template, self.schema)
+
+    def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
+        """Return the call's approval or ``None``; see ``Store.approval_get``."""
+        rows = self._approval_db().read(self._approval_sql(_GET), (namespace, call_id))
+        return load_approval(rows[0][0], namespace, call_id) if rows else None
+
+    def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
+        """Store ``record`` iff at ``expected_revision`` (durable); see ``Store``."""
+        text = prepare_put(record, expected_revision)
+        ns, cid = record.key
+        values = (record.status.value, record.revision, format_time(record.requested_at), text)
+        insert, update, get = (self._approval_sql(t) for t in (_INSERT, _UPDATE, _GET))
+
+        def write(cur: Any) -> bool:
+            if expected_revision == -1:
+                cur.execute(insert, (*values, ns, cid))
+            else:
+                cur.execute(update, (*values, ns, cid, expected_revision))
+            return bool(cur.rowcount == 1)
+
+        def check(cur: Any, wrote: bool) -> bool | None:
+            if not wrote:
+                return None
+            cur.execute(get, (ns, cid))
+            row = cur.fetchone()
+            return row is not None and row[0] == text
+
+        won: bool = self._approval_db().write(
+            write,
+            durable=True,
+            probe_fn=check,
+            details={"namespace": ns, "call_id": cid, "revision": record.revision},
+        )
+        return won
+
+    def list_approvals(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[ApprovalRecord]:
+        """Return approvals, oldest request first; see ``Store.list_approvals``."""
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        statuses = approval_statuses(status)
+        if statuses is not None:
+            where.append("status = ANY(%s)")
+            params.append(statuses)
+        if namespace is not None:
+            where.append("namespace = %s")
+            params.append(namespace)
+        template = "SELECT namespace, call_id, record FROM {s}.approvals"
+        if where:
+            template += " WHERE " + " AND ".join(where)
+        template += " ORDER BY requested_at, namespace, call_id"
+        if limit is not None:
+            template += " LIMIT %s"
+            params.append(int(limit))
+        rows = self._approval_db().read(self._approval_sql(template), params)
+        return [load_approval(text, ns, cid) for ns, cid, text in rows]
+
+
+class _Direct:
+    """Adapts a store with ``_read``/``_write`` to the ``read``/``write`` interface."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def read(self, query: Any, params: Any) -> Any:
+        return self._store._read(query, params)
+
+    def write(self, fn: Any, **kw: Any) -> Any:
+        return self._store._write(fn, **kw)

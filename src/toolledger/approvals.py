@@ -1,0 +1,283 @@
+"""Approval gates: durable human-in-the-loop authority bound to the exact call.
+
+A tool defined with ``approval="always"`` or ``approval="effect-only"`` (or a call made
+with those keywords) asks its ``approver`` before it proceeds. The answer is stored in the
+same database as the checkpoint, keyed by ``(namespace, call_id)`` and bound to the call's
+binding (tool name, tool revision, input fingerprint), so it survives a crash and a restart
+and never authorizes a call whose input differs.
+
+Rules this module keeps:
+
+- ``approver(request)`` answers ``Approved(by, reason=None)``, ``Denied(by, reason)`` or
+  ``Pending(ticket)``; it may be sync or async (async needs ``run.acall``).
+- A stored decision counts as the decision: calling the same call again proceeds (or is
+  denied) without asking again. A denial is final. An approval may carry an expiry; an
+  expired approval asks again.
+- A pending call's checkpoint exists in ``ready`` and is not claimed; the decision may come
+  later from any process or host (``decide_approval``, ``toolledger approve``/``deny``).
+- Nothing here executes a tool: the guard (``toolledger.guard``) calls the gate first and
+  runs the call only when it is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
+from .checkpoint.model import Binding, check_time
+from .errors import InvalidArgumentError, InvalidTransitionError, NotFoundError
+from .store import open_store
+from .store.base import Store
+
+__all__ = [
+    "APPROVAL_MODES",
+    "ApprovalRecord",
+    "ApprovalRequest",
+    "ApprovalStatus",
+    "Approved",
+    "Denied",
+    "Pending",
+    "binding_fingerprint",
+    "decide_approval",
+    "get_approval",
+    "list_approvals",
+]
+
+#: The values of ``approval=`` (``None``: no gate).
+APPROVAL_MODES = ("always", "effect-only")
+_TEXT_MAX = 4096
+
+
+def _text(value: object, name: str, *, required: bool = False) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > _TEXT_MAX:
+        raise InvalidArgumentError(
+            message=f"{name} must be a non-empty str of at most {_TEXT_MAX} characters; "
+            f"got {value!r:.80}",
+            details={"argument": name},
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Approved:
+    """The approver allows the call.
+
+    Args:
+        by: Who decided (a user, a policy).
+        reason: Why (optional).
+        expires_at: The approval stops counting after this time (timezone-aware).
+    """
+
+    by: str
+    reason: str | None = None
+    expires_at: datetime | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        _text(self.by, "by", required=True)
+        _text(self.reason, "reason")
+        if self.expires_at is not None:
+            check_time(self.expires_at, "expires_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """The approver refuses the call; it is never executed.
+
+    Args:
+        by: Who decided.
+        reason: Why (told to the model with ``on_error="result"``).
+    """
+
+    by: str
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        _text(self.by, "by", required=True)
+        _text(self.reason, "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The decision will come later (``decide_approval`` or the CLI), e.g. from a human.
+
+    Args:
+        ticket: The approver's reference for the request (shown by ``toolledger approvals``).
+    """
+
+    ticket: str | None = None
+
+    def __post_init__(self) -> None:
+        _text(self.ticket, "ticket")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """What the approver is asked about.
+
+    ``input`` is the call's input itself (content capture governs spans, not what local
+    code sees); ``input_fingerprint`` is what the decision is bound to. ``replay`` says the
+    call would not execute (its result is stored, or it is being recovered): only
+    ``approval="always"`` asks then.
+    """
+
+    binding: Binding
+    tool_name: str
+    description: str | None
+    input: Any
+    input_fingerprint: str
+    justification: str | None
+    mode: str
+    replay: bool = False
+    run_id: str | None = None
+
+    @property
+    def call_id(self) -> str:
+        """The call's id."""
+        return self.binding.call_id
+
+    @property
+    def namespace(self) -> str:
+        """The call's namespace."""
+        return self.binding.namespace
+
+
+def _with_store(db: Any) -> tuple[Store, bool]:
+    store = open_store(db)
+    owns = store is not db
+    return store, owns
+
+
+def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None:
+    """Return the call's stored approval request/decision, or ``None``.
+
+    Args:
+        db: A ``Store``, a path or a URL (as ``toolledger.run``'s ``db``).
+        namespace: The call's namespace (the run's).
+        call_id: The call's id.
+
+    Raises:
+        StoreError: storage failure.
+    """
+    store, owns = _with_store(db)
+    try:
+        return store.approval_get(namespace, call_id)
+    finally:
+        if owns:
+            store.close()
+
+
+def list_approvals(
+    db: Any,
+    *,
+    status: str | Iterable[str] | None = None,
+    namespace: str | None = None,
+    limit: int | None = None,
+) -> list[ApprovalRecord]:
+    """Return stored approvals, oldest request first.
+
+    Args:
+        db: A ``Store``, a path or a URL.
+        status: ``"pending"``, ``"approved"``, ``"denied"`` or several.
+        namespace: Only this namespace.
+        limit: At most this many.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for an unknown status.
+        StoreError: storage failure.
+    """
+    store, owns = _with_store(db)
+    try:
+        return store.list_approvals(status=status, namespace=namespace, limit=limit)
+    finally:
+        if owns:
+            store.close()
+
+
+def decide_approval(
+    db: Any,
+    namespace: str,
+    call_id: str,
+    granted: bool,
+    by: str,
+    reason: str | None = None,
+    *,
+    expires_at: datetime | None = None,
+) -> ApprovalRecord:
+    """Decide a pending approval request, from any process or host.
+
+    The call then proceeds (or raises ``ApprovalDenied``) the next time it is made, without
+    asking again. Deciding the same way twice returns the stored decision unchanged; a
+    decision is final otherwise. An expired approval may be decided again.
+
+    Args:
+        db: A ``Store``, a path or a URL (the run's database).
+        namespace: The call's namespace.
+        call_id: The call's id.
+        granted: ``True`` to approve, ``False`` to deny.
+        by: Who decides.
+        reason: Why.
+        expires_at: For an approval: it stops counting after this time.
+
+    Returns:
+        The stored ``ApprovalRecord``.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND``: no approval was requested for this call.
+        InvalidTransitionError: ``INVALID_TRANSITION``: it was decided otherwise already.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (an expiry in the
+            past, or on a denial).
+        StoreError: storage failure.
+    """
+    if not isinstance(granted, bool):
+        raise InvalidArgumentError(message="granted must be True or False")
+    _text(by, "by", required=True)
+    _text(reason, "reason")
+    at = datetime.now(timezone.utc)
+    if expires_at is not None:
+        expires_at = check_time(expires_at, "expires_at")
+        if not granted:
+            raise InvalidArgumentError(message="only an approval can carry expires_at")
+        if expires_at <= at:
+            raise InvalidArgumentError(message="expires_at is in the past")
+    store, owns = _with_store(db)
+    try:
+        for _ in range(16):
+            rec = store.approval_get(namespace, call_id)
+            if rec is None:
+                raise NotFoundError(
+                    message=f"no approval was requested for {namespace}/{call_id}",
+                    details={"namespace": namespace, "call_id": call_id},
+                )
+            status = ApprovalStatus.APPROVED if granted else ApprovalStatus.DENIED
+            if rec.decided(at):
+                if rec.status is status:
+                    return rec
+                raise InvalidTransitionError(
+                    message=f"{namespace}/{call_id} was {rec.status.value} by {rec.by} at "
+                    f"{rec.decided_at.isoformat() if rec.decided_at else '?'}; a decision "
+                    "is final",
+                    details={
+                        "namespace": namespace,
+                        "call_id": call_id,
+                        "status": rec.status.value,
+                        "by": rec.by,
+                    },
+                )
+            new = rec.next(
+                status=status,
+                by=by,
+                reason=reason,
+                decided_at=max(at, rec.requested_at),
+                expires_at=expires_at,
+            )
+            if store.approval_put(new, expected_revision=rec.revision):
+                return new
+        raise InvalidTransitionError(message="the approval kept changing; try again")
+    finally:
+        if owns:
+            store.close()
