@@ -341,6 +341,7 @@ class TestStepAndApproval:
             a.TL_APPROVAL_BY: "user",
             a.TL_APPROVAL_REASON: "Local.",
             a.TL_APPROVAL_CALL_ID: "c1",
+            a.GEN_AI_TOOL_CALL_ID: "c1",
         }
 
     def test_step_failed_sets_error(self, provider, exporter) -> None:

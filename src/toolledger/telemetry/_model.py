@@ -93,6 +93,7 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
         a.TL_APPROVAL_BY,
         a.TL_APPROVAL_REASON,
         a.TL_APPROVAL_CALL_ID,
+        a.GEN_AI_TOOL_CALL_ID,
     ),
     "other": (*_GENERIC, a.ERROR_TYPE),
 }
@@ -245,6 +246,8 @@ def event_start_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
             a.TL_APPROVAL_BY: ap.get("by"),
             a.TL_APPROVAL_REASON: ap.get("reason"),
             a.TL_APPROVAL_CALL_ID: ap.get("for_call"),
+            # Mirrors the proposed ``gen_ai.tool.call.decision`` event: the bound call's id.
+            a.GEN_AI_TOOL_CALL_ID: ap.get("for_call"),
         }
     return {a.TL_EVENT_ID: event_id, a.TL_EVENT_KIND: event.get("kind")}
 
