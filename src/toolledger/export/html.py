@@ -23,8 +23,6 @@ from ._common import ExportInfo, Progress, atomic_text
 
 __all__ = ["embed_json", "export_html", "render_html"]
 
-_DROP: tuple[Any, ...] = (None, {}, [], False)
-
 
 def embed_json(value: Any) -> str:
     """Return JSON safe to place inside ``<script type="application/json">``."""
@@ -50,11 +48,21 @@ def _template() -> tuple[str, str]:
 
 
 def _compact(ev: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in ev.items() if v not in _DROP and k not in ("run_id", "goal")}
+    """Drop empty fields (``None``, ``False``, ``{}``, ``[]``) and run-level ones."""
+    out: dict[str, Any] = {}
+    for key, value in ev.items():
+        if value is None or value is False or (not value and type(value) in _EMPTY_TYPES):
+            continue
+        out[key] = value
+    out.pop("run_id", None)
+    out.pop("goal", None)
     meta = out.get("meta")
-    if isinstance(meta, dict) and set(meta) <= {"justification_source"}:
+    if type(meta) is dict and len(meta) == 1 and "justification_source" in meta:
         del out["meta"]
     return out
+
+
+_EMPTY_TYPES = (dict, list)
 
 
 def render_html(view: Any) -> str:
