@@ -5,7 +5,8 @@ delivery: five committed writes. The *raw floor* runs the very same SQL statemen
 same schema with no toolledger code at all (record JSON precomputed as strings), in the
 same run, interleaved batch by batch so both see the same machine. Reported per
 configuration (durability full/normal x 1/4 processes): median and p99 lifecycle latency,
-transitions (committed writes) per second, and the ratio toolledger / raw (target <= 1.3).
+transitions (committed writes) per second of wall time (all processes run each side's batch
+together, between barriers), and the ratio of medians toolledger / raw (target <= 1.3).
 
 With 4 processes every worker drives its own calls against one shared file; afterwards
 the bench checks that no write was lost: every call is ``delivered`` at revision 4 with a
@@ -39,6 +40,7 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RESULT = {"ok": True, "message_id": "msg-0001", "recipients": ["a@example.com"]}
 FINGERPRINT = tl.fingerprint({"to": "a@example.com", "subject": "hello"})
 BATCH = 25  # lifecycles per interleaved batch
+TOMBSTONES = False  # set per worker from the schema (see _has_tombstones)
 
 
 def _at(step: int) -> datetime:
@@ -117,11 +119,24 @@ def _raw_connect(path: Path, durability: str) -> sqlite3.Connection:
     return conn
 
 
+_TOMBSTONE = "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?"
+
+
+def _has_tombstones(conn: sqlite3.Connection) -> bool:
+    """Whether the schema has tombstones (then a create also checks the key has none)."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tombstones'"
+    ).fetchone()
+    return row is not None
+
+
 def _raw_lifecycle(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     text, at = docs[0]
     cur = conn.execute(_INSERT, ("bench", call_id, "ready", 0, "send_email", at, text))
     assert cur.rowcount == 1
+    if TOMBSTONES:
+        assert conn.execute(_TOMBSTONE, ("bench", call_id)).fetchone() is None
     conn.execute(
         _HISTORY,
         ("bench", call_id, 0, "ready", "create_checkpoint", "execute", at, text),
@@ -150,29 +165,36 @@ def _worker(
         docs = _precompute(raw_ids)
         store = SQLiteStore(path, durability=durability, busy_timeout=30)  # type: ignore[arg-type]
         conn = _raw_connect(Path(path), durability)
+        global TOMBSTONES
+        TOMBSTONES = _has_tombstones(conn)
         # Warm both paths (imports, statement cache, connection) outside the timings.
         _toolledger_lifecycle(store, f"warm-tl-{worker}")
         _raw_lifecycle(
             conn, f"warm-raw-{worker}", _precompute([f"warm-raw-{worker}"])[f"warm-raw-{worker}"]
         )
-        barrier.wait()
         raw: list[float] = []
         ours: list[float] = []
-        started = time.perf_counter()
+        # Per batch and side: seconds from the common start (barrier) to this worker's end.
+        # The parent takes the slowest worker per phase: the phase's wall time.
+        phases: list[tuple[str, float]] = []
         for start in range(0, n, BATCH):
-            for call_id in raw_ids[start : start + BATCH]:
-                t0 = time.perf_counter()
-                _raw_lifecycle(conn, call_id, docs[call_id])
-                raw.append(time.perf_counter() - t0)
-            for call_id in tl_ids[start : start + BATCH]:
-                t0 = time.perf_counter()
-                _toolledger_lifecycle(store, call_id)
-                ours.append(time.perf_counter() - t0)
-        out.send(("ok", raw, ours, time.perf_counter() - started))
+            for side, ids in (("raw", raw_ids), ("ours", tl_ids)):
+                barrier.wait()
+                began = time.perf_counter()
+                for call_id in ids[start : start + BATCH]:
+                    t0 = time.perf_counter()
+                    if side == "raw":
+                        _raw_lifecycle(conn, call_id, docs[call_id])
+                        raw.append(time.perf_counter() - t0)
+                    else:
+                        _toolledger_lifecycle(store, call_id)
+                        ours.append(time.perf_counter() - t0)
+                phases.append((side, time.perf_counter() - began))
+        out.send(("ok", raw, ours, phases))
         store.close()
         conn.close()
     except BaseException as exc:  # report, never hang the parent
-        out.send(("error", repr(exc), [], 0.0))
+        out.send(("error", repr(exc), [], []))
         raise
 
 
@@ -212,16 +234,19 @@ def run_config(tmp: Path, durability: str, workers: int, n: int) -> dict[str, An
         p.start()
     raw: list[float] = []
     ours: list[float] = []
-    wall = 0.0
+    slowest: list[tuple[str, float]] = []
     errors = []
     for recv, _send in pipes:
-        kind, a, b, elapsed = recv.recv()
+        kind, a, b, phases = recv.recv()
         if kind != "ok":
             errors.append(a)
             continue
         raw.extend(a)
         ours.extend(b)
-        wall = max(wall, elapsed)
+        slowest = [
+            (side, max(t, slowest[i][1] if slowest else 0.0)) for i, (side, t) in enumerate(phases)
+        ]
+    wall = {side: sum(t for s, t in slowest if s == side) for side in ("raw", "ours")}
     for p in procs:
         p.join()
         if p.exitcode != 0:
@@ -271,10 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         med_raw = statistics.median(r["raw"])
         med_ours = statistics.median(r["ours"])
-        for side, values in (("raw floor", r["raw"]), ("toolledger", r["ours"])):
+        for side, key in (("raw floor", "raw"), ("toolledger", "ours")):
+            values = r[key]
             med = statistics.median(values)
-            # Throughput of this side alone: 5 writes per lifecycle, all processes together.
-            per_sec = 5 * r["workers"] / (sum(values) / len(values))
+            # Throughput: 5 committed writes per lifecycle, all processes, per wall second.
+            per_sec = 5 * len(values) / r["wall"][key]
             ratio = f"{med_ours / med_raw:6.2f}" if side == "toolledger" else ""
             print(
                 f"{r['durability']:<10} {r['workers']:>5} {side:<10} {med * 1e3:9.3f} "
