@@ -121,8 +121,8 @@ class LLMCall:
         self._done = False
         self.handle: Any = None
         run = recorder.run
-        inputs = {"messages": as_plain(messages)} if recorder.capture else None
         try:
+            inputs = {"messages": as_plain(messages)} if recorder.capture else None
             self.handle = run._begin_event(
                 "llm_call",
                 self.model[:256],
@@ -145,6 +145,10 @@ class LLMCall:
         self._done = True
         if self.handle is None:
             return
+        try:
+            digest: str | None = content_sha256(self.messages, facts.content)
+        except Exception:  # an unreadable request object: the facts still count
+            digest = None
         meta: dict[str, Any] = {
             "provider": self.recorder.provider,
             "model": self.model,
@@ -152,7 +156,7 @@ class LLMCall:
             "finish_reasons": list(facts.finish_reasons),
             "usage": {"input_tokens": facts.input_tokens, "output_tokens": facts.output_tokens},
             "tool_call_ids": list(facts.tool_call_ids),
-            "content_sha256": content_sha256(self.messages, facts.content),
+            "content_sha256": digest,
         }
         if closed_early:
             meta["stream_closed_early"] = True
