@@ -62,8 +62,7 @@ def main() -> int:
                     read.record_output(lines=CODE[name].count("\n"))
             report = OUT / "findings.md"
             report.write_text(
-                "# Findings\n\n`gate()` lets any beta user through: "
-                "`user.is_admin or user.beta`.\n"
+                "# Findings\n\n`gate()` lets any beta user through: `user.is_admin or user.beta`.\n"
             )
             step.add_artifact(report, name="findings", media_type="text/markdown")
         run.approval(

@@ -37,7 +37,7 @@ from ._values import to_json
 if TYPE_CHECKING:
     from ._recorder import Recorder as Run
 
-__all__ = ["Artifact", "EventHandle", "Step", "current_stack", "error_info"]
+__all__ = ["Artifact", "EventHandle", "Step", "current_stack", "error_info", "hash_artifact"]
 
 #: The stack of open events in this context (innermost last), across runs.
 _STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack", default=())
