@@ -285,8 +285,10 @@ class _RefusingSession:
     def __init__(self, code: int) -> None:
         self.code = code
         self.sent = 0
+        self.listed = 0
 
     async def list_tools(self) -> Any:
+        self.listed += 1
         return mcp.types.ListToolsResult(tools=[])
 
     async def call_tool(self, name: str, arguments: Any, **kw: Any) -> Any:
@@ -315,6 +317,7 @@ def test_call_tool_jsonrpc_error_pre_effect_only_for_request_errors(
         return seen
 
     seen = run_async(main)
+    assert s.listed == 1  # an unlisted tool is guarded; the listing is not repeated
     if retry_sends:
         assert (seen, s.sent) == (["MCPError", "MCPError"], 2)
     else:

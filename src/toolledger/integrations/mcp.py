@@ -138,6 +138,7 @@ class GuardedSession:
         self._server_name = server_name
         self._overrides: dict[str, Policy] = dict(policies or {})
         self._listed: dict[str, Policy] = {}
+        self._listed_all = False
         self._max_result_bytes = max_result_bytes
 
     def __getattr__(self, name: str) -> Any:
@@ -194,12 +195,14 @@ class GuardedSession:
     async def policy(self, name: str) -> Policy:
         """Return the policy for tool ``name`` (listing the server's tools once if needed).
 
-        A tool the server does not list is ``guarded``.
+        A tool the server does not list is ``guarded`` (the listing is not repeated for it;
+        call ``list_tools()`` to refresh after the server's tools changed).
         """
         if name in self._overrides:
             return self._overrides[name]
-        if name not in self._listed:
+        if name not in self._listed and not self._listed_all:
             await self._list_all()
+            self._listed_all = True  # a tool the server did not list stays guarded
         return self._listed.get(name, "guarded")
 
     async def call_tool(
