@@ -238,3 +238,26 @@ class TestResume:
         texts = [e["text"] for e in _events(store, "run-1") if e["kind"] == "note"]
         assert texts == ["one", "two"]
         assert toolledger.verify(store, "run-1").ok
+
+
+class TestLateAndMethods:
+    def test_step_ending_after_its_run_closed_is_still_written(self, store):
+        run = toolledger.run("g", db=store)
+        with run:
+            step = run.step("slow")
+            step.__enter__()
+        step.__exit__(None, None, None)
+        kinds = [(r.kind, r.status) for r in store.read_events(run.run_id)]
+        assert kinds[-1] == ("step", "completed")
+        assert toolledger.verify(store, run.run_id).ok
+
+    def test_traced_method_does_not_record_self(self, store):
+        class Agent:
+            @toolledger.traced
+            def act(self, x: int) -> int:
+                return x + 1
+
+        with toolledger.run("g", db=store) as run:
+            assert Agent().act(1) == 2
+        ev = _events(store, run.run_id)[0]
+        assert ev["inputs"] == {"x": 1}

@@ -268,6 +268,10 @@ class Recorder:
         writer = self._writer
         assert writer is not None
         writer.append(header, content_json)
+        if self.status != "running":
+            # A step that ends after its run closed (another thread): nothing will flush
+            # this run again, so write it now.
+            writer.flush()
 
     def _point(
         self,

@@ -44,7 +44,8 @@ def traced(name: Any = None, justification: str | None = None) -> Any:
                 bound = signature.bind(*args, **kwargs)
             except TypeError:
                 return {"args": list(args), "kwargs": kwargs}
-            return dict(bound.arguments)
+            # ``self``/``cls`` of a method are the receiver, not an input.
+            return {k: v for k, v in bound.arguments.items() if k not in ("self", "cls")}
 
         if inspect.iscoroutinefunction(fn):
 
