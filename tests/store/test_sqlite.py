@@ -394,3 +394,47 @@ def test_sqlite_relative_path_and_parent_directory_created(
     with SQLiteStore(Path("sub") / "dir" / "x.db") as store:
         store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
     assert (tmp_path / "sub" / "dir" / "x.db").exists()
+
+
+@pytest.mark.parametrize("factory", [MemoryStore, None], ids=["memory", "sqlite"])
+def test_store_refuses_dicts_instead_of_records(db: Path, factory: object) -> None:
+    """create_if_absent/compare_and_swap take records; a dict is INVALID_ARGUMENT."""
+    store: tl.Store = MemoryStore() if factory is MemoryStore else SQLiteStore(db)
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    with pytest.raises(tl.InvalidArgumentError):
+        store.create_if_absent(rec.to_dict())  # type: ignore[arg-type]
+    store.create_if_absent(rec)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    with pytest.raises(tl.InvalidArgumentError):
+        store.compare_and_swap(0, t.next.to_dict())  # type: ignore[arg-type]
+    assert store.get("ns", "c") == rec
+    store.close()
+
+
+def test_sqlite_cas_rejects_invalid_next_before_writing(store: SQLiteStore) -> None:
+    """A hand-made invalid next record is INVALID_CHECKPOINT; nothing is written."""
+    import dataclasses
+
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    bad = dataclasses.replace(t.next, execution_fence=None)
+    with pytest.raises(tl.InvalidCheckpointError):
+        store.compare_and_swap(0, bad)
+    assert store.get("ns", "c") == rec
+    assert len(store.history("ns", "c")) == 1
+
+
+def test_sqlite_cas_illegal_move_is_invalid_transition(store: SQLiteStore) -> None:
+    """A valid next that no transition leads to from the stored status is refused."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    claim = tl.claim_execution(rec, attempt_id="a", at=_at(1)).next
+    done = tl.complete_execution(claim, attempt_id="a", at=_at(2), result=1).next
+    # Pretend revision 0 -> 1 leads straight to "completed" (skipping the claim).
+    import dataclasses
+
+    skip = dataclasses.replace(done, revision=1)
+    with pytest.raises(tl.InvalidTransitionError):
+        store.compare_and_swap(0, skip)
+    assert store.get("ns", "c") == rec

@@ -67,12 +67,22 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
 
 def check_next(expected_revision: int, next: CheckpointRecord) -> None:
     """Refuse a CAS target that is not a valid record or not the next revision."""
+    _require_record(next, "compare_and_swap")
     validate_checkpoint(next)
     if type(expected_revision) is not int or next.revision != expected_revision + 1:
         raise InvalidArgumentError(
             message=f"next.revision ({next.revision}) must be expected_revision + 1 "
             f"({expected_revision!r} + 1)",
             details={"expected_revision": expected_revision, "revision": next.revision},
+        )
+
+
+def _require_record(value: object, what: str) -> None:
+    if not isinstance(value, CheckpointRecord):
+        raise InvalidArgumentError(
+            message=f"{what} takes a CheckpointRecord, not {type(value).__name__} "
+            "(use CheckpointRecord.from_dict for stored dicts)",
+            details={"argument": "record"},
         )
 
 
@@ -111,6 +121,7 @@ def parse_stored_time(value: str) -> Any:
 def prepare_op(op: Op) -> tuple[Op, Any]:
     """Validate an op and precompute what it writes (outside the transaction)."""
     if isinstance(op, CreateCheckpoint):
+        _require_record(op.record, "create_if_absent")
         rec = validate_checkpoint(op.record)
         if rec.revision != 0 or rec.status is not Status.READY:
             raise InvalidArgumentError(
