@@ -29,13 +29,15 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from . import _model
 from ._hooks import NoopSpan, SpanHandle
 from ._policy import Policy
-from .attributes import ERROR_TYPE, SCHEMA_URL
+from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_REVISION, TL_CHECKPOINT_STATUS
 
 __all__ = ["OTelSpan", "OTelTelemetry", "get_tracer", "report"]
 
 logger = logging.getLogger("toolledger.telemetry")
 _reported: set[str] = set()
 _NOOP = NoopSpan()
+_TL_STATUS = TL_CHECKPOINT_STATUS
+_TL_REVISION = TL_CHECKPOINT_REVISION
 
 
 def report(what: str, exc: BaseException) -> None:
@@ -94,14 +96,37 @@ class _Activation:
 class OTelSpan:
     """A live span for one run or event (implements ``SpanHandle``)."""
 
-    __slots__ = ("_ended", "_kind", "_policy", "_span", "_tracer", "span_id", "trace_id")
+    __slots__ = (
+        "_ctx",
+        "_ended",
+        "_kind",
+        "_pending",
+        "_policy",
+        "_span",
+        "_start",
+        "_tracer",
+        "span_id",
+        "trace_id",
+    )
 
-    def __init__(self, span: trace.Span, kind: str, tracer: trace.Tracer, policy: Policy) -> None:
+    def __init__(
+        self,
+        span: trace.Span,
+        kind: str,
+        tracer: trace.Tracer,
+        policy: Policy,
+        start: Mapping[str, Any] | None = None,
+    ) -> None:
         self._span = span
         self._kind = kind
         self._tracer = tracer
         self._policy = policy
         self._ended = False
+        self._ctx: Any = None  # this span as a parent context, made on first transition
+        # Raw attributes learned after the start; policy + redact run once, at the end
+        # (each attribute the SDK sets is validated, so setting once is cheaper).
+        self._pending: dict[str, Any] = {}
+        self._start: Mapping[str, Any] = start if start is not None else {}
         self.trace_id, self.span_id = _hex_ids(span)
 
     @property
@@ -142,21 +167,19 @@ class OTelSpan:
             start = _model.time_ns(at) if at is not None else None
             if start is None or start > now:
                 start = now
+            if self._ctx is None:
+                self._ctx = trace.set_span_in_context(self._span)
             child = self._tracer.start_span(
                 _model.span_name("checkpoint", name),
-                context=trace.set_span_in_context(self._span),
+                context=self._ctx,
                 kind=SpanKind.INTERNAL,
                 attributes=attrs,
                 start_time=start,
             )
             child.end(end_time=now)
             if won and self._kind == "execute_tool":
-                self._set(
-                    {
-                        _model.UPDATE_KEYS["status"]: status_to,
-                        _model.UPDATE_KEYS["revision"]: revision,
-                    }
-                )
+                self._pending[_TL_STATUS] = status_to
+                self._pending[_TL_REVISION] = revision
         except Exception as exc:
             report("transition", exc)
 
@@ -175,7 +198,7 @@ class OTelSpan:
                         trace_flags=TraceFlags(TraceFlags.SAMPLED),
                     )
                 )
-            self._set(_model.update_attributes(attributes, self._kind))
+            self._pending.update(_model.update_attributes(attributes, self._kind))
         except Exception as exc:
             report("update", exc)
 
@@ -188,24 +211,23 @@ class OTelSpan:
             span = self._span
             if span.is_recording():
                 if self._kind == "invoke_agent":
-                    raw = _model.run_end_attributes(event)
+                    end = _model.run_end_attributes(event)
                 else:
-                    raw = _model.event_end_attributes(event)
+                    end = _model.event_end_attributes(event)
+                raw = self._pending
+                start = self._start
+                for key, value in end.items():  # the final event fills gaps, never overrides
+                    if value is not None and raw.get(key) is None and start.get(key) != value:
+                        raw[key] = value
                 if _model.is_error(event, error):
                     raw[ERROR_TYPE] = _model.error_type(event, error)
-                    self._set(raw)
                     span.set_status(Status(StatusCode.ERROR, self._describe(event, error)))
-                else:
-                    self._set(raw)
-            end = _model.time_ns(event.get("ended_at"))
-            span.end(end_time=end)
+                attrs = self._policy.apply(raw)
+                if attrs:
+                    span.set_attributes(attrs)
+            span.end(end_time=_model.time_ns(event.get("ended_at")))
         except Exception as exc:
             report("end", exc)
-
-    def _set(self, raw: Mapping[str, Any]) -> None:
-        attrs = self._policy.apply(raw)
-        if attrs:
-            self._span.set_attributes(attrs)
 
     def _describe(self, event: Mapping[str, Any], error: BaseException | None) -> str | None:
         """Status description: the message only with content capture on (it may hold data)."""
@@ -297,4 +319,4 @@ class OTelTelemetry:
             links=(),
             start_time=_model.time_ns(started_at),
         )
-        return OTelSpan(span, kind, self._tracer, self._policy)
+        return OTelSpan(span, kind, self._tracer, self._policy, raw)
