@@ -438,3 +438,18 @@ def test_sqlite_cas_illegal_move_is_invalid_transition(store: SQLiteStore) -> No
     with pytest.raises(tl.InvalidTransitionError):
         store.compare_and_swap(0, skip)
     assert store.get("ns", "c") == rec
+
+
+def test_store_record_mutated_after_validation_is_refused_cleanly(store: SQLiteStore) -> None:
+    """Mutating a stored record's payload in place cannot leak a raw encoder error."""
+    _completed(store, "c", result={"items": [1]})
+    rec = store.get("ns", "c")
+    assert rec is not None
+    assert rec.result is not None
+    rec.result.payload["items"].append(float("nan"))  # frozen record, mutable payload
+    t = tl.claim_delivery(rec, delivery_id="d", at=_at(3))
+    with pytest.raises(tl.InvalidCheckpointError):
+        store.compare_and_swap(t.expected_revision, t.next)
+    again = store.get("ns", "c")
+    assert again is not None
+    assert again.result == tl.Result(payload={"items": [1]})

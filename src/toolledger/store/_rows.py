@@ -35,8 +35,20 @@ OPERATION_MAX_BYTES = 16_384
 
 
 def dump_record(record: CheckpointRecord) -> str:
-    """Return the stored JSON of a record."""
-    return compact_json(record.to_dict())
+    """Return the stored JSON of a record.
+
+    Raises:
+        InvalidCheckpointError: the record no longer encodes (its result payload was
+            mutated in place after validation into something that is not JSON).
+    """
+    try:
+        return compact_json(record.to_dict())
+    except (ValueError, TypeError, RecursionError) as exc:
+        ns, cid = record.key
+        raise InvalidCheckpointError(
+            message=f"checkpoint {ns}/{cid} does not encode as JSON: {exc}",
+            details={"namespace": ns, "call_id": cid, "reason": str(exc)},
+        ) from exc
 
 
 def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRecord:
