@@ -5,15 +5,17 @@ Rules:
 - Every statement is rendered once per store from a template naming ``{s}``, the schema
   (``Queries``); nothing here opens a connection or a transaction: callers pass a cursor
   inside theirs.
-- Creation is ``INSERT … ON CONFLICT DO NOTHING`` (refused when a tombstone holds the key);
-  CAS is ``UPDATE … WHERE … AND revision = %s`` and the row count. The history row and its
-  transition label are written by the same statement, the label looked up in a table
+- Every op is ONE statement, so a one-op ``apply`` runs in autocommit (one round trip) and
+  never needs a rollback. Creation is ``INSERT … ON CONFLICT DO NOTHING`` (nothing inserted
+  when a tombstone holds the key); CAS is ``UPDATE … WHERE … AND revision = %s`` and the
+  row count, and updates only along a legal transition: the label comes from a table
   rendered from ``checkpoint.transitions.TRANSITIONS`` (the labels ``transition_between``
-  gives), so a CAS costs one round trip.
-- ``probe`` says whether a write whose ``COMMIT`` got no answer landed, by reading what
-  only that write could have stored (the history row with the exact record text, the event
-  with the exact hash, the exact tombstone). It is asked only after the writing backend is
-  gone, so its answer is final.
+  gives) and the history row is inserted by the same statement. An append advances the
+  run's count (a CAS) and inserts its events in one statement.
+- ``probe`` / ``probe_one`` say whether a write whose commit got no answer landed, by
+  reading what only that write could have stored (the history row with the exact record
+  text, the event with the exact hash, the exact entry). They are asked only after the
+  writing backend is gone, so the answer is final.
 """
 
 from __future__ import annotations

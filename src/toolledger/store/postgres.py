@@ -4,25 +4,22 @@ Rules this module keeps:
 
 - Everything lives in one schema (``schema="toolledger"``); every statement names it, so
   runs and tenants isolate by schema. Tables, columns and orderings mirror ``SQLiteStore``.
-- Connections come from a pool (autocommit connections; each write is an explicit
-  ``BEGIN`` … ``COMMIT``). A process that forks gets its own pool, never its parent's
-  sockets.
+- Connections, transactions and lost commits are ``_pg_conn``'s: per-process pools of
+  autocommit connections; one ``apply`` op is one autocommit statement, several run in
+  ``BEGIN`` … ``COMMIT``; a commit that got no answer is read back once its backend is
+  gone (landed: returned; provably not landed: run again once; unreadable:
+  ``STORE_UNAVAILABLE`` with the key and revision). It never guesses.
 - CAS is ``UPDATE … WHERE … AND revision = %s`` plus the row count; creation is
-  ``INSERT … ON CONFLICT DO NOTHING`` then a read. No lock is taken for correctness; a
-  transaction-scoped advisory lock serialises schema migrations only.
+  ``INSERT … ON CONFLICT DO NOTHING`` then a read (``_pg_ops``). No lock is taken for
+  correctness; a transaction-scoped advisory lock serialises schema migrations only.
 - Durability: ``durability="full"`` (default) commits durable writes with the server's
-  ``synchronous_commit`` (``on`` by default: the WAL is flushed before ``COMMIT`` returns)
-  and relaxed writes with ``SET LOCAL synchronous_commit = off`` (a server crash may lose
+  ``synchronous_commit`` (``on`` by default: the WAL is flushed before the commit returns)
+  and relaxed writes on sessions with ``synchronous_commit = off`` (a server crash may lose
   the last relaxed commits, never tear them). ``durability="normal"`` relaxes every write.
-- A ``COMMIT`` that got no answer has an unknown outcome. The store waits until the
-  backend that ran it is gone, then reads back what only that write could have stored
-  (``_pg_ops.probe``): landed, the call returns normally; did not land, ``STORE_UNAVAILABLE``
-  saying nothing was written; cannot tell (the server is unreachable),
-  ``STORE_UNAVAILABLE`` with the key and the revision it tried to write. It never guesses.
 - Driver errors never leak: statement and lock timeouts, deadlocks and serialisation
   failures become ``STORE_BUSY``; everything else (connection loss, a restart, a missing
-  schema) ``STORE_UNAVAILABLE``, raised ``from`` the driver error. A connection found dead
-  makes the pool check its idle connections, so the next call works once the server is up.
+  schema) ``STORE_UNAVAILABLE``, raised ``from`` the driver error. The next call works
+  once the server is back.
 """
 
 from __future__ import annotations
