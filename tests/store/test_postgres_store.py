@@ -1,0 +1,105 @@
+"""PostgresStore specifics: options, forks, relaxed durability, the optional dependency."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+from _pg_support import pg_dsn_or_skip
+from psycopg import sql
+
+from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint
+from toolledger.checkpoint import claim_execution
+from toolledger.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    dsn = pg_dsn_or_skip()
+    name = f"tl_pgstore_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _binding(call_id: str) -> Binding:
+    return Binding("ns", call_id, "t", "1", fingerprint(call_id))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"durability": "sometimes"},
+        {"schema": ""},
+        {"schema": "x" * 64},
+        {"max_size": 0},
+        {"min_size": 3, "max_size": 2},
+        {"timeout": 0},
+        {"statement_timeout": -1},
+    ],
+)
+def test_postgres_store_bad_option_raises_invalid_argument(options: dict[str, Any]) -> None:
+    with pytest.raises(CheckpointError) as info:
+        PostgresStore(pg_dsn_or_skip(), **options)
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_postgres_store_normal_durability_round_trips(schema: str) -> None:
+    with PostgresStore(pg_dsn_or_skip(), schema=schema, durability="normal") as store:
+        rec = create_checkpoint(_binding("c1"), at=T0)
+        assert store.create_if_absent(rec) == (True, rec)
+        t = claim_execution(rec, attempt_id="a", at=T0 + timedelta(seconds=1))
+        assert store.compare_and_swap(0, t.next, durable=False) is True
+        assert store.get("ns", "c1") == t.next
+
+
+def _child_uses_store(store: PostgresStore, out: Any) -> None:
+    rec = create_checkpoint(_binding("from-child"), at=T0)
+    out.put(store.create_if_absent(rec)[0])
+    store.close()
+
+
+def test_postgres_store_forked_child_gets_its_own_connections(schema: str) -> None:
+    """A store made before fork works in the child and, afterwards, in the parent."""
+    store = PostgresStore(pg_dsn_or_skip(), schema=schema)
+    try:
+        assert store.get("ns", "x") is None  # the parent's pool is open and used
+        ctx = multiprocessing.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=_child_uses_store, args=(store, out))
+        child.start()
+        assert out.get(timeout=60) is True
+        child.join(30)
+        assert child.exitcode == 0
+        got = store.get("ns", "from-child")
+        assert got is not None
+        assert got.binding.call_id == "from-child"
+    finally:
+        store.close()
+
+
+def test_import_toolledger_does_not_import_psycopg() -> None:
+    code = "import sys, toolledger; print('psycopg' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_closed_store_raises_store_unavailable(schema: str) -> None:
+    store = PostgresStore(pg_dsn_or_skip(), schema=schema)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(CheckpointError) as info:
+        store.get("ns", "c1")
+    assert info.value.code == "STORE_UNAVAILABLE"
