@@ -14,6 +14,7 @@ import pytest
 
 import toolledger
 from toolledger.integrations import anthropic as tl
+from toolledger.journal._read import load_run
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic.types import Message  # noqa: E402
@@ -142,13 +143,10 @@ class TestRunToolCalls:
         msg = message(use("toolu_1", "send_email", to="a@b.c"))
         tl.run_tool_calls(run, msg, calls.tools())
         run.flush()
-        starts = [
-            json.loads(r.data)
-            for r in run.store.read_events(run.run_id)
-            if r.kind == "tool_call" and json.loads(r.data)["header"]["phase"] == "start"
-        ]
-        assert starts[0]["header"]["justification_source"] == "model"
-        assert starts[0]["header"]["justification_missing"] is True
+        (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+        assert event["justification_source"] == "model"
+        assert event["justification_missing"] is True
+        assert event["justification"] is None
 
 
 class TestRepairTranscript:

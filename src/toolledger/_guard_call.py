@@ -1,0 +1,423 @@
+"""The drivers of a guarded call: build it, run its flow with sync or async user code.
+
+Private to ``guard.py``. Rules this module keeps:
+
+- ``_start`` validates everything before anything is written (tool, options, binding),
+  then opens the ``tool_call`` journal event and picks the attempt id.
+- ``_finish`` tells telemetry and ends the event exactly once; it never raises.
+- Sync: once ``execute`` has returned, SIGINT is deferred (``DeferSigint``) until the
+  flow has finished, so the completion commit is written before the interruption.
+- Async: concurrent ``acall``s on one loop hand their claim ops to ``ClaimBatcher``,
+  which commits them in one transaction; a task cancelled while waiting gives its claim
+  back when the batch lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._guard_flow import (
+    CANCELLATION,
+    Abandoned,
+    CallFlow,
+    Claim,
+    Execute,
+    Recover,
+    new_attempt_id,
+)
+from .checkpoint.model import Binding, fingerprint
+from .checkpoint.transitions import DECISIONS
+from .errors import InvalidArgumentError, InvalidTransitionError, StoreError
+from .tools import Tool, ToolOutcome
+
+__all__ = [
+    "ClaimBatcher",
+    "DeferSigint",
+    "abandon",
+    "begin",
+    "claim_batcher",
+    "drive_async",
+    "drive_sync",
+    "finish",
+    "start",
+    "start_item",
+]
+
+_ON_ERROR = ("raise", "result")
+
+
+def start(
+    run: Any,
+    tool: Tool,
+    *,
+    call_id: str,
+    input: Any,
+    justification: str | None,
+    justification_source: str,
+    on_error: str | None,
+    extra: Mapping[str, Any],
+    sync: bool,
+) -> CallFlow:
+    if not isinstance(tool, Tool):
+        raise InvalidArgumentError(
+            message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
+            f"{type(tool).__name__}"
+        )
+    unknown = set(extra) - {"approval", "approver"}
+    if unknown:
+        raise InvalidArgumentError(
+            message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
+            details={"arguments": sorted(unknown)},
+        )
+    if tool.approval is not None or extra.get("approval") is not None:
+        raise InvalidArgumentError(
+            message="approval gates are not available in this version; refusing to run the "
+            "call ungated",
+            details={"tool": tool.name},
+        )
+    mode = tool.on_error if on_error is None else on_error
+    if mode not in _ON_ERROR:
+        raise InvalidArgumentError(
+            message='on_error must be "raise" or "result"',
+            details={"argument": "on_error", "value": repr(on_error)[:100]},
+        )
+    if sync and tool.is_async:
+        raise InvalidArgumentError(
+            message=f"tool {tool.name} has an async execute/recover; use run.acall",
+            details={"tool": tool.name},
+        )
+    binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
+    handle = run._begin_event(
+        "tool_call",
+        tool.name,
+        justification=justification,
+        justification_source=justification_source,
+        inputs=input if isinstance(input, dict) else {"input": input},
+        meta={"tool_revision": tool.revision, "input_fingerprint": binding.input_fingerprint},
+        checkpoint={"namespace": binding.namespace, "call_id": call_id, "revision": None},
+    )
+    span = getattr(handle, "span", None)
+    attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))
+    return CallFlow(
+        run=run,
+        tool=tool,
+        binding=binding,
+        input=input,
+        on_error=mode,
+        handle=handle,
+        attempt_id=attempt,
+        justification=justification,
+    )
+
+
+def _first_action(flow: CallFlow) -> str:
+    return getattr(flow, "first_action", None) or "execute"
+
+
+def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | None) -> None:
+    """Tell telemetry and end the journal event; never raises."""
+    rec = flow.last
+    handle = flow.handle
+    facts: dict[str, Any] = {
+        "checkpoint.status": outcome.status if outcome else (rec.status.value if rec else "none"),
+        "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
+        "checkpoint.action": _first_action(flow),
+        "replayed": bool(outcome and outcome.replayed),
+        "recovered": bool(outcome and outcome.recovered),
+    }
+    if flow.tool.description:
+        facts["tool.description"] = flow.tool.description
+    if flow.link is not None:
+        facts["link"] = flow.link
+    with contextlib.suppress(Exception):  # telemetry never breaks a tool call
+        handle.span.update(facts)
+    meta = {
+        "tool_revision": flow.tool.revision,
+        "attempt_id": flow.attempt_id,
+        "replayed": facts["replayed"],
+        "recovered": facts["recovered"],
+    }
+    try:
+        revision = outcome.revision if outcome else (rec.revision if rec else None)
+        handle.update(
+            checkpoint={
+                "namespace": flow.binding.namespace,
+                "call_id": flow.binding.call_id,
+                "revision": revision,
+            }
+        )
+        if outcome is not None:
+            handle.end(
+                "replayed" if outcome.replayed else "completed",
+                outputs={"result": outcome.payload, "is_error": outcome.is_error},
+                meta=meta,
+            )
+        else:
+            status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
+            handle.end(status, error=error, meta=meta)
+    except Exception:  # recording never breaks the agent (the journal keeps run.errors)
+        pass
+
+
+# -- SIGINT deferral (sync finalization) ---------------------------------------------------
+
+
+class DeferSigint:
+    """Hold SIGINT while the completion is written, then hand it to the previous handler.
+
+    Only in the main thread, and only when SIGINT has a Python handler (the default one
+    raises ``KeyboardInterrupt``); an ignored SIGINT stays ignored.
+    """
+
+    __slots__ = ("_old", "pending")
+
+    def __init__(self) -> None:
+        self._old: Any = None
+        self.pending = False
+
+    def __enter__(self) -> DeferSigint:
+        if threading.current_thread() is threading.main_thread():
+            try:
+                old = signal.getsignal(signal.SIGINT)
+                if callable(old):
+                    signal.signal(signal.SIGINT, self._handler)
+                    self._old = old
+            except (ValueError, OSError):  # not the main interpreter
+                self._old = None
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def __exit__(self, *exc: object) -> None:
+        old, self._old = self._old, None
+        if old is None:
+            return
+        signal.signal(signal.SIGINT, old)
+        if self.pending:
+            self.pending = False
+            old(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt
+
+
+# -- sync driver ---------------------------------------------------------------------------
+
+
+def _call_user(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    try:
+        value = fn(*args)
+    except BaseException as exc:
+        return False, exc
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()
+        return False, TypeError(f"{getattr(fn, '__name__', fn)!r} returned an awaitable; use acall")
+    return True, value
+
+
+def _perform_sync(flow: CallFlow, req: Any, shield: DeferSigint) -> Any:
+    if isinstance(req, Claim):
+        try:
+            return flow.store.apply(list(req.ops), durable=True)
+        except StoreError as exc:
+            return exc
+    if isinstance(req, Execute):
+        ok, value = _call_user(flow.tool.execute, flow.input, req.ctx)
+        if ok:
+            shield.__enter__()
+        return ok, value
+    assert isinstance(req, Recover)
+    recover = flow.tool.recover
+    assert recover is not None
+    return _call_user(recover, req.ctx)
+
+
+def drive_sync(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
+    shield = DeferSigint()
+    try:
+        while True:
+            reply = _perform_sync(flow, req, shield)
+            try:
+                req = gen.send(reply)
+            except StopIteration as stop:
+                outcome: ToolOutcome = stop.value
+                finish(flow, outcome, None)
+                return outcome
+    except BaseException as exc:
+        finish(flow, None, exc)
+        raise
+    finally:
+        shield.__exit__()
+
+
+def begin(flow: CallFlow) -> tuple[Any, Any, ToolOutcome | None]:
+    """Start the flow; return ``(gen, first request, outcome if it finished at once)``."""
+    gen = flow.run_flow()
+    try:
+        req = next(gen)
+    except StopIteration as stop:
+        outcome: ToolOutcome = stop.value
+        _note_action(flow)
+        finish(flow, outcome, None)
+        return gen, None, outcome
+    except BaseException as exc:
+        _note_action(flow)
+        finish(flow, None, exc)
+        raise
+    _note_action(flow)
+    return gen, req, None
+
+
+def _note_action(flow: CallFlow) -> None:
+    rec = flow.last
+    if rec is None:
+        flow.first_action = "execute"  # type: ignore[attr-defined]
+    else:
+        flow.first_action = DECISIONS[rec.status].value  # type: ignore[attr-defined]
+
+
+def start_item(run: Any, item: Mapping[str, Any], on_error: str | None, *, sync: bool) -> CallFlow:
+    if not isinstance(item, Mapping) or not {"tool", "call_id", "input"} <= set(item):
+        raise InvalidArgumentError(
+            message="each call must be a mapping with tool, call_id and input"
+        )
+    return start(
+        run,
+        item["tool"],
+        call_id=item["call_id"],
+        input=item["input"],
+        justification=item.get("justification"),
+        justification_source=item.get("justification_source", "developer"),
+        on_error=item.get("on_error", on_error),
+        extra={},
+        sync=sync,
+    )
+
+
+def abandon(flow: CallFlow | None, gen: Any, req: Any, why: BaseException | None) -> None:
+    """Give back a claim that will not execute (its flow waits at ``Execute``)."""
+    with contextlib.suppress(BaseException):
+        if isinstance(req, Execute):
+            gen.throw(Abandoned())
+        else:
+            gen.close()
+    if flow is not None:
+        error = InvalidTransitionError(
+            message="not executed: another call of the same batch failed first "
+            f"({type(why).__qualname__ if why else 'cancelled'}); the claim was released",
+            details={"call_id": flow.binding.call_id},
+        )
+        finish(flow, None, error)
+
+
+# -- async driver --------------------------------------------------------------------------
+
+
+class ClaimBatcher:
+    """Coalesce the claims of concurrent ``acall``s on one loop into one transaction."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: dict[int, tuple[Any, list[tuple[tuple[Any, ...], asyncio.Future[Any]]]]] = {}
+
+    def submit(self, store: Any, ops: tuple[Any, ...]) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        key = id(store)
+        entry = self.pending.get(key)
+        if entry is None:
+            entry = (store, [])
+            self.pending[key] = entry
+            self.loop.call_soon(self._flush, key)
+        entry[1].append((ops, fut))
+        return fut
+
+    def _flush(self, key: int) -> None:
+        store, items = self.pending.pop(key)
+        ops = [op for batch, _ in items for op in batch]
+        try:
+            outcomes: Any = store.apply(ops, durable=True)
+        except StoreError as exc:
+            outcomes = exc
+        except BaseException as exc:  # not a store failure: every waiter sees it
+            for _, fut in items:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        at = 0
+        for batch, fut in items:
+            n = len(batch)
+            value = outcomes if isinstance(outcomes, BaseException) else outcomes[at : at + n]
+            at += n
+            if not fut.done():
+                fut.set_result(value)
+
+
+_BATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ClaimBatcher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def claim_batcher() -> ClaimBatcher:
+    loop = asyncio.get_running_loop()
+    batcher = _BATCHERS.get(loop)
+    if batcher is None:
+        batcher = ClaimBatcher(loop)
+        _BATCHERS[loop] = batcher
+    return batcher
+
+
+async def _call_user_async(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    try:
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+    except BaseException as exc:
+        return False, exc
+    return True, value
+
+
+def _finish_abandoned_claim(gen: Any, fut: asyncio.Future[Any]) -> None:
+    """The task was cancelled while its claim was in a batch: give the claim back."""
+    try:
+        reply = fut.result()
+    except BaseException as exc:
+        reply = exc
+    try:
+        req = gen.send(reply)
+    except BaseException:
+        return
+    abandon(None, gen, req, None)
+
+
+async def drive_async(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
+    try:
+        while True:
+            if isinstance(req, Claim):
+                fut = claim_batcher().submit(flow.store, req.ops)
+                try:
+                    reply: Any = await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    fut.add_done_callback(lambda f: _finish_abandoned_claim(gen, f))
+                    raise
+            elif isinstance(req, Execute):
+                reply = await _call_user_async(flow.tool.execute, flow.input, req.ctx)
+            else:
+                recover = flow.tool.recover
+                assert recover is not None
+                reply = await _call_user_async(recover, req.ctx)
+            try:
+                req = gen.send(reply)
+            except StopIteration as stop:
+                outcome: ToolOutcome = stop.value
+                finish(flow, outcome, None)
+                return outcome
+    except BaseException as exc:
+        finish(flow, None, exc)
+        raise

@@ -1,0 +1,183 @@
+"""Delivery through the checkpoint: claim (fenced), post the stored payload, record it.
+
+Private to ``guard.py``. Rules this module keeps: every delivery transition is a relaxed
+commit (``durable=False``): losing one to a power failure can only repeat a delivery,
+never an execution. A store error is answered by re-reading (the delivery fence tells
+whether our claim landed). Only the claim holder completes or releases its claim, except
+``redeliver=True``, which releases a stale claim on purpose (at-least-once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from . import _guard_flow
+from ._guard_flow import now
+from .checkpoint.model import CheckpointRecord, Status, Transition
+from .checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
+from .errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
+from .store.base import SwapCheckpoint
+from .tools import ToolOutcome
+
+__all__ = ["Delivery"]
+
+
+def _outcome(rec: CheckpointRecord, *, replayed: bool) -> ToolOutcome:
+    assert rec.result is not None
+    return ToolOutcome(
+        call_id=rec.binding.call_id,
+        tool_name=rec.binding.tool_name,
+        payload=rec.result.payload,
+        is_error=rec.result.is_error,
+        status=rec.status.value,
+        revision=rec.revision,
+        replayed=replayed,
+    )
+
+
+class Delivery:
+    """Claim/post/complete for several calls with one relaxed commit per step."""
+
+    def __init__(self, run: Any, call_ids: Sequence[str], redeliver: bool) -> None:
+        self.run = run
+        self.store = run.store
+        self.namespace = run.namespace
+        self.call_ids = list(call_ids)
+        self.redeliver = redeliver
+        self.delivery_id = os.urandom(16).hex()
+        self.claimed: dict[str, CheckpointRecord] = {}
+        self.records: dict[str, CheckpointRecord] = {}
+
+    def _get(self, call_id: str) -> CheckpointRecord:
+        rec: CheckpointRecord | None = self.store.get(self.namespace, call_id)
+        if rec is None:
+            raise NotFoundError(
+                message=f"no checkpoint {self.namespace}/{call_id}: nothing to deliver",
+                details={"namespace": self.namespace, "call_id": call_id},
+            )
+        return rec
+
+    def _span_transition(self, t: Transition, source: CheckpointRecord, won: bool) -> None:
+        span = getattr(self.run, "span", None)
+        with contextlib.suppress(Exception):
+            if span is not None:
+                span.transition(
+                    name=t.name,
+                    status_from=source.status.value,
+                    status_to=t.next.status.value,
+                    expected_revision=t.expected_revision,
+                    revision=t.next.revision,
+                    won=won,
+                    at=t.next.updated_at.isoformat(),
+                )
+
+    def _swap_all(self, moves: list[tuple[Transition, CheckpointRecord]]) -> list[bool]:
+        if not moves:
+            return []
+        try:
+            won = self.store.apply(
+                [SwapCheckpoint(t.expected_revision, t.next) for t, _ in moves], durable=False
+            )
+        except StoreError:
+            return [False] * len(moves)  # outcome unknown: the re-read tells
+        for (t, src), w in zip(moves, won, strict=True):
+            self._span_transition(t, src, bool(w))
+        return [bool(w) for w in won]
+
+    def claim(self) -> bool:
+        """Claim every call that is completed; return whether anything must be posted."""
+        todo = set(self.call_ids)
+        for _ in range(64):
+            moves: list[tuple[Transition, CheckpointRecord]] = []
+            for call_id in sorted(todo):
+                rec = self._get(call_id)
+                self.records[call_id] = rec
+                at = max(now(), rec.updated_at)
+                if rec.status is Status.DELIVERED:
+                    todo.discard(call_id)
+                elif rec.status is Status.DELIVERING:
+                    if rec.delivery_fence == self.delivery_id:
+                        self.claimed[call_id] = rec
+                        todo.discard(call_id)
+                    elif not self.redeliver:
+                        raise DeliveryUncertainError(
+                            message=f"call {self.namespace}/{call_id} was being delivered when "
+                            "its deliverer stopped; the post may have been accepted. Check the "
+                            "receiver, then deliver with redeliver=True (at-least-once)",
+                            details={
+                                "namespace": self.namespace,
+                                "call_id": call_id,
+                                "delivery_attempts": rec.delivery_attempts,
+                            },
+                        )
+                    else:
+                        stale = rec.delivery_fence or self.delivery_id
+                        moves.append((release_delivery(rec, delivery_id=stale, at=at), rec))
+                elif rec.status is Status.COMPLETED:
+                    moves.append((claim_delivery(rec, delivery_id=self.delivery_id, at=at), rec))
+                else:
+                    raise InvalidTransitionError(
+                        message=f"call {self.namespace}/{call_id} is {rec.status.value}: it "
+                        "has no result to deliver",
+                        details={
+                            "namespace": self.namespace,
+                            "call_id": call_id,
+                            "status": rec.status.value,
+                        },
+                    )
+            for (t, _src), won in zip(moves, self._swap_all(moves), strict=True):
+                if won and t.next.status is Status.DELIVERING:
+                    self.claimed[t.next.binding.call_id] = t.next
+                    todo.discard(t.next.binding.call_id)
+            if not todo:
+                _hook_point("after-delivery-claim")
+                return bool(self.claimed)
+        raise DeliveryUncertainError(message="the store kept refusing the delivery claim")
+
+    def release(self) -> None:
+        moves = []
+        for rec in self.claimed.values():
+            at = max(now(), rec.updated_at)
+            moves.append((release_delivery(rec, delivery_id=self.delivery_id, at=at), rec))
+        self._swap_all(moves)
+
+    def complete(self) -> None:
+        _hook_point("after-post")
+        for _ in range(8):
+            moves = []
+            for rec in list(self.claimed.values()):
+                at = max(now(), rec.updated_at)
+                moves.append((complete_delivery(rec, delivery_id=self.delivery_id, at=at), rec))
+            for (t, _), won in zip(moves, self._swap_all(moves), strict=True):
+                call_id = t.next.binding.call_id
+                if won:
+                    self.records[call_id] = t.next
+                    del self.claimed[call_id]
+                else:
+                    fresh = self._get(call_id)
+                    if (
+                        fresh.status is not Status.DELIVERING
+                        or fresh.delivery_fence != self.delivery_id
+                    ):
+                        self.records[call_id] = fresh
+                        del self.claimed[call_id]
+                    else:
+                        self.claimed[call_id] = fresh
+            if not self.claimed:
+                return
+
+    def payloads(self) -> dict[str, Any]:
+        out = {}
+        for call_id in self.call_ids:
+            rec = self.claimed.get(call_id) or self.records[call_id]
+            assert rec.result is not None
+            out[call_id] = rec.result.payload
+        return out
+
+
+def _hook_point(name: str) -> None:
+    if _guard_flow.crash_point is not None:
+        _guard_flow.crash_point(name)
