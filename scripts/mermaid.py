@@ -2,7 +2,7 @@
 """Render the checkpoint transition table as a Mermaid state diagram (and a Markdown table).
 
 The diagram in ``docs/checkpoint.md`` is generated from ``toolledger.checkpoint.TRANSITIONS``
-and ``DECISIONS``; ``tests/checkpoint/test_docs.py`` fails when it no longer matches.
+and ``DECISIONS``; ``tests/checkpoint/test_checkpoint_docs.py`` fails when it no longer matches.
 
 Usage::
 
