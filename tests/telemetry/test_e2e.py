@@ -249,3 +249,34 @@ def test_export_otlp_unknown_run_exits_2(tmp_path) -> None:
     assert proc.returncode == 2
     assert "no-such-run" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_export_otlp_endpoint_down_exits_1(tmp_path, monkeypatch) -> None:
+    import socket
+
+    out = run_demo(tmp_path, {})
+    with socket.socket() as s:  # a port with nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from toolledger.cli import main; main()",
+            "--db",
+            str(tmp_path / "demo.db"),
+            "export-otlp",
+            out["run_id"],
+            "--endpoint",
+            f"http://127.0.0.1:{port}",
+        ],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "did not accept" in proc.stderr
+    assert proc.stdout == ""

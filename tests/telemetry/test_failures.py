@@ -178,3 +178,27 @@ def test_blackhole_endpoint_shutdown_is_bounded(tmp_path, monkeypatch, otel_glob
         elapsed = time.monotonic() - started
     assert elapsed < 3
     assert_call_succeeded(run, outcomes)
+
+
+class RaisingSampler:
+    def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("sampler down")
+
+    def get_description(self) -> str:
+        return "raising"
+
+
+def test_raising_sampler_costs_only_spans(tmp_path) -> None:
+    tp = TracerProvider(sampler=RaisingSampler(), shutdown_on_exit=False)  # type: ignore[arg-type]
+    run, outcomes = guarded_run(tmp_path, tp)
+    assert_call_succeeded(run, outcomes)
+
+
+def test_provider_whose_get_tracer_raises_gives_noop_hooks() -> None:
+    class Broken:
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no tracer for you")
+
+    from toolledger.telemetry import NOOP_TELEMETRY
+
+    assert hooks_for(tracer_provider=Broken()) is NOOP_TELEMETRY
