@@ -195,6 +195,15 @@ class TestBadValues:
         with toolledger.run("g", db=store) as run, pytest.raises(InvalidArgumentError):
             run.step("s", **kwargs)
 
+    @pytest.mark.parametrize("field", ["justification", "name"])
+    def test_lone_surrogates_in_text_are_refused_at_the_call_site(self, store, field):
+        with toolledger.run("g", db=store) as run:
+            args = {"name": "s", "justification": "ok"}
+            args[field] = "bad\ud800"
+            with pytest.raises(InvalidArgumentError):
+                run.step(args.pop("name"), **args)
+        assert toolledger.verify(store, run.run_id).ok
+
     def test_bad_run_arguments_raise_invalid_argument(self, store):
         with pytest.raises(InvalidArgumentError):
             toolledger.run(3, db=store)  # type: ignore[arg-type]
@@ -261,3 +270,12 @@ class TestLateAndMethods:
             assert Agent().act(1) == 2
         ev = _events(store, run.run_id)[0]
         assert ev["inputs"] == {"x": 1}
+
+
+def test_exception_message_with_lone_surrogate_is_recorded_with_a_marker(store):
+    run = toolledger.run("g", db=store)
+    with run, pytest.raises(ValueError), run.step("s"):
+        raise ValueError("bad \udcff byte")
+    ev = _events(store, run.run_id)[0]
+    assert ev["error"]["message"] == {"$str": "bad \\udcff byte"}
+    assert toolledger.verify(store, run.run_id).ok

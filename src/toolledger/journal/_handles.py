@@ -222,7 +222,7 @@ def _mapping(value: Any, what: str) -> Mapping[str, Any]:
 
 
 def _check_status(status: object) -> None:
-    if not isinstance(status, str) or not status or len(status) > 64:
+    if not isinstance(status, str) or not status or len(status) > 64 or not status.isascii():
         raise InvalidArgumentError(message=f"status must be a short non-empty str; got {status!r}")
 
 

@@ -73,7 +73,7 @@ def check_name(value: object, what: str) -> str:
         raise InvalidArgumentError(
             message=f"{what} must be a non-empty str of at most 256 characters; got {value!r}"
         )
-    return value
+    return _valid_unicode(value, what)
 
 
 def check_text(value: object, what: str) -> str | None:
@@ -86,6 +86,17 @@ def check_text(value: object, what: str) -> str | None:
         raise InvalidArgumentError(
             message=f"{what} must be a str or None; got {type(value).__name__}"
         )
+    return None if value is None else _valid_unicode(value, what)
+
+
+def _valid_unicode(value: str, what: str) -> str:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(
+                message=f"{what} is not valid Unicode (a lone surrogate at {exc.start})"
+            ) from exc
     return value
 
 
@@ -264,7 +275,13 @@ class Recorder:
 
     def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
         content_json = canonical(content, maybe_float=floats) if content else "{}"
-        header["content_sha256"] = _sha256(content_json)
+        try:
+            header["content_sha256"] = _sha256(content_json)
+        except UnicodeEncodeError:
+            # A lone surrogate slipped in (an exception message, a file name): mark it.
+            content, floats = to_json(content)
+            content_json = canonical(content, maybe_float=floats)
+            header["content_sha256"] = _sha256(content_json)
         writer = self._writer
         assert writer is not None
         writer.append(header, content_json)

@@ -77,7 +77,7 @@ class Run(Recorder):
     ) -> None:
         if not isinstance(goal, str):
             raise InvalidArgumentError(message=f"goal must be a str; got {type(goal).__name__}")
-        self.goal = goal
+        self.goal: str = check_text(goal, "goal") or ""
         self.agent = check_text(agent, "agent")
         self.namespace = check_name(namespace, "namespace")
         if run_id is not None and not (isinstance(run_id, str) and _ID.match(run_id)):
