@@ -253,3 +253,25 @@ def test_validate_record_later_than_updated_at_is_invalid() -> None:
     rec = RECORDS["completed"]()
     bad = dataclasses.replace(rec, completed_at=rec.updated_at + timedelta(seconds=1))
     assert _code(bad) == "INVALID_CHECKPOINT"
+
+
+def test_validate_hand_built_record_with_payload_is_checked_every_time() -> None:
+    """A record built by the caller (sharing the caller's payload) is never trusted blindly."""
+    payload: dict[str, Any] = {"x": [1]}
+    good = RECORDS["completed"]()
+    rec = dataclasses.replace(good, result=tl.Result(payload=payload))
+    assert tl.validate_checkpoint(rec) is rec
+    payload["x"].append(float("nan"))
+    assert _code(rec) == "INVALID_CHECKPOINT"
+    with pytest.raises(tl.InvalidCheckpointError):
+        tl.claim_delivery(rec, delivery_id="d", at=at(9))
+
+
+def test_validate_payload_free_record_validated_once_stays_valid() -> None:
+    """Validation results are reused only for the very same (immutable) record object."""
+    rec = RECORDS["executing"]()
+    copy_ = dataclasses.replace(rec)
+    assert copy_ == rec
+    assert tl.validate_checkpoint(copy_) is copy_
+    broken = dataclasses.replace(rec, execution_claimed_at=None)
+    assert _code(broken) == "INVALID_CHECKPOINT"
