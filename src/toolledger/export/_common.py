@@ -47,7 +47,9 @@ def atomic_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
             details={"path": str(target)},
         ) from exc
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+        # backslashreplace: a lone surrogate read back from a tampered record cannot stop
+        # an export (inside JSON it even stays the same escape).
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as fh:
             yield fh
         os.replace(tmp, target)
     except BaseException:
