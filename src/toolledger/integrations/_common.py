@@ -28,6 +28,8 @@ __all__ = [
     "OUTCOME_UNKNOWN",
     "ToolCall",
     "add_justification",
+    "adeliver_calls",
+    "arun_calls",
     "as_plain",
     "deliver_calls",
     "render",
@@ -127,26 +129,13 @@ def _tools_by_name(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool
     return out
 
 
-def run_calls(
-    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
-) -> list[tuple[ToolCall, str, bool]]:
-    """Run parsed calls through ``run.call_many`` (``on_error="result"``).
-
-    Returns:
-        ``(call, text, is_error)`` per call, in order. An unknown tool or unparseable
-        arguments give an error text (nothing is checkpointed); an unknown outcome gives
-        ``OUTCOME_UNKNOWN`` (nothing is re-run).
-
-    Raises:
-        BindingConflictError: a call id was used for another call.
-        StoreError, or an interruption: as ``run.call``.
-    """
-    from ..guard import call_many
-
+def _prepare(
+    calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+) -> tuple[list[tuple[str, bool] | None], list[dict[str, Any]], list[int]]:
     table = _tools_by_name(tools)
     results: list[tuple[str, bool] | None] = [None] * len(calls)
-    items = []
-    where = []
+    items: list[dict[str, Any]] = []
+    where: list[int] = []
     for i, c in enumerate(calls):
         if c.error is not None:
             results[i] = (f"invalid arguments: {c.error}", True)
@@ -164,15 +153,69 @@ def run_calls(
                 }
             )
             where.append(i)
-    outs = call_many(run, items, return_exceptions=True) if items else []
+    return results, items, where
+
+
+def _conclude(
+    calls: Sequence[ToolCall],
+    results: list[tuple[str, bool] | None],
+    where: list[int],
+    outs: Sequence[Any],
+) -> list[tuple[ToolCall, str, bool]]:
+    failure: BaseException | None = None
     for i, out in zip(where, outs, strict=True):
         if isinstance(out, ToolOutcome):
             results[i] = (render(out.payload), out.is_error)
         elif isinstance(out, OutcomeUnknownError):
             results[i] = (OUTCOME_UNKNOWN, True)
-        else:
-            raise out
+        elif failure is None:
+            failure = out
+    if failure is not None:
+        raise failure
     return [(c, *r) for c, r in zip(calls, results, strict=True) if r is not None]
+
+
+def run_calls(
+    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+) -> list[tuple[ToolCall, str, bool]]:
+    """Run parsed calls through ``run.call_many`` (``on_error="result"``).
+
+    Returns:
+        ``(call, text, is_error)`` per call, in order. An unknown tool or unparseable
+        arguments give an error text (nothing is checkpointed); an unknown outcome gives
+        ``OUTCOME_UNKNOWN`` (nothing is re-run).
+
+    Raises:
+        BindingConflictError: a call id was used for another call.
+        StoreError, or an interruption: as ``run.call``.
+    """
+    from ..guard import call_many
+
+    results, items, where = _prepare(calls, tools)
+    outs = call_many(run, items, return_exceptions=True) if items else []
+    return _conclude(calls, results, where, outs)
+
+
+async def arun_calls(
+    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+) -> list[tuple[ToolCall, str, bool]]:
+    """Async ``run_calls``: the calls run concurrently through ``run.acall``.
+
+    Their claims share one transaction (concurrent ``acall``s are batched); async tools
+    are awaited. Same returns and errors as ``run_calls``.
+    """
+    import asyncio
+
+    from ..guard import acall
+
+    results, items, where = _prepare(calls, tools)
+    outs = await asyncio.gather(
+        *(acall(run, item.pop("tool"), **item) for item in items), return_exceptions=True
+    )
+    for out in outs:
+        if isinstance(out, BaseException) and not isinstance(out, Exception):
+            raise out  # an interruption or cancellation
+    return _conclude(calls, results, where, outs)
 
 
 def repair_results(
@@ -234,3 +277,32 @@ def deliver_calls(
     if not ids:
         return post({})
     return deliver_many(run, ids, post, redeliver=redeliver)
+
+
+async def adeliver_calls(
+    run: Any, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+) -> Any:
+    """Async ``deliver_calls``: ``post(payloads)`` may be async."""
+    import inspect
+
+    from .._guard_deliver import Delivery
+    from .._guard_flow import CANCELLATION
+
+    ids = call_ids_with_checkpoints(run, calls)
+    if not ids:
+        result = post({})
+        return await result if inspect.isawaitable(result) else result
+    d = Delivery(run, ids, redeliver)
+    if not d.claim():
+        return None
+    try:
+        result = post(d.payloads())
+        if inspect.isawaitable(result):
+            result = await result
+    except CANCELLATION:
+        raise
+    except BaseException:
+        d.release()
+        raise
+    d.complete()
+    return result

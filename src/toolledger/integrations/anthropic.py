@@ -15,6 +15,8 @@ from ..tools import Tool
 from ._common import (
     ToolCall,
     add_justification,
+    adeliver_calls,
+    arun_calls,
     as_plain,
     deliver_calls,
     field,
@@ -26,6 +28,8 @@ from ._common import (
 
 __all__ = [
     "ToolCall",
+    "adeliver_results",
+    "arun_tool_calls",
     "deliver_results",
     "repair_transcript",
     "run_tool_calls",
@@ -114,6 +118,23 @@ def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = Fal
     was already delivered. See ``toolledger.guard.deliver_many``.
     """
     return deliver_calls(run, tool_calls(response), post, redeliver=redeliver)
+
+
+async def arun_tool_calls(
+    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+) -> list[dict[str, Any]]:
+    """Async ``run_tool_calls``: the turn's calls run concurrently via ``run.acall``.
+
+    Async tools are awaited; the new calls' claims share one transaction. Same results
+    and errors as ``run_tool_calls``.
+    """
+    done = await arun_calls(run, tool_calls(response), tools)
+    return [_result_block(c.id, text, err) for c, text, err in done]
+
+
+async def adeliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+    """Async ``deliver_results``: ``post(payloads)`` may be a coroutine function."""
+    return await adeliver_calls(run, tool_calls(response), post, redeliver=redeliver)
 
 
 def repair_transcript(
