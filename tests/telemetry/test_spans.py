@@ -354,7 +354,7 @@ class TestStepAndApproval:
 
     def test_note_gets_generic_span(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider)
-        ev = {"event_id": "e", "kind": "note", "name": None, "text": "private"}
+        ev = {"event_id": "e", "kind": "note", "name": "note", "text": "private"}
         hooks.event_started(ev, None).end(ev)
         assert dict(finished(exporter)["note"].attributes) == {
             a.TL_EVENT_ID: "e",

@@ -152,7 +152,7 @@ def span_name(kind: str, name: Any) -> str:
         return a.SPAN_APPROVAL.format(label).rstrip()
     if kind == "checkpoint":
         return a.SPAN_CHECKPOINT.format(label).rstrip()
-    return f"{kind} {label}".rstrip()
+    return kind if label in ("", kind) else f"{kind} {label}"  # a note is "note", not "note note"
 
 
 def run_start_attributes(run: Mapping[str, Any]) -> dict[str, Any]:
