@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -24,16 +25,14 @@ from ._common import ExportInfo, Progress, atomic_text
 __all__ = ["embed_json", "export_html", "render_html"]
 
 
+_ESCAPES = {c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+_UNSAFE = re.compile("[<>&\u2028\u2029]")
+
+
 def embed_json(value: Any) -> str:
     """Return JSON safe to place inside ``<script type="application/json">``."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (
-        text.replace("&", "\\u0026")
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+    return _UNSAFE.sub(lambda m: _ESCAPES[m.group()], text)
 
 
 @lru_cache(maxsize=1)
