@@ -53,6 +53,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ._approval_gate import agate as approval_agate
+from ._approval_gate import gate as approval_gate
+from ._approval_gate import ungated
 from ._guard_call import (
     abandon,
     begin,
@@ -105,7 +108,22 @@ def call(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad id, input or option.
         StoreError: the store failed before anything executed.
         Exception: whatever ``execute`` raised before any effect (``on_error="raise"``).
+        ApprovalDenied: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
+            a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
+    if kw or getattr(tool, "approval", None) is not None:  # toolledger.approvals
+        waiting = approval_gate(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            on_error=on_error,
+            extra=kw,
+        )
+        if waiting is not None:
+            return waiting
+        tool, kw = ungated(tool, kw)
     flow = start(
         run,
         tool,
@@ -237,6 +255,19 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
+    if kw or getattr(tool, "approval", None) is not None:  # toolledger.approvals
+        waiting = await approval_agate(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            on_error=on_error,
+            extra=kw,
+        )
+        if waiting is not None:
+            return waiting
+        tool, kw = ungated(tool, kw)
     flow = start(
         run,
         tool,

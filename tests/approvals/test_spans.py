@@ -1,0 +1,116 @@
+"""Approval spans: `approval {tool}` with exact attributes; a denied call has no execute_tool."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import toolledger
+from toolledger import Approved, Denied, Pending
+from toolledger.telemetry import _policy
+from toolledger.telemetry import attributes as a
+
+from .conftest import Approver, Effects
+
+INPUT = {"to": "ana@example.com"}
+
+
+@pytest.fixture
+def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    _policy.DEFAULTS.reset()
+    yield InMemorySpanExporter()
+    _policy.DEFAULTS.reset()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    yield tp
+    tp.shutdown()
+
+
+def _spans(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for span in exporter.get_finished_spans():
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def _run_call(db: Path, provider: TracerProvider, tool: toolledger.Tool, **kw: Any) -> Any:
+    with toolledger.run("g", db=db, tracer_provider=provider) as run:
+        try:
+            return run.call(tool, call_id="c1", input=INPUT, **kw)
+        except toolledger.ApprovalDenied as exc:
+            return exc
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "by", "reason"),
+    [
+        (Approved("alice", "ok"), "allow", "alice", "ok"),
+        (Denied("bob", "no"), "deny", "bob", "no"),
+        (Pending("T-9"), "require_approval", None, None),
+    ],
+)
+def test_approval_span_exact_attributes(
+    tmp_path: Path,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    effects: Effects,
+    answer: Any,
+    outcome: str,
+    by: str | None,
+    reason: str | None,
+) -> None:
+    """The span is `approval send_email`, child of the run, with exactly these attributes."""
+    _run_call(tmp_path / "l.db", provider, effects.tool("always", Approver(answer)))
+    spans = _spans(exporter)
+    (span,) = spans["approval send_email"]
+    (run_span,) = spans["invoke_agent"]
+    assert span.parent is not None
+    assert span.parent.span_id == run_span.context.span_id
+    expected: dict[str, Any] = {
+        a.TL_EVENT_ID: span.attributes[a.TL_EVENT_ID],
+        a.TL_APPROVAL_OUTCOME: outcome,
+        a.TL_APPROVAL_CALL_ID: "c1",
+        a.GEN_AI_TOOL_CALL_ID: "c1",
+    }
+    if by is not None:
+        expected[a.TL_APPROVAL_BY] = by
+        expected[a.TL_APPROVAL_REASON] = reason
+    assert dict(span.attributes) == expected
+    has_tool_span = "execute_tool send_email" in spans
+    assert has_tool_span is (outcome == "allow")
+
+
+def test_denied_call_has_no_execute_tool_span_and_intent_off_drops_reason(
+    tmp_path: Path, exporter: InMemorySpanExporter, effects: Effects
+) -> None:
+    """capture_intent=False drops the free-text reason; the denial still has no tool span."""
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    denier = effects.tool("always", Approver(Denied("bob", "secret")))
+    with (
+        toolledger.run("g", db=tmp_path / "l.db", tracer_provider=tp, capture_intent=False) as run,
+        pytest.raises(toolledger.ApprovalDenied),
+    ):
+        run.call(denier, call_id="c1", input=INPUT)
+    tp.shutdown()
+    spans = _spans(exporter)
+    assert sorted(spans) == ["approval send_email", "invoke_agent"]
+    (span,) = spans["approval send_email"]
+    assert a.TL_APPROVAL_REASON not in span.attributes
+    assert span.attributes[a.TL_APPROVAL_OUTCOME] == "deny"
+    assert effects.sent == []
