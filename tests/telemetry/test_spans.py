@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
+import toolledger
 from toolledger.errors import OutcomeUnknownError
 from toolledger.telemetry import CONTENT_MAX_CHARS, NOOP_TELEMETRY, OTelTelemetry, hooks_for
 from toolledger.telemetry import attributes as a
@@ -505,3 +506,14 @@ class TestPolicy:
         finally:
             handle.shutdown()
         assert hooks_for() is NOOP_TELEMETRY
+
+
+def test_execute_tool_error_result_marks_error(provider, exporter) -> None:
+    """on_error="result": the tool failed, the model is told; the span says ERROR."""
+    tool = toolledger.tool("flaky", revision="1", execute=lambda i, c: 1 / 0, on_error="result")
+    with toolledger.run(goal="g", db=":memory:", tracer_provider=provider) as run:
+        outcome = run.call(tool, call_id="c1", input={})
+    assert outcome.is_error is True
+    span = finished(exporter)["execute_tool flaky"]
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes[a.ERROR_TYPE] == "ZeroDivisionError"

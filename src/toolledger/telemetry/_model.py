@@ -339,9 +339,27 @@ def transition_attributes(
     }
 
 
+def _error_result(event: Mapping[str, Any]) -> Any:
+    """The stored error result of a tool call (``on_error="result"``), else ``None``."""
+    outputs = event.get("outputs")
+    if isinstance(outputs, Mapping) and outputs.get("is_error") is True:
+        result = outputs.get("result")
+        return result if result is not None else {}
+    return None
+
+
 def is_error(event: Mapping[str, Any], error: BaseException | None) -> bool:
-    """Return whether the span ends with status ERROR."""
-    return error is not None or event.get("status") == "failed" or bool(event.get("error"))
+    """Return whether the span ends with status ERROR.
+
+    A tool call whose stored result is an error (the guard's ``on_error="result"``: the
+    model is told) is an error too.
+    """
+    return (
+        error is not None
+        or event.get("status") == "failed"
+        or bool(event.get("error"))
+        or _error_result(event) is not None
+    )
 
 
 def error_type(event: Mapping[str, Any], error: BaseException | None) -> str | None:
@@ -358,7 +376,10 @@ def error_type(event: Mapping[str, Any], error: BaseException | None) -> str | N
                 return str(err[key])
     if isinstance(err, str) and err:
         return err
-    if event.get("status") == "failed":
+    result = _error_result(event)
+    if isinstance(result, Mapping) and isinstance(result.get("error"), str) and result["error"]:
+        return str(result["error"])  # the guard stores the exception's qualname here
+    if event.get("status") == "failed" or result is not None:
         return "_OTHER"
     return None
 
