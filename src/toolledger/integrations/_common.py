@@ -23,6 +23,7 @@ from ..store._open import open_store
 from ..tools import Tool, ToolOutcome
 
 __all__ = [
+    "AWAITING_APPROVAL_TEXT",
     "JUSTIFICATION",
     "NOT_EXECUTED",
     "OUTCOME_UNKNOWN",
@@ -47,6 +48,9 @@ JUSTIFICATION_SCHEMA: dict[str, Any] = {
 #: Result texts chosen by ``repair_transcript`` and for unknown outcomes.
 OUTCOME_UNKNOWN = "outcome unknown; not re-run"
 NOT_EXECUTED = "not executed"
+#: A gated call waiting for a human decision (``ToolOutcome.status``), and what the model sees.
+AWAITING_APPROVAL = "awaiting_approval"
+AWAITING_APPROVAL_TEXT = "awaiting approval; not executed yet"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,7 +168,9 @@ def _conclude(
 ) -> list[tuple[ToolCall, str, bool]]:
     failure: BaseException | None = None
     for i, out in zip(where, outs, strict=True):
-        if isinstance(out, ToolOutcome):
+        if isinstance(out, ToolOutcome) and out.status == AWAITING_APPROVAL:
+            results[i] = (AWAITING_APPROVAL_TEXT, True)
+        elif isinstance(out, ToolOutcome):
             results[i] = (render(out.payload), out.is_error)
         elif isinstance(out, OutcomeUnknownError):
             results[i] = (OUTCOME_UNKNOWN, True)
@@ -189,10 +195,22 @@ def run_calls(
         BindingConflictError: a call id was used for another call.
         StoreError, or an interruption: as ``run.call``.
     """
-    from ..guard import call_many
+    from ..guard import call, call_many
 
     results, items, where = _prepare(calls, tools)
-    outs = call_many(run, items, return_exceptions=True) if items else []
+    # Ungated calls claim together; gated ones go one by one through run.call's gate.
+    plain = [k for k, item in enumerate(items) if item["tool"].approval is None]
+    outs: list[Any] = [None] * len(items)
+    if plain:
+        done = call_many(run, [items[k] for k in plain], return_exceptions=True)
+        for k, out in zip(plain, done, strict=True):
+            outs[k] = out
+    for k, item in enumerate(items):
+        if item["tool"].approval is not None:
+            try:
+                outs[k] = call(run, item.pop("tool"), **item)
+            except Exception as exc:
+                outs[k] = exc
     return _conclude(calls, results, where, outs)
 
 
