@@ -43,6 +43,10 @@ class TestCommands:
         assert [r["run_id"] for r in rows] == ["run-b", "run-a"]
         assert rows[1]["status"] == "completed"
         assert rows[1]["records"] == 4
+        assert rows[1]["counts"] == {"events": 3, "failed": 0, "refused": 1, "running": 0}
+        table = invoke(db, "runs").output.splitlines()
+        assert table[0].split()[:5] == ["run", "status", "events", "failed", "refused"]
+        assert table[2].split()[:5] == ["run-a", "completed", "3", "0", "1"]
 
     def test_show_prints_the_tree(self, db):
         result = invoke(db, "show", "run-a")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -46,17 +46,26 @@ def _dumps(value: Any) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -> None:
-    """List runs, newest first: id, status, records, start, goal.
+    """List runs, newest first: id, status, event counts, start, goal.
+
+    Counts are events (a step's start and end records are one event): all, failed,
+    refused (approvals), and still running or interrupted.
 
     Example: toolledger runs --limit 10
     """
-    from ..journal._read import RunView, run_document
+    from ..journal._read import RunView, iter_rows, run_document
 
     store = get_store(ctx)
     try:
+        if not as_json:
+            click.echo(
+                f"{'run':<32}  {'status':<11} {'events':>6} {'failed':>6} {'refused':>7}  "
+                f"{'started':<19}  goal"
+            )
         for row in store.list_runs(namespace=namespace, limit=limit):
             doc = run_document(row)
             status = RunView(row=row, doc=doc, rows=[], events=[], live=_live(row, doc)).status
+            counts = _counts(iter_rows(store, row.run_id))
             if as_json:
                 click.echo(
                     _dumps(
@@ -64,6 +73,7 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
                             "run_id": row.run_id,
                             "status": status,
                             "records": row.event_count,
+                            "counts": counts,
                             "started_at": row.started_at,
                             "ended_at": row.ended_at,
                             "agent": row.agent,
@@ -74,11 +84,25 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
             else:
                 goal = " ".join((row.goal or "").split())
                 click.echo(
-                    f"{row.run_id}  {status:<11} {row.event_count:>7}  "
-                    f"{row.started_at[:19]}  {goal[:80]}"
+                    f"{row.run_id:<32}  {status:<11} {counts['events']:>6} {counts['failed']:>6} "
+                    f"{counts['refused']:>7}  {row.started_at[:19]}  {goal[:80]}"
                 )
     finally:
         store.close()
+
+
+def _counts(rows: Iterable[Any]) -> dict[str, int]:
+    """Count events from the indexed columns alone (no JSON parsing)."""
+    last: dict[str, str | None] = {}
+    for r in rows:
+        last[r.event_id] = r.status
+    statuses = list(last.values())
+    return {
+        "events": len(statuses),
+        "failed": statuses.count("failed"),
+        "refused": statuses.count("refused"),
+        "running": statuses.count("running"),
+    }
 
 
 def _live(row: Any, doc: dict[str, Any]) -> bool:
