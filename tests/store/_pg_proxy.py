@@ -9,6 +9,9 @@ protocol commits):
 - ``"after"``: the message is forwarded; the server's answer (sent once the commit is
   durable) is swallowed and both sockets close: the write landed, the client cannot know.
 
+- ``"hold"``: the message waits until ``release`` is set, then goes on (a commit held open
+  while another session races it).
+
 ``refuse = True`` makes it close every new connection at once (the server "is gone").
 """
 
@@ -38,6 +41,7 @@ class CommitProxy:
         self.on = "commit"
         self.refuse = False
         self.fired = threading.Event()
+        self.release = threading.Event()
         self._lock = threading.Lock()
         self._socks: list[socket.socket] = []
         self._closed = False
@@ -134,6 +138,9 @@ class _Pair:
                         return
                     if mode == "after":
                         self.swallow_reply.set()
+                    if mode == "hold":
+                        self.proxy.fired.set()
+                        self.proxy.release.wait(60)
                 self.upstream.sendall(head + body)
         except OSError:
             self._cut()

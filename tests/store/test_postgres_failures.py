@@ -150,6 +150,61 @@ class TestUnknownCommit:
             assert direct.get("ns", "c1") == done.next  # it had landed: never guessed
 
 
+def test_create_racing_an_erase_never_recreates_the_key(
+    make_store: Callable[..., PostgresStore], proxy: CommitProxy
+) -> None:
+    """A create blocked behind gc's uncommitted erase must not slip in once it commits."""
+    from toolledger.store._rows import dump_record
+    from toolledger.store._tombstone import build_tombstone
+
+    eraser = make_store(proxy.dsn(), max_size=1)
+    caller = make_store()
+    rec = _claimed(caller)
+    done = _complete(rec)
+    assert caller.compare_and_swap(1, done.next)
+    tomb = build_tombstone(
+        done.next,
+        stored_json=dump_record(done.next),
+        transitions=["create_checkpoint", "claim_execution", "complete_execution"],
+        operation_json=None,
+        erased_at=T0 + timedelta(days=40),
+        reason="retention",
+    )
+    proxy.arm("hold")
+    erased: list[bool] = []
+    th = threading.Thread(
+        target=lambda: erased.append(eraser.erase_checkpoint(tomb, expected_revision=2))
+    )
+    th.start()
+    assert proxy.fired.wait(30)  # the erase is written, its COMMIT held at the proxy
+    outcome: list[Any] = []
+
+    def create() -> None:
+        try:
+            outcome.append(caller.create_if_absent(create_checkpoint(_binding(), at=T0)))
+        except CheckpointError as exc:
+            outcome.append(exc)
+
+    racer = threading.Thread(target=create)
+    racer.start()
+    _wait_for(
+        pg_dsn_or_skip(),
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        f"AND query LIKE '%{caller.schema}%checkpoints%'",
+    )  # the create waits on the erased row's lock
+    proxy.release.set()
+    th.join(30)
+    racer.join(30)
+    assert erased == [True]
+    assert caller.get("ns", "c1") is None
+    assert caller.tombstone("ns", "c1") == tomb
+    # Linearised before the erase (it saw the record) or after it (TOMBSTONED): never a new key.
+    assert isinstance(outcome[0], CheckpointError) or outcome[0] == (False, done.next)
+    with pytest.raises(CheckpointError) as info:
+        caller.create_if_absent(create_checkpoint(_binding(), at=T0))
+    assert info.value.code == "TOMBSTONED"
+
+
 def test_terminated_backend_mid_transaction_rolls_back_whole_batch(
     make_store: Callable[..., PostgresStore], schema: str
 ) -> None:

@@ -83,9 +83,11 @@ _TEMPLATES: dict[str, str] = {
             FROM ins
         )
         SELECT (SELECT count(*) FROM ins), (SELECT data FROM t),
+            (SELECT revision FROM {s}.checkpoints WHERE namespace = %(ns)s AND call_id = %(cid)s),
             (SELECT record FROM {s}.checkpoints WHERE namespace = %(ns)s AND call_id = %(cid)s)
     """,
-    "select_record": "SELECT record FROM {s}.checkpoints WHERE namespace = %s AND call_id = %s",
+    "select_record": "SELECT revision, record FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s",
     "select_tombstone": "SELECT data FROM {s}.tombstones WHERE namespace = %s AND call_id = %s",
     "swap": """
         WITH u AS (
@@ -213,25 +215,31 @@ def _create(
     cur.execute(q["create"], params)
     row = cur.fetchone()
     assert row is not None
-    inserted, tomb, stored = row
+    inserted, tomb, revision, stored = row
     if inserted == 1:
         return (True, rec)
-    if tomb is not None:
-        raise tombstoned_error(load_tombstone(tomb, ns, cid))
-    if stored is None:
-        # The conflicting row committed after this statement's snapshot: read it now.
+    if tomb is None and revision is None:
+        # The conflicting row committed after this statement's snapshot (or an erase did
+        # while we waited for its lock): read it with a fresh snapshot.
         cur.execute(q["select_record"], (ns, cid))
         again = cur.fetchone()
-        if again is None:  # erased in between: the tombstone tells why
-            cur.execute(q["select_tombstone"], (ns, cid))
-            t = cur.fetchone()
-            if t is not None:
-                raise tombstoned_error(load_tombstone(t[0], ns, cid))
+        if again is None:
             raise NotFoundError(
                 message=f"checkpoint {ns}/{cid} vanished while being created; retry",
                 details={"namespace": ns, "call_id": cid},
             )
-        stored = again[0]
+        revision, stored = again
+    if tomb is not None or revision < 0:  # the key was erased: its marker row conflicted
+        if tomb is None:
+            cur.execute(q["select_tombstone"], (ns, cid))
+            found = cur.fetchone()
+            if found is None:
+                raise NotFoundError(
+                    message=f"checkpoint {ns}/{cid} was erased but has no tombstone",
+                    details={"namespace": ns, "call_id": cid},
+                )
+            tomb = found[0]
+        raise tombstoned_error(load_tombstone(tomb, ns, cid))
     return (False, load_record(stored, ns, cid))
 
 

@@ -72,7 +72,8 @@ __all__ = ["PostgresStore"]
 T = TypeVar("T")
 
 _TEMPLATES = {
-    "get": "SELECT record FROM {s}.checkpoints WHERE namespace = %s AND call_id = %s",
+    "get": "SELECT record FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s AND revision >= 0",
     "history": "SELECT transition, action, record FROM {s}.checkpoint_history "
     "WHERE namespace = %s AND call_id = %s ORDER BY revision",
     "op_read": "SELECT data FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
@@ -84,8 +85,15 @@ _TEMPLATES = {
     "tomb_get": "SELECT data FROM {s}.tombstones WHERE namespace = %s AND call_id = %s",
     "tomb_insert": "INSERT INTO {s}.tombstones (namespace, call_id, erased_at, data) "
     "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-    "erase_checkpoint": "DELETE FROM {s}.checkpoints "
-    "WHERE namespace = %s AND call_id = %s AND revision = %s",
+    # An erased key keeps a marker row (revision -1, no record): a create racing the erase
+    # then conflicts with it instead of slipping in after a DELETE. Readers skip it.
+    "erase_checkpoint": "UPDATE {s}.checkpoints SET status = 'erased', revision = -1, "
+    "updated_at = %s, record = '' WHERE namespace = %s AND call_id = %s AND revision = %s",
+    "marker_insert": "INSERT INTO {s}.checkpoints "
+    "(namespace, call_id, status, revision, tool_name, updated_at, record) "
+    "VALUES (%s, %s, 'erased', -1, %s, %s, '') ON CONFLICT DO NOTHING",
+    "lock_key": "SELECT revision FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s FOR UPDATE",
     "erase_history": "DELETE FROM {s}.checkpoint_history WHERE namespace = %s AND call_id = %s",
     "erase_operation": "DELETE FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
     "event_rewrite": "UPDATE {s}.events SET data = %s WHERE run_id = %s AND seq = %s",
@@ -296,7 +304,7 @@ class PostgresStore(PgApprovals):
         updated_before: datetime | None,
         limit: int | None,
     ) -> builtins.list[tuple[str, str, str]]:
-        where: builtins.list[str] = ["TRUE"]
+        where: builtins.list[str] = ["revision >= 0"]  # not the markers of erased keys
         params: builtins.list[Any] = []
         statuses = status_values(status)
         if statuses is not None:
@@ -505,7 +513,8 @@ class PostgresStore(PgApprovals):
                     message=f"{ns}/{cid} has a tombstone already",
                     details={"namespace": ns, "call_id": cid},
                 )
-            cur.execute(q["erase_checkpoint"], (ns, cid, expected_revision))
+            erased_at = format_time(tombstone.erased_at)
+            cur.execute(q["erase_checkpoint"], (erased_at, ns, cid, expected_revision))
             if cur.rowcount != 1:
                 return False
             cur.execute(q["erase_history"], (ns, cid))
@@ -527,13 +536,16 @@ class PostgresStore(PgApprovals):
         q = self._q
 
         def write(cur: Cursor[Any]) -> bool:
-            cur.execute(q["get"], (ns, cid))
-            if cur.fetchone() is not None:
+            cur.execute(q["lock_key"], (ns, cid))
+            row = cur.fetchone()
+            if row is not None and row[0] >= 0:
                 raise InvalidArgumentError(
                     message=f"a checkpoint holds {ns}/{cid}; it cannot be tombstoned this way",
                     details={"namespace": ns, "call_id": cid},
                 )
-            cur.execute(q["tomb_insert"], (ns, cid, format_time(tombstone.erased_at), text))
+            at = format_time(tombstone.erased_at)
+            cur.execute(q["marker_insert"], (ns, cid, tombstone.binding.tool_name, at))
+            cur.execute(q["tomb_insert"], (ns, cid, at, text))
             return cur.rowcount == 1
 
         return self._db.write(
