@@ -517,3 +517,33 @@ def test_execute_tool_error_result_marks_error(provider, exporter) -> None:
     span = finished(exporter)["execute_tool flaky"]
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes[a.ERROR_TYPE] == "ZeroDivisionError"
+
+
+def test_redact_applies_before_processors_see_attributes(provider, exporter) -> None:
+    """Even a span processor's on_start never sees an unredacted value."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    seen: list[dict[str, Any]] = []
+
+    class Spy(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            seen.append(dict(span.attributes))
+
+        def on_end(self, span: Any) -> None:
+            seen.append(dict(span.attributes))
+
+    provider.add_span_processor(Spy())
+    secret = "sk-live-0123456789"
+
+    def redact(attrs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: (v.replace(secret, "[key]") if isinstance(v, str) else v) for k, v in attrs.items()
+        }
+
+    hooks = hooks_for(tracer_provider=provider, capture_content=True, redact=redact)
+    span = hooks.event_started(tool_event(inputs={"key": secret}, justification=secret), None)
+    span.update({"tool_description": f"uses {secret}"})
+    span.end(tool_event(outputs={"echo": secret}))
+    assert len(seen) == 2
+    assert not any(secret in str(v) for attrs in seen for v in attrs.values())
+    assert seen[1][a.GEN_AI_TOOL_CALL_RESULT] == '{"echo":"[key]"}'
