@@ -153,3 +153,23 @@ def test_resumed_call_links_to_crashed_attempt_live_and_reexported(
     assert [(lk.context.trace_id, lk.context.span_id) for lk in again.links] == expected_link
     assert again.attributes[a.TL_CHECKPOINT_ACTION] == "reconcile-execution"
     assert again.attributes[a.TL_CHECKPOINT_RECOVERED] is True
+
+
+def test_reexport_resumed_run_never_links_across_traces(tmp_path, provider, exporter) -> None:
+    db = tmp_path / "t.db"
+    for _ in range(2):  # the second run resumes the first (same run id): a new live trace
+        with (
+            toolledger.run(
+                goal="g", agent="bot", db=db, run_id="r1", tracer_provider=provider
+            ) as run,
+            run.step("s"),
+        ):
+            pass
+    out = InMemorySpanExporter()
+    reexport(db, "r1", out)
+    spans = out.get_finished_spans()
+    assert len({s.context.trace_id for s in spans}) == 2
+    ids = {s.context.span_id: s.context.trace_id for s in spans}
+    for span in spans:
+        if span.parent is not None:
+            assert ids[span.parent.span_id] == span.context.trace_id

@@ -185,7 +185,11 @@ def build_spans(
         event_id = str(ev.get("event_id"))
         kind = _model.event_type(ev.get("kind"))
         context = by_id[event_id]
-        parent = by_id.get(str(ev.get("parent_id")), run_ctx)
+        parent: SpanContext | None = by_id.get(str(ev.get("parent_id")), run_ctx)
+        if parent is not None and parent.trace_id != context.trace_id:
+            # A resumed run's earlier segment lived in another trace; its run span id was
+            # not kept, so these spans become roots of their own trace, never cross-trace.
+            parent = None
         start = _model.time_ns(ev.get("started_at")) or start_run
         end = _model.time_ns(ev.get("ended_at")) or start
         raw = {**_model.event_start_attributes(ev), **_model.event_end_attributes(ev)}
