@@ -112,10 +112,15 @@ def _event_section(ev: Mapping[str, Any], number: int) -> list[str]:
         out += [f"> **Why**: missing (the {escape_md(source)} gave none)", ""]
     approval = ev.get("approval")
     if isinstance(approval, Mapping):
-        verdict = "GRANTED" if approval.get("granted") else "REFUSED"
-        line = f"> **Approval {verdict}** by {escape_md(approval.get('by'))}"
+        if approval.get("granted") is None and approval.get("outcome") == "require_approval":
+            line = "> **Approval REQUESTED** (waiting for a decision)"
+        else:
+            verdict = "GRANTED" if approval.get("granted") else "REFUSED"
+            line = f"> **Approval {verdict}** by {escape_md(approval.get('by'))}"
         if approval.get("reason"):
             line += f": {escape_md(approval['reason'])}"
+        if approval.get("input_fingerprint"):
+            line += f" (bound to input {escape_md(approval['input_fingerprint'])})"
         out += [line, ""]
     if ev.get("text") is not None:
         out += [_fence(str(ev["text"]), "text"), ""]

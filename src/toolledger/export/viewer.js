@@ -199,10 +199,12 @@
       details.appendChild(miss);
     }
     if (ev.approval) {
+      var waiting = ev.approval.granted !== true && ev.approval.granted !== false;
       var box = el("div", "approval-box" + (ev.approval.granted ? "" : " refused"));
-      box.appendChild(el("span", "label", (ev.approval.granted ? "Approval granted" : "Approval refused") + " by " + ev.approval.by));
+      box.appendChild(el("span", "label", waiting ? "Approval requested (waiting for a decision)" : (ev.approval.granted ? "Approval granted" : "Approval refused") + " by " + ev.approval.by));
       if (ev.approval.reason) box.appendChild(document.createTextNode(ev.approval.reason));
       if (ev.approval.for_call) box.appendChild(el("div", null, "for call " + ev.approval.for_call + (ev.approval.binding_fingerprint ? " (" + ev.approval.binding_fingerprint + ")" : "")));
+      if (ev.approval.input_fingerprint) box.appendChild(el("div", null, "bound to input " + ev.approval.input_fingerprint + (ev.approval.tool_revision ? " (tool revision " + ev.approval.tool_revision + ")" : "")));
       details.appendChild(box);
     }
     if (ev.error) {
