@@ -500,19 +500,24 @@ class CallFlow:
                 raise
             try:
                 won = self._swap(t, rec, durable=True, remove_op=True)
+                if won:
+                    _hook("after-completion")
+                    return self._outcome(t.next, replayed=False, recovered=not own)
+                rec = self._reread()
             except StoreError as store_error:
-                raise OutcomeUnknownError(
-                    message=f"call {self.binding.call_id}: the tool ran but its result could "
-                    f"not be stored; the checkpoint still says {rec.status.value}. Reconcile "
-                    "it; do not retry under a new call id",
-                    details=self._details(rec),
-                ) from store_error
-            if won:
-                _hook("after-completion")
-                return self._outcome(t.next, replayed=False, recovered=not own)
-            rec = self._reread()
-        raise StoreUnavailableError(message="the store kept refusing the completion")
+                raise self._unstored(rec) from store_error
+        raise self._unstored(rec)
         yield  # pragma: no cover (keeps this a generator for ``yield from``)
+
+    def _unstored(self, rec: CheckpointRecord) -> OutcomeUnknownError:
+        """The result is known here but could not be stored: the checkpoint still says so."""
+        self.last = rec
+        return OutcomeUnknownError(
+            message=f"call {self.binding.call_id}: the tool ran but its result could not be "
+            f"stored; the checkpoint still says {rec.status.value}. Reconcile it; do not "
+            "retry under a new call id",
+            details=self._details(rec),
+        )
 
     def _recover(self, rec: CheckpointRecord, error: BaseException | None) -> Flow:
         """``rec`` is uncertain: ask ``recover``; never execute."""

@@ -12,8 +12,9 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_execution, create_checkpoint, mark_execution_uncertain
+from toolledger.errors import StoreUnavailableError
 from toolledger.store import SQLiteStore
-from toolledger.store.base import CreateCheckpoint
+from toolledger.store.base import CreateCheckpoint, RemoveOperation
 
 from .conftest import RecordingTelemetry
 
@@ -126,3 +127,40 @@ def test_acall_cancelled_while_claim_is_batched_releases_claim(run, db) -> None:
     assert ran == []
     rec = db.get("default", "c")
     assert rec is None or rec.status is Status.READY
+
+
+class CompletionFailsStore(SQLiteStore):
+    """Every completion commit fails (the store went away after the tool ran)."""
+
+    failing = True
+
+    def apply(self, ops, *, durable=True):  # type: ignore[no-untyped-def]
+        if self.failing and any(isinstance(op, RemoveOperation) for op in ops):
+            raise StoreUnavailableError(message="injected: store went away")
+        return super().apply(ops, durable=durable)
+
+
+def test_call_result_not_storable_after_execute_is_outcome_unknown(tmp_path: Path) -> None:
+    """The tool ran but the store refuses the completion: OUTCOME_UNKNOWN, never a re-run."""
+    store = CompletionFailsStore(tmp_path / "gone.db", durability="normal")
+    ran: list[Any] = []
+
+    def execute(input: Any, ctx: toolledger.ExecuteContext) -> str:
+        ctx.operation.write({"order": "o-1"})
+        ran.append(input)
+        return "done"
+
+    def recover(ctx: toolledger.RecoverContext) -> Any:
+        return toolledger.Recovered("done") if ctx.operation.read() else None
+
+    tool = toolledger.tool("t", revision="1", execute=execute, recover=recover)
+    with toolledger.run("g", db=store) as run:
+        with pytest.raises(toolledger.OutcomeUnknownError) as err:
+            run.call(tool, call_id="c", input=1)
+        assert isinstance(err.value.__cause__, toolledger.StoreUnavailableError)
+        assert store.get("default", "c").status is Status.EXECUTING
+        store.failing = False
+        out = run.call(tool, call_id="c", input=1)
+    store.close()
+    assert (out.payload, out.recovered) == ("done", True)
+    assert ran == [1]
