@@ -173,3 +173,18 @@ def test_reexport_resumed_run_never_links_across_traces(tmp_path, provider, expo
     for span in spans:
         if span.parent is not None:
             assert ids[span.parent.span_id] == span.context.trace_id
+
+
+def test_reexport_sends_in_batches(tmp_path) -> None:
+    run_id = record(tmp_path / "t.db")
+    calls: list[int] = []
+
+    class Counting(InMemorySpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            calls.append(len(spans))
+            return super().export(spans)
+
+    report = reexport(tmp_path / "t.db", run_id, Counting(), batch_size=3)
+    assert sum(calls) == report.span_count
+    assert max(calls) == 3
+    assert len(calls) == -(-report.span_count // 3)

@@ -310,6 +310,7 @@ def reexport(
     capture_intent: bool | None = True,
     redact: Redactor | None = None,
     service_name: str | None = None,
+    batch_size: int = 512,
 ) -> ReexportReport:
     """Rebuild run ``run_id``'s spans from ``db`` and pass them to ``exporter.export()``.
 
@@ -321,6 +322,8 @@ def reexport(
         capture_intent: ``False`` drops intent text.
         redact: ``redact(attributes) -> attributes`` applied before anything is set.
         service_name: ``service.name`` of the resource (else ``OTEL_SERVICE_NAME``).
+        batch_size: Spans per ``export()`` call (one OTLP request each); the first batch
+            that fails stops the export.
 
     Returns:
         A ``ReexportReport``; ``success`` is the exporter's verdict.
@@ -343,11 +346,11 @@ def reexport(
     finally:
         if not isinstance(db, Store) or isinstance(db, str):
             store.close()
-    result = exporter.export(spans)
+    # Batches keep each OTLP request small (receivers commonly cap a request at 4 MiB).
+    success = True
+    for i in range(0, len(spans), batch_size):
+        success = exporter.export(spans[i : i + batch_size]) == SpanExportResult.SUCCESS
+        if not success:
+            break
     trace_id = format(spans[0].context.trace_id, "032x") if spans and spans[0].context else ""
-    return ReexportReport(
-        run_id=run_id,
-        trace_id=trace_id,
-        span_count=len(spans),
-        success=result == SpanExportResult.SUCCESS,
-    )
+    return ReexportReport(run_id=run_id, trace_id=trace_id, span_count=len(spans), success=success)
