@@ -7,6 +7,7 @@ The latency of one call is call + deliver. Both stores use their default, full
 durability. The server's settings are printed: they decide what a durable commit costs.
 
 Usage: .venv/bin/python bench/bench_postgres.py [--calls 300] [--procs 1,4,8]
+       [--durability full|normal]
 Needs TOOLLEDGER_PG_DSN (default postgresql://postgres@127.0.0.1:5432/test).
 """
 
@@ -25,11 +26,15 @@ from typing import Any
 __all__ = ["main"]
 
 
-def _worker(db: str, index: int, calls: int, barrier: Any, out: Any) -> None:
+def _worker(db: str, durability: str, index: int, calls: int, barrier: Any, out: Any) -> None:
     warnings.simplefilter("ignore")
     import toolledger as tl
 
-    store = tl.open_store(db) if not db.startswith("postgres") else _pg(db, index)
+    store = (
+        tl.open_store(db, durability=durability)
+        if not db.startswith("postgres")
+        else _pg(db, index, durability)
+    )
     tool = tl.tool("bench_noop", revision="1", execute=lambda inp, ctx: {"ok": inp["i"]})
     latencies: list[float] = []
     with tl.run("bench", db=store, namespace="bench", agent=f"p{index}") as run:
@@ -48,16 +53,19 @@ def _worker(db: str, index: int, calls: int, barrier: Any, out: Any) -> None:
     out.put((start, end, latencies))
 
 
-def _pg(url: str, index: int) -> Any:
+def _pg(url: str, index: int, durability: str) -> Any:
     from toolledger.store.postgres import PostgresStore
 
-    return PostgresStore(url, application_name=f"bench-p{index}", max_size=2)
+    return PostgresStore(url, application_name=f"bench-p{index}", max_size=2, durability=durability)
 
 
-def _measure(db: str, procs: int, calls: int) -> dict[str, float]:
+def _measure(db: str, durability: str, procs: int, calls: int) -> dict[str, float]:
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(procs), ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(db, i, calls, barrier, out)) for i in range(procs)]
+    workers = [
+        ctx.Process(target=_worker, args=(db, durability, i, calls, barrier, out))
+        for i in range(procs)
+    ]
     for p in workers:
         p.start()
     results = [out.get(timeout=600) for _ in workers]
@@ -87,6 +95,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per process")
     parser.add_argument("--procs", default="1,4,8", help="process counts, comma-separated")
+    parser.add_argument(
+        "--durability", default="full", choices=["full", "normal"], help="both stores' setting"
+    )
     args = parser.parse_args()
     dsn = os.environ.get("TOOLLEDGER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
     schema = f"tl_bench_{uuid.uuid4().hex[:8]}"
@@ -97,7 +108,10 @@ def main() -> None:
     print("PostgreSQL settings:")
     for name, value in _settings(dsn):
         print(f"  {name} = {value}")
-    print(f"cores: {os.cpu_count()}; {args.calls} new guarded calls (call + deliver) per process")
+    print(
+        f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; durability "
+        f"{args.durability}; {args.calls} new guarded calls (call + deliver) per process"
+    )
     print()
     print(f"{'store':<10} {'procs':>5} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     try:
@@ -107,7 +121,7 @@ def main() -> None:
                     ("postgres", pg_url),
                     ("sqlite", f"sqlite:///{tmp}/bench-{procs}.db"),
                 ):
-                    r = _measure(db, procs, args.calls)
+                    r = _measure(db, args.durability, procs, args.calls)
                     print(
                         f"{name:<10} {procs:>5} {int(r['calls']):>7} {r['per_s']:>9.0f} "
                         f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}",
