@@ -138,6 +138,26 @@ def hooks_only(n: int, provider: Any) -> list[float]:
     return times
 
 
+def sdk_floor(n: int, provider: Any) -> list[float]:
+    """Time the same four spans made directly with the SDK (no toolledger), microseconds."""
+    from opentelemetry import trace
+
+    tracer = provider.get_tracer("floor")
+    tool_attrs = {f"attr.{i}": "value" for i in range(14)}
+    transition_attrs = {f"attr.{i}": i for i in range(6)}
+    times: list[float] = []
+    for i in range(n + 200):
+        t0 = time.perf_counter_ns()
+        span = tracer.start_span("execute_tool lookup_order", attributes=tool_attrs)
+        ctx = trace.set_span_in_context(span)
+        for _ in range(3):
+            tracer.start_span("checkpoint claim_execution", ctx, attributes=transition_attrs).end()
+        span.end()
+        if i >= 200:
+            times.append((time.perf_counter_ns() - t0) / 1000)
+    return times
+
+
 def providers(endpoint: str | None) -> dict[str, tuple[Any, Any]]:
     """``label -> (provider, in-memory exporter or None)``."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -185,6 +205,7 @@ def main() -> None:
         calls: dict[str, list[float]] = {label: [] for label in configs}
         inside: dict[str, list[float]] = {label: [] for label in configs}
         hooks: dict[str, list[float]] = {label: [] for label in configs}
+        floor: list[float] = []
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(rounds):
                 for i, (label, (provider, exporter)) in enumerate(configs.items()):
@@ -194,6 +215,8 @@ def main() -> None:
                     calls[label] += total
                     inside[label] += tel
                     hooks[label] += hooks_only(per_round * 2, provider)
+                    if label == "SDK + in-memory":
+                        floor += sdk_floor(per_round * 2, provider)
                     if exporter is not None:
                         exporter.clear()
         n = per_round * rounds
@@ -213,6 +236,8 @@ def main() -> None:
         print(f"update + end), no storage\n\n{'telemetry':<26}{'median us':>11}{'p99 us':>10}")
         for label, times in hooks.items():
             print(f"{label:<26}{statistics.median(times):>11.2f}{pct(times, 0.99):>10.2f}")
+        label = "bare SDK, same 4 spans"
+        print(f"{label:<26}{statistics.median(floor):>11.2f}{pct(floor, 0.99):>10.2f}")
         for provider, _ in configs.values():
             if provider is not None:
                 provider.shutdown()

@@ -52,6 +52,8 @@ _TRUNCATED = "…[truncated]"
 _ON = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
 _OFF = frozenset({"", "false", "0", "no", "off", "no_content", "event_only"})
 _warned: set[str] = set()
+_FREE_TEXT = CONTENT_ATTRIBUTES | INTENT_ATTRIBUTES
+_PLAIN = frozenset({str, int, bool, float})
 
 AttributeValue = Any
 Redactor = Callable[[dict[str, AttributeValue]], Mapping[str, AttributeValue]]
@@ -119,17 +121,14 @@ class Policy:
         for key, value in raw.items():
             if value is None:
                 continue
-            if key in CONTENT_ATTRIBUTES:
-                if not self.capture_content:
-                    continue
-                value = self._cut(value if isinstance(value, str) else to_json_text(value))
-            elif key in INTENT_ATTRIBUTES:
-                if not self.capture_intent:
-                    continue
-                value = self._cut(_coerce(value))
-            else:
-                value = _coerce(value)
-            out[key] = value
+            if key not in _FREE_TEXT:
+                # the hot path: plain values of structural attributes (an Enum is not one)
+                out[key] = value if type(value) in _PLAIN else _coerce(value)
+            elif key in CONTENT_ATTRIBUTES:
+                if self.capture_content:
+                    out[key] = self._cut(value if isinstance(value, str) else to_json_text(value))
+            elif self.capture_intent:  # intent text
+                out[key] = self._cut(_coerce(value))
         if self.redact is None or not out:
             return out
         try:
