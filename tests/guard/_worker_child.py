@@ -2,6 +2,8 @@
 
 Usage: python _worker_child.py DB DIR NAME [--hold]
 
+DB is a SQLite path or a PostgreSQL DSN (schema from ``TOOLLEDGER_TEST_PG_SCHEMA``).
+
 Waits for DIR/go, then calls ``send`` under call id ``shared``; the tool appends its
 effect to DIR/effects.log. With ``--hold`` the tool announces DIR/started and waits for
 DIR/release before its effect (a slow, live worker). Prints the outcome as JSON.
@@ -44,7 +46,13 @@ def main() -> None:
 
     tool = toolledger.tool("send", revision="1", execute=execute)
     wait_for(root / "go")
-    store = toolledger.SQLiteStore(db, durability="normal")
+    schema = os.environ.get("TOOLLEDGER_TEST_PG_SCHEMA")
+    if db.startswith("postgresql://"):
+        from toolledger.store.postgres import PostgresStore
+
+        store: Any = PostgresStore(db, schema=schema or "toolledger")
+    else:
+        store = toolledger.SQLiteStore(db, durability="normal")
     with toolledger.run("worker", db=store) as run:
         try:
             out = run.call(tool, call_id="shared", input={"to": "x"})
