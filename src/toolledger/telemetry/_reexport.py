@@ -107,6 +107,15 @@ def build_spans(
 ) -> list[ReadableSpan]:
     """Return the run's spans rebuilt from ``store`` (run span first).
 
+    Args:
+        store: The ``Store`` holding the run.
+        run_id: The run.
+        policy: Content capture, intent switch and redaction to apply.
+        resource: The SDK ``Resource`` of the spans (``None``: the SDK default).
+
+    Returns:
+        SDK ``ReadableSpan`` objects, ready for any ``SpanExporter.export()``.
+
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run.
     """
