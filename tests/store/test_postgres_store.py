@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import subprocess
 import sys
@@ -103,3 +104,32 @@ def test_closed_store_raises_store_unavailable(schema: str) -> None:
     with pytest.raises(CheckpointError) as info:
         store.get("ns", "c1")
     assert info.value.code == "STORE_UNAVAILABLE"
+
+
+def test_run_and_cli_accept_a_postgresql_dsn(schema: str) -> None:
+    """``toolledger.run(db=DSN)`` journals into PostgreSQL; ``--db DSN`` reads it back."""
+    from click.testing import CliRunner
+
+    import toolledger as tl
+    from toolledger.cli import main
+
+    dsn = pg_dsn_or_skip()
+    url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+    tool = tl.tool("echo", revision="1", execute=lambda inp, ctx: inp)
+    with tl.run("dsn run", db=url, namespace="ns") as run:
+        assert run.call(tool, call_id="c1", input={"x": 1}).payload == {"x": 1}
+    with PostgresStore(url) as store:
+        assert store.schema == schema
+        got = store.get("ns", "c1")
+        assert got is not None
+        assert got.result is not None
+        assert tl.verify(store, run.run_id).ok
+    migrate = CliRunner().invoke(main, ["--db", url, "migrate"])
+    assert migrate.exit_code == 0, migrate.output
+    assert migrate.output.splitlines()[:2] == [
+        "1\tcheckpoints_history_operations_runs_events",
+        "2\ttombstones",
+    ]
+    listed = CliRunner().invoke(main, ["--db", url, "checkpoints", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["call_id"] for line in listed.output.splitlines()] == ["c1"]
