@@ -321,7 +321,8 @@ class _Gate:
                 checkpoint=link,
                 parent=None,
             )
-            self.run.flush()
+            if not granted:  # the call ends here: make the record visible now
+                self.run.flush()
         except Exception:
             if getattr(self.run, "strict", False):
                 raise
