@@ -419,6 +419,8 @@ class Recorder:
             return default
 
     def _activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
+        if type(handle.span) is NoopSpan:
+            return None  # nothing to make current: skip the context manager's cost
         try:
             cm = handle.span.activate()
             cm.__enter__()
