@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -40,7 +40,16 @@ from .errors import (
 )
 from .tools import Tool, ToolOutcome
 
-__all__ = ["AWAITING_APPROVAL", "DENIED", "agate", "gate", "resolve", "ungated"]
+__all__ = [
+    "AWAITING_APPROVAL",
+    "DENIED",
+    "agate",
+    "gate",
+    "gate_many",
+    "gated_item",
+    "resolve",
+    "ungated",
+]
 
 #: ``ToolOutcome.status`` of a call waiting for a decision.
 AWAITING_APPROVAL = "awaiting_approval"
@@ -414,3 +423,62 @@ async def agate(run: Any, tool: Tool, **kw: Any) -> ToolOutcome | None:
     except StopIteration as stop:
         result: ToolOutcome | None = stop.value
         return result
+
+
+def gated_item(item: Any) -> bool:
+    """Whether a ``call_many`` item needs the gate (its tool or the item sets ``approval``)."""
+    if not isinstance(item, Mapping):
+        return False
+    tool = item.get("tool")
+    return item.get("approval") is not None or getattr(tool, "approval", None) is not None
+
+
+def gate_many(
+    run: Any,
+    calls: Sequence[Mapping[str, Any]],
+    *,
+    on_error: str | None,
+    return_exceptions: bool,
+    call_many: Callable[..., list[Any]],
+) -> list[Any]:
+    """``run.call_many`` with gates: ask for each gated item first, then run the allowed ones.
+
+    Gates run one by one, in order, before anything is claimed; a denial (with
+    ``on_error="raise"`` and without ``return_exceptions``) raises before any call of the
+    turn executes. The allowed calls then go through ``call_many`` together (one claim
+    transaction), ungated.
+    """
+    slots: list[Any] = [None] * len(calls)
+    rest: list[tuple[int, dict[str, Any]]] = []
+    for i, item in enumerate(calls):
+        if not gated_item(item):
+            rest.append((i, dict(item) if isinstance(item, Mapping) else item))
+            continue
+        extra = {k: item[k] for k in ("approval", "approver") if k in item}
+        try:
+            stopped = gate(
+                run,
+                item["tool"],
+                call_id=item["call_id"],
+                input=item["input"],
+                justification=item.get("justification"),
+                on_error=item.get("on_error", on_error),
+                extra=extra,
+            )
+        except Exception as exc:
+            if not return_exceptions:
+                raise
+            slots[i] = exc
+            continue
+        if stopped is not None:
+            slots[i] = stopped
+            continue
+        tool, _ = ungated(item["tool"], extra)
+        rest.append((i, {k: v for k, v in item.items() if k not in extra} | {"tool": tool}))
+    if rest:
+        outs = call_many(
+            run, [item for _, item in rest], on_error=on_error, return_exceptions=return_exceptions
+        )
+        for (i, _), out in zip(rest, outs, strict=True):
+            slots[i] = out
+    return slots

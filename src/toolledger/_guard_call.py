@@ -78,8 +78,8 @@ def start(
         )
     if tool.approval is not None or extra.get("approval") is not None:
         raise InvalidArgumentError(
-            message="run.call_many does not run approval gates; call gated tools with "
-            "run.call or run.acall (refusing to run the call ungated)",
+            message="this call path does not run approval gates; use run.call, run.acall "
+            "or run.call_many (refusing to run the call ungated)",
             details={"tool": tool.name},
         )
     mode = tool.on_error if on_error is None else on_error

@@ -55,7 +55,7 @@ from typing import Any
 
 from ._approval_gate import agate as approval_agate
 from ._approval_gate import gate as approval_gate
-from ._approval_gate import ungated
+from ._approval_gate import gate_many, gated_item, ungated
 from ._guard_call import (
     abandon,
     begin,
@@ -151,8 +151,10 @@ def call_many(
     """Run the parallel tool calls of one model turn; new calls claim in one transaction.
 
     Each item is a mapping with ``tool``, ``call_id``, ``input`` and optionally
-    ``justification``, ``justification_source`` and ``on_error``. Calls execute one after
-    another in order; each completion is its own durable commit.
+    ``justification``, ``justification_source``, ``on_error``, ``approval`` and
+    ``approver``. Calls execute one after another in order; each completion is its own
+    durable commit. Approval gates run first, one by one, before anything is claimed (a
+    waiting call's slot is its ``awaiting_approval`` outcome; see ``toolledger.approvals``).
 
     Args:
         run: The run.
@@ -168,6 +170,10 @@ def call_many(
         The first call's error when ``return_exceptions`` is false; the claims of calls
         that did not execute yet are released first.
     """
+    if any(gated_item(item) for item in calls):  # toolledger.approvals: gates first
+        return gate_many(
+            run, calls, on_error=on_error, return_exceptions=return_exceptions, call_many=call_many
+        )
     flows = [start_item(run, item, on_error, sync=True) for item in calls]
     slots: list[Any] = [None] * len(flows)
     # Phase 1: decide every call; new ones stop at their Claim request.

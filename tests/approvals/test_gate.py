@@ -267,12 +267,33 @@ class TestDecisions:
         assert store.approval_get("default", "c1") is None
         assert store.get("default", "c1") is None
 
-    def test_call_many_refuses_a_gated_tool(self, db: Path, effects: Effects) -> None:
-        """call_many does not gate yet, so it refuses a gated tool instead of skipping it."""
-        gated = effects.tool("always", Approver(Approved("a")))
-        with toolledger.run("g", db=db) as run, pytest.raises(toolledger.InvalidArgumentError):
-            run.call_many([{"tool": gated, "call_id": "c1", "input": INPUT}])
-        assert effects.sent == []
+    def test_call_many_gates_each_item_before_claiming(self, db: Path, effects: Effects) -> None:
+        """call_many asks per gated item first; allowed and ungated calls run, others stop."""
+        approved = effects.tool("always", Approver(Approved("alice")))
+        waiting = effects.tool("effect-only", Approver(Pending("T")))
+        plain = effects.tool(None, None)
+        denier = Approver(Denied("bob", "no"))
+        items = [
+            {"tool": plain, "call_id": "c0", "input": {"to": "zero"}},
+            {"tool": approved, "call_id": "c1", "input": {"to": "one"}},
+            {"tool": waiting, "call_id": "c2", "input": {"to": "two"}},
+            {
+                "tool": plain,
+                "call_id": "c3",
+                "input": {"to": "three"},
+                "approval": "always",
+                "approver": denier,
+            },
+        ]
+        with toolledger.run("g", db=db) as run:
+            outs = run.call_many(items, return_exceptions=True)
+            with pytest.raises(toolledger.ApprovalDenied):
+                run.call_many(items)  # the denial is raised before anything is claimed
+        assert [o.payload for o in outs[:2]] == [{"sent_to": "zero"}, {"sent_to": "one"}]
+        assert outs[2].status == "awaiting_approval"
+        assert isinstance(outs[3], toolledger.ApprovalDenied)
+        assert effects.sent == [{"to": "zero"}, {"to": "one"}]
+        assert len(denier.requests) == 1
 
 
 class TestAsync:
