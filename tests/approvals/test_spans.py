@@ -114,3 +114,18 @@ def test_denied_call_has_no_execute_tool_span_and_intent_off_drops_reason(
     assert a.TL_APPROVAL_REASON not in span.attributes
     assert span.attributes[a.TL_APPROVAL_OUTCOME] == "deny"
     assert effects.sent == []
+
+
+def test_reexported_approval_span_matches_the_live_one(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter, effects: Effects
+) -> None:
+    """Re-export from the journal rebuilds the approval span with the same attributes."""
+    db = tmp_path / "l.db"
+    _run_call(db, provider, effects.tool("always", Approver(Denied("bob", "no"))))
+    (live,) = _spans(exporter)["approval send_email"]
+    run_id = next(iter(toolledger.SQLiteStore(db).list_runs())).run_id
+    again = InMemorySpanExporter()
+    toolledger.reexport(db, run_id, again)
+    (rebuilt,) = _spans(again)["approval send_email"]
+    assert dict(rebuilt.attributes) == dict(live.attributes)
+    assert "execute_tool send_email" not in _spans(again)
