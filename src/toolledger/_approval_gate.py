@@ -58,6 +58,7 @@ DENIED = "denied"
 _DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 _INPUT_MAX = 65_536  # bytes of canonical JSON kept with a request for a human to read
 _ROUNDS = 16
+_TEXT_MAX = 4096  # characters of justification/description kept with a request
 
 Gate = Generator[ApprovalRequest, Any, ToolOutcome | None]
 
@@ -93,6 +94,13 @@ def ungated(tool: Any, extra: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _clip(text: str | None) -> str | None:
+    """Bound free text stored with a request (the journal keeps the full justification)."""
+    if text is None or len(text) <= _TEXT_MAX:
+        return text
+    return text[: _TEXT_MAX - 1] + "…"
 
 
 def _kept_input(value: Any) -> Any:
@@ -230,8 +238,8 @@ class _Gate:
             requested = stored.requested_at
         common = {
             "requested_at": requested,
-            "justification": self.justification,
-            "description": self.tool.description,
+            "justification": _clip(self.justification),
+            "description": _clip(self.tool.description),
             "input": _kept_input(self.input),
             "run_id": self._run_id(),
         }

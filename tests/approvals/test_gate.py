@@ -324,3 +324,16 @@ class TestAsync:
         with toolledger.run("g", db=db) as run, pytest.raises(toolledger.InvalidArgumentError):
             run.call(sync_tool, call_id="c2", input=INPUT)
         assert SQLiteStore(db).approval_get("default", "c2") is None
+
+
+def test_long_justification_is_clipped_in_the_request_not_refused(
+    db: Path, effects: Effects
+) -> None:
+    """A justification over 4,096 characters is kept whole in the journal, clipped in the row."""
+    long = "why " * 2000
+    with toolledger.run("g", db=db) as run:
+        out = run.call(effects.tool("always", None), call_id="c1", input=INPUT, justification=long)
+    assert out.status == "awaiting_approval"
+    stored = SQLiteStore(db).approval_get("default", "c1")
+    assert len(stored.justification) == 4096
+    assert stored.justification.endswith("…")
