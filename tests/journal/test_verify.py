@@ -218,3 +218,53 @@ class TestCanonical:
     @given(st.floats(allow_nan=False, allow_infinity=False))
     def test_floats_take_the_rfc8785_path(self, x):
         assert canonical({"x": x}) == canonical_json({"x": x})
+
+
+header_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**60), 2**60),
+    st.text(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.fixed_dictionaries(
+        {"namespace": st.text(max_size=5), "call_id": st.text(max_size=5)},
+        optional={"revision": st.integers(0, 10)},
+    ),
+)
+
+
+class TestHeaderJson:
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(st.text(max_size=12), header_values, max_size=14))
+    def test_one_pass_header_json_equals_canonical(self, header):
+        from toolledger.journal._events import header_json, stored_header
+
+        header = {
+            k: ({"$int": str(v)} if type(v) is int and abs(v) > 2**53 - 1 else v)
+            for k, v in header.items()
+        }
+        full, stored = header_json(header)
+        assert full == canonical_json(header)
+        assert stored == canonical_json(stored_header(header))
+
+    def test_real_headers_take_the_one_pass_path(self):
+        from toolledger.journal._events import header_json
+
+        header = {
+            "v": 1,
+            "run_id": "r" * 32,
+            "event_id": "e" * 32,
+            "seq": 3,
+            "parent_id": None,
+            "kind": "step",
+            "name": 'naïve \U0001f600 "quoted" </script>',
+            "status": "completed",
+            "phase": "end",
+            "at": "2026-01-01T00:00:00.000000+00:00",
+            "justification_missing": False,
+            "content_sha256": "0" * 64,
+        }
+        full, stored = header_json(header)
+        assert full == canonical_json(header)
+        assert '"run_id"' not in stored
+        assert '"phase":"end"' in stored

@@ -52,6 +52,7 @@ __all__ = [
     "chain_hash",
     "content_hash",
     "erase_content",
+    "header_json",
     "event_summary_text",
     "merge_records",
     "RecordParser",
@@ -137,6 +138,44 @@ def chain_hash(prev_hash: str | None, header_json: str) -> str:
 def stored_header(header: Mapping[str, Any]) -> dict[str, Any]:
     """Return the part of a full header stored in ``data`` (the rest are row columns)."""
     return {k: v for k, v in header.items() if k not in COLUMN_KEYS}
+
+
+_encode_str = json.encoder.encode_basestring  # the escaping canonical_json uses for strings
+_COLUMN_SET = frozenset(COLUMN_KEYS)
+
+
+def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
+    """Return ``(canonical full header, canonical stored header)`` in one pass.
+
+    Equal to ``canonical(header)`` and ``canonical(stored_header(header))`` (a property
+    test pins it): keys are sorted ASCII, strings escaped as ``canonical_json`` does,
+    and any value that is not a str, int, bool or ``None`` is encoded by ``canonical``.
+    """
+    full: list[str] = []
+    stored: list[str] = []
+    for key in sorted(header):
+        value = header[key]
+        tp = type(value)
+        if tp is str:
+            if not value.isascii() and _ASTRAL.search(value):
+                text = canonical(value)
+            else:
+                text = _encode_str(value)
+        elif value is None:
+            text = "null"
+        elif tp is bool:
+            text = "true" if value else "false"
+        elif tp is int:
+            text = canonical(value) if abs(value) > 2**53 - 1 else str(value)
+        else:
+            text = canonical(value)
+        if not key.isascii() or '"' in key or "\\" in key or not key.isprintable():
+            return canonical(header), canonical(stored_header(header))
+        item = f'"{key}":{text}'
+        full.append(item)
+        if key not in _COLUMN_SET:
+            stored.append(item)
+    return "{" + ",".join(full) + "}", "{" + ",".join(stored) + "}"
 
 
 def run_genesis(run_header: Mapping[str, Any]) -> str:

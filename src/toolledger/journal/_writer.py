@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import CheckpointError, StoreUnavailableError
 from ..store.base import EventRow, Store
-from ._events import canonical, chain_hash, stored_header
+from ._events import chain_hash, header_json
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -61,8 +61,8 @@ class _Pending:
 
 
 def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRow:
-    digest = chain_hash(prev, canonical(header, maybe_float=False))
-    stored = canonical(stored_header(header), maybe_float=False)
+    full, stored = header_json(header)
+    digest = chain_hash(prev, full)
     return EventRow(
         run_id=header["run_id"],
         seq=header["seq"],
