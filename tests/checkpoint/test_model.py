@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _ckpt_records import binding
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toolledger as tl
@@ -73,7 +73,7 @@ def records(draw: st.DrawFn) -> tl.CheckpointRecord:
     return rec
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
 def test_record_to_dict_from_dict_round_trips(rec: tl.CheckpointRecord) -> None:
     """from_dict(to_dict(r)) == r, also through JSON text; to_dict is JSON-ready."""

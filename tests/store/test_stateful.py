@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from hypothesis import event, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -231,7 +231,12 @@ class SQLiteCheckpointMachine(CheckpointMachine):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-SETTINGS = settings(max_examples=80, stateful_step_count=50, deadline=None)
+SETTINGS = settings(
+    max_examples=80,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],  # a loaded CI box must not fail it
+)
 TestMemoryStoreStateful = MemoryCheckpointMachine.TestCase
 TestMemoryStoreStateful.settings = SETTINGS
 TestSQLiteStoreStateful = SQLiteCheckpointMachine.TestCase
