@@ -1,21 +1,14 @@
-"""The approval gate the guard runs before a gated call (``run.call``/``run.acall``).
+"""The approval gate the guard runs before a gated call (``run.call``/``acall``/``call_many``).
 
 Rules this module keeps:
 
 - The gate runs *before* the call's ``tool_call`` event starts, so a denied or pending
   call has no ``execute_tool`` span; its decision is an ``approval`` journal event (span
-  ``approval {tool}``).
-- It decides from stored facts first: the checkpoint (new / replayed / recovered) and the
-  stored approval for the key. A stored decision for the same binding counts; a record
-  for another binding is ``BINDING_CONFLICT``. The approver is asked only when no decision
-  counts and no request is pending.
-- A decision is stored durably (CAS on the approval's revision) *before* the call
-  proceeds, so a crash after the approval and before execution does not ask twice. Of two
-  callers deciding at once, one write wins and the other adopts the stored decision.
-- A pending new call leaves its checkpoint in ``ready`` (created here if absent), never
-  claimed. A denial never creates or claims a checkpoint.
-- Like the guard, the gate is a generator: it yields the ``ApprovalRequest`` and the
-  driver (sync or async) sends back what the approver answered.
+  ``approval {tool}``). The state machine is ``_approval_flow.GateFlow``.
+- ``None`` from a gate means "proceed": the guard then runs the call with ``ungated``'s
+  tool (the same tool without ``approval``/``approver``), so nothing is asked twice.
+- A sync call refuses an async approver (``INVALID_ARGUMENT``, nothing stored); ``acall``
+  awaits it.
 """
 
 from __future__ import annotations
@@ -23,21 +16,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import Callable, Generator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import _guard_flow
-from ._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
-from .approvals import APPROVAL_MODES, ApprovalRequest, Approved, Denied, Pending
-from .checkpoint.model import Binding, CheckpointRecord, Status, fingerprint
-from .checkpoint.transitions import create_checkpoint, decide_checkpoint
-from .errors import (
-    ApprovalDenied,
-    BindingConflictError,
-    InvalidArgumentError,
-    StoreUnavailableError,
-)
+from ._approval_flow import AWAITING_APPROVAL, DENIED, GateFlow
+from .approvals import APPROVAL_MODES
+from .checkpoint.model import Binding, fingerprint
+from .errors import InvalidArgumentError
 from .tools import Tool, ToolOutcome
 
 __all__ = [
@@ -50,17 +35,6 @@ __all__ = [
     "resolve",
     "ungated",
 ]
-
-#: ``ToolOutcome.status`` of a call waiting for a decision.
-AWAITING_APPROVAL = "awaiting_approval"
-#: ``ToolOutcome.status`` of a denied call with ``on_error="result"``.
-DENIED = "denied"
-_DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
-_INPUT_MAX = 65_536  # bytes of canonical JSON kept with a request for a human to read
-_ROUNDS = 16
-_TEXT_MAX = 4096  # characters of justification/description kept with a request
-
-Gate = Generator[ApprovalRequest, Any, ToolOutcome | None]
 
 
 def resolve(tool: Tool, extra: Mapping[str, Any]) -> tuple[str | None, Callable[..., Any] | None]:
@@ -92,265 +66,6 @@ def ungated(tool: Any, extra: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     return tool, rest
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _clip(text: str | None) -> str | None:
-    """Bound free text stored with a request (the journal keeps the full justification)."""
-    if text is None or len(text) <= _TEXT_MAX:
-        return text
-    return text[: _TEXT_MAX - 1] + "…"
-
-
-def _kept_input(value: Any) -> Any:
-    """The input stored with a request (``None`` when too large: the fingerprint binds it)."""
-    from .checkpoint._json import canonical_json
-
-    try:
-        return value if len(canonical_json(value).encode("utf-8")) <= _INPUT_MAX else None
-    except Exception:
-        return None
-
-
-class _Gate:
-    def __init__(
-        self,
-        run: Any,
-        tool: Tool,
-        binding: Binding,
-        input: Any,
-        justification: str | None,
-        mode: str,
-        on_error: str,
-    ) -> None:
-        self.run = run
-        self.store = run.store
-        self.tool = tool
-        self.binding = binding
-        self.input = input
-        self.justification = justification
-        self.mode = mode
-        self.on_error = on_error
-        self.checkpoint: CheckpointRecord | None = None
-        self.approver: Callable[..., Any] | None = None
-
-    # -- the flow ---------------------------------------------------------------------
-
-    def flow(self) -> Gate:
-        rec = self.store.get(*self.binding.key)
-        if rec is not None:
-            decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
-        self.checkpoint = rec
-        replay = rec is not None and rec.status is not Status.READY
-        if replay and self.mode == "effect-only":
-            return None  # a replayed or recovered call does not execute: no question
-        answer: Any = None
-        for _ in range(_ROUNDS):
-            stored = self.store.approval_get(*self.binding.key)
-            if stored is not None and stored.binding != self.binding:
-                raise BindingConflictError(
-                    message=f"an approval for {self.binding.namespace}/"
-                    f"{self.binding.call_id} was requested for another binding "
-                    f"({stored.binding.tool_name} rev {stored.binding.tool_revision}, "
-                    f"{stored.binding.input_fingerprint}); it never authorizes this call",
-                    details={"stored": stored.binding.to_dict(), "call": self.binding.to_dict()},
-                )
-            at = _now()
-            if stored is not None and stored.decided(at):
-                return self._conclude(stored, source="stored" if answer is None else "approver")
-            if stored is not None and stored.status is ApprovalStatus.PENDING and answer is None:
-                return self._awaiting(stored, new_event=False)
-            if answer is None:  # ask once per call, even when a write below loses a race
-                if self.approver is None:
-                    answer = Pending()
-                else:
-                    answer = yield self._request(replay)
-            new = self._record(answer, stored, at)
-            expected = -1 if stored is None else stored.revision
-            if self.store.approval_put(new, expected_revision=expected):
-                _hook("after-approval")
-                if new.status is ApprovalStatus.PENDING:
-                    return self._awaiting(new, new_event=True)
-                return self._conclude(new, source="approver")
-            # Another caller decided or asked meanwhile: re-read and adopt what is stored.
-        raise StoreUnavailableError(
-            message=f"the approval of {self.binding.call_id} kept changing; nothing executed",
-            details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
-        )
-
-    def _request(self, replay: bool) -> ApprovalRequest:
-        return ApprovalRequest(
-            binding=self.binding,
-            tool_name=self.tool.name,
-            description=self.tool.description,
-            input=self.input,
-            input_fingerprint=self.binding.input_fingerprint,
-            justification=self.justification,
-            mode=self.mode,
-            replay=replay,
-            run_id=self._run_id(),
-        )
-
-    def _run_id(self) -> str | None:
-        run_id = getattr(self.run, "run_id", None)
-        return run_id if isinstance(run_id, str) and run_id else None
-
-    def _record(self, answer: Any, stored: ApprovalRecord | None, at: datetime) -> ApprovalRecord:
-        if isinstance(answer, Approved):
-            if answer.expires_at is not None and answer.expires_at <= at:
-                raise InvalidArgumentError(message="Approved.expires_at is in the past")
-            changes: dict[str, Any] = {
-                "status": ApprovalStatus.APPROVED,
-                "by": answer.by,
-                "reason": answer.reason,
-                "decided_at": at,
-                "expires_at": answer.expires_at,
-                "ticket": None,
-            }
-        elif isinstance(answer, Denied):
-            changes = {
-                "status": ApprovalStatus.DENIED,
-                "by": answer.by,
-                "reason": answer.reason,
-                "decided_at": at,
-                "expires_at": None,
-                "ticket": None,
-            }
-        elif isinstance(answer, Pending):
-            changes = {
-                "status": ApprovalStatus.PENDING,
-                "by": None,
-                "reason": None,
-                "decided_at": None,
-                "expires_at": None,
-                "ticket": answer.ticket,
-            }
-        else:
-            raise InvalidArgumentError(
-                message=f"the approver of {self.tool.name} returned "
-                f"{type(answer).__name__}, not Approved, Denied or Pending",
-                details={"tool": self.tool.name},
-            )
-        if stored is None or stored.status is not ApprovalStatus.PENDING:
-            requested = at  # a new request (or one replacing an expired approval)
-        else:
-            requested = stored.requested_at
-        common = {
-            "requested_at": requested,
-            "justification": _clip(self.justification),
-            "description": _clip(self.tool.description),
-            "input": _kept_input(self.input),
-            "run_id": self._run_id(),
-        }
-        if stored is None:
-            return ApprovalRecord(binding=self.binding, revision=0, **common, **changes)
-        return stored.next(**common, **changes)
-
-    # -- outcomes ---------------------------------------------------------------------
-
-    def _conclude(self, rec: ApprovalRecord, *, source: str) -> ToolOutcome | None:
-        self._event(rec, source=source)
-        if rec.status is ApprovalStatus.APPROVED:
-            return None
-        text = f"denied by {rec.by}" + (f": {rec.reason}" if rec.reason else "")
-        if self.on_error == "result":
-            cp = self.checkpoint
-            return ToolOutcome(
-                call_id=self.binding.call_id,
-                tool_name=self.binding.tool_name,
-                payload=text,
-                is_error=True,
-                status=DENIED,
-                revision=cp.revision if cp is not None else -1,
-            )
-        raise ApprovalDenied(
-            message=f"call {self.binding.namespace}/{self.binding.call_id} "
-            f"({self.binding.tool_name}) was {text}; nothing was executed",
-            details={
-                "namespace": self.binding.namespace,
-                "call_id": self.binding.call_id,
-                "tool_name": self.binding.tool_name,
-                "by": rec.by,
-                "reason": rec.reason,
-            },
-        )
-
-    def _awaiting(self, rec: ApprovalRecord, *, new_event: bool) -> ToolOutcome:
-        cp = self.checkpoint
-        if cp is None:
-            # The call waits in ``ready``: its id is taken for this binding, nothing claimed.
-            _created, cp = self.store.create_if_absent(
-                create_checkpoint(self.binding, at=_now()), durable=True
-            )
-            decide_checkpoint(cp, self.binding)
-            self.checkpoint = cp
-        if new_event:
-            self._event(rec, source="approver")
-        return ToolOutcome(
-            call_id=self.binding.call_id,
-            tool_name=self.binding.tool_name,
-            payload=None,
-            is_error=False,
-            status=AWAITING_APPROVAL,
-            revision=cp.revision,
-        )
-
-    def _event(self, rec: ApprovalRecord, *, source: str) -> None:
-        """Record the decision (or the request) as an ``approval`` journal event."""
-        if rec.status is ApprovalStatus.PENDING:
-            granted: bool | None = None
-            outcome, status = "require_approval", "pending"
-        elif rec.status is ApprovalStatus.APPROVED:
-            granted, outcome, status = True, "allow", "granted"
-        else:
-            granted, outcome, status = False, "deny", "refused"
-        approval = {
-            "granted": granted,
-            "outcome": outcome,
-            "by": rec.by,
-            "reason": rec.reason,
-            "for_call": self.binding.call_id,
-            "binding_fingerprint": binding_fingerprint(self.binding),
-            "tool_revision": self.binding.tool_revision,
-            "input_fingerprint": self.binding.input_fingerprint,
-            "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
-            "expires_at": rec.expires_at.isoformat() if rec.expires_at else None,
-            "ticket": rec.ticket,
-            "source": source,
-            "mode": self.mode,
-        }
-        cp = self.checkpoint
-        link = {
-            "namespace": self.binding.namespace,
-            "call_id": self.binding.call_id,
-            "revision": cp.revision if cp is not None else None,
-        }
-        point = getattr(self.run, "_point", None)
-        if point is None:
-            return
-        try:
-            point(
-                "approval",
-                self.tool.name,
-                status=status,
-                approval=approval,
-                checkpoint=link,
-                parent=None,
-            )
-            if not granted:  # the call ends here: make the record visible now
-                self.run.flush()
-        except Exception:
-            if getattr(self.run, "strict", False):
-                raise
-            # recording never breaks the agent (the journal keeps run.errors)
-
-
-def _hook(name: str) -> None:
-    if _guard_flow.crash_point is not None:
-        _guard_flow.crash_point(name)
-
-
 def _build(
     run: Any,
     tool: Tool,
@@ -360,14 +75,14 @@ def _build(
     justification: str | None,
     on_error: str | None,
     extra: Mapping[str, Any],
-) -> _Gate | None:
+) -> GateFlow | None:
     if not isinstance(tool, Tool):
         return None  # the guard reports the bad argument
     mode, approver = resolve(tool, extra)
     if mode is None:
         return None
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
-    g = _Gate(
+    g = GateFlow(
         run,
         tool,
         binding,
