@@ -23,6 +23,7 @@ from .checkpoint import (
     complete_execution,
     create_checkpoint,
     fingerprint,
+    release_execution,
 )
 from .checkpoint.model import CheckpointRecord
 from .errors import CheckpointError
@@ -528,6 +529,103 @@ def check_approval_threads_race_one_winner(store: Store) -> None:
     assert sorted(wins) == [False] * 5 + [True]
     stored = store.approval_get("ns", "call-1")
     assert stored is not None and stored.revision == 1 and stored.by is not None
+
+
+def _refused(code: str, fn: Callable[[], object], why: str) -> None:
+    try:
+        fn()
+    except CheckpointError as exc:
+        assert exc.code == code, f"{why}: expected {code}, got {exc.code}"
+    else:
+        raise AssertionError(why)
+
+
+def check_records_not_dicts_are_required(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    _refused(
+        "INVALID_ARGUMENT",
+        lambda: store.create_if_absent(rec.to_dict()),  # type: ignore[arg-type]
+        "create_if_absent must refuse a dict",
+    )
+    store.create_if_absent(rec)
+    nxt = claim_execution(rec, attempt_id="a", at=_t(1)).next
+    _refused(
+        "INVALID_ARGUMENT",
+        lambda: store.compare_and_swap(0, nxt.to_dict()),  # type: ignore[arg-type]
+        "compare_and_swap must refuse a dict",
+    )
+    assert store.get("ns", "call-1") == rec
+
+
+def check_create_refuses_non_ready_record(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    claimed = claim_execution(rec, attempt_id="a", at=_t(1)).next
+    _refused(
+        "INVALID_ARGUMENT",
+        lambda: store.create_if_absent(claimed),
+        "create_if_absent must take a ready record at revision 0",
+    )
+    assert store.get("ns", "call-1") is None
+
+
+def check_cas_refuses_invalid_next(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    nxt = claim_execution(rec, attempt_id="a", at=_t(1)).next
+    broken = dataclasses.replace(nxt, execution_fence=None)  # executing without a fence
+    _refused(
+        "INVALID_CHECKPOINT",
+        lambda: store.compare_and_swap(0, broken),
+        "compare_and_swap must validate the record it writes",
+    )
+    assert store.get("ns", "call-1") == rec
+    assert len(store.history("ns", "call-1")) == 1
+
+
+def check_release_then_reclaim_fences_stale_claims(store: Store) -> None:
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    first = claim_execution(rec, attempt_id="a", at=_t(1))
+    stale = claim_execution(rec, attempt_id="late", at=_t(1))
+    assert store.compare_and_swap(first.expected_revision, first.next)
+    back = release_execution(first.next, attempt_id="a", at=_t(2), evidence="journal-empty")
+    assert store.compare_and_swap(back.expected_revision, back.next)
+    assert store.compare_and_swap(stale.expected_revision, stale.next) is False
+    again = claim_execution(back.next, attempt_id="b", at=_t(3))
+    assert store.compare_and_swap(again.expected_revision, again.next)
+    got = store.get("ns", "call-1")
+    assert got is not None
+    assert (got.status, got.execution_fence, got.revision) == (Status.EXECUTING, "b", 3)
+    hist = store.history("ns", "call-1")
+    assert [h.transition for h in hist] == [
+        "create_checkpoint",
+        "claim_execution",
+        "release_execution",
+        "claim_execution",
+    ]
+
+
+def check_result_under_raised_limit_round_trips(store: Store) -> None:
+    big = {"text": "é" * 60_000}  # 120,000+ bytes: over the default, under the raised limit
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    t = claim_execution(rec, attempt_id="a", at=_t(1))
+    store.compare_and_swap(0, t.next)
+    t = complete_execution(t.next, attempt_id="a", at=_t(2), result=big, max_payload_bytes=200_000)
+    assert store.compare_and_swap(1, t.next)
+    got = store.get("ns", "call-1")
+    assert got is not None
+    assert got.result is not None
+    assert got.result.payload == big
+    assert store.list(status="completed") == [got]
+
+
+def check_list_unknown_status_is_invalid_argument(store: Store) -> None:
+    _refused(
+        "INVALID_ARGUMENT",
+        lambda: store.list(status="done"),
+        "list(status=...) must refuse an unknown status",
+    )
 
 
 CHECKS: list[Callable[[Store], None]] = [
