@@ -4,6 +4,11 @@
 ``CheckpointRecord`` or raises. It never repairs: a record that fails is quarantined by
 its caller, never reset.
 
+A record object toolledger itself built or validated, whose contents nobody else can
+change (see ``model.remember_valid``), is not walked again: the hot path (get, transition,
+compare-and-swap) validates each record once. Dicts and records built by callers around
+their own payload objects are checked every time.
+
 Rules (schema version 1):
 
 - ``schema_version`` is the int 1 (another int: ``UNSUPPORTED_SCHEMA``).
