@@ -115,9 +115,12 @@ class GateFlow:
                 )
             at = _now()
             if stored is not None and stored.decided(at):
-                return self._conclude(stored, source="stored" if answer is None else "approver")
-            if stored is not None and stored.status is ApprovalStatus.PENDING and answer is None:
-                return self._awaiting(stored, new_event=False)
+                return self._conclude(stored, source="stored")
+            if stored is not None and stored.status is ApprovalStatus.PENDING:
+                if answer is None:
+                    return self._awaiting(stored, new_event=False)
+                if isinstance(answer, Pending):  # lost a race to another request: adopt it
+                    return self._awaiting(stored, new_event=True)
             if answer is None:  # ask once per call, even when a write below loses a race
                 if self.approver is None:
                     answer = Pending()

@@ -337,3 +337,54 @@ def test_long_justification_is_clipped_in_the_request_not_refused(
     stored = SQLiteStore(db).approval_get("default", "c1")
     assert len(stored.justification) == 4096
     assert stored.justification.endswith("…")
+
+
+class _RacingStore(SQLiteStore):
+    """Lets another caller's write land between the gate's read and its first write."""
+
+    before_put: Any = None
+
+    def approval_put(self, record: Any, *, expected_revision: int) -> bool:
+        hook, self.before_put = self.before_put, None
+        if hook is not None:
+            hook()
+        return super().approval_put(record, expected_revision=expected_revision)
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours", "expected"),
+    [
+        (Pending("THEIRS"), Pending("OURS"), ("pending", "THEIRS")),  # adopt their ticket
+        (Pending("THEIRS"), Approved("alice"), ("approved", None)),  # our decision lands
+        (Denied("bob", "no"), Approved("alice"), ("denied", None)),  # a decision is final
+    ],
+)
+def test_gate_losing_a_race_adopts_or_decides_once(
+    db: Path, effects: Effects, theirs: Any, ours: Any, expected: tuple[str, Any]
+) -> None:
+    """Two callers ask at once: one write wins; the other adopts it or decides a pending one."""
+    store = _RacingStore(db)
+
+    def another_caller_answers() -> None:
+        with toolledger.run("other", db=SQLiteStore(db)) as other:
+            out = other.call(
+                effects.tool("always", Approver(theirs)),
+                call_id="c1",
+                input=INPUT,
+                on_error="result",
+            )
+            assert out.status in ("awaiting_approval", "denied", "completed")
+
+    store.before_put = another_caller_answers
+    approver = Approver(ours)
+    with toolledger.run("g", db=store) as run:
+        out = run.call(
+            effects.tool("always", approver), call_id="c1", input=INPUT, on_error="result"
+        )
+    assert out.status == {"pending": "awaiting_approval", "approved": "completed"}.get(
+        expected[0], "denied"
+    )
+    stored = store.approval_get("default", "c1")
+    assert (stored.status.value, stored.ticket if expected[1] else None) == expected
+    assert len(approver.requests) == 1
+    assert len(effects.sent) == (1 if expected[0] == "approved" else 0)
