@@ -55,6 +55,7 @@ def test_approvals_pending_lists_waiting_calls_with_ages(db: Path) -> None:
     assert all(c[0].endswith("s") and c[1] == "pending" for c in cells)
     assert all(c[3] == "send_email@1" and c[5] == "T-7" for c in cells)
     assert cells[0][7] == "order shipped"
+    assert cells[0][8] == '{"to":"c1@example.com"}'  # what the human authorizes
     only = _invoke(db, "approvals", "--pending", "--namespace", "other", "--json")
     data = json.loads(only.stdout)
     assert [d["binding"]["call_id"] for d in data] == ["c2"]

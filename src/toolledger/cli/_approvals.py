@@ -41,6 +41,20 @@ def _age(since: datetime, now: datetime) -> str:
     return f"{secs}s"
 
 
+def _oneline(text: str | None, limit: int) -> str:
+    if not text:
+        return "-"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _preview(rec: ApprovalRecord) -> str | None:
+    """The input as compact JSON (what the approver authorizes), when it was kept."""
+    if rec.input is None:
+        return None
+    return json.dumps(rec.input, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
 def _as_dict(rec: ApprovalRecord, now: datetime) -> dict[str, Any]:
     out = rec.to_dict()
     out.pop("v", None)
@@ -187,7 +201,9 @@ def approvals_command(
     if not rows:
         click.echo("no pending approvals" if pending else "no approvals", err=True)
         return
-    click.echo("AGE\tSTATUS\tNAMESPACE/CALL_ID\tTOOL@REV\tBY\tTICKET\tINPUT\tJUSTIFICATION")
+    click.echo(
+        "AGE\tSTATUS\tNAMESPACE/CALL_ID\tTOOL@REV\tBY\tTICKET\tINPUT\tJUSTIFICATION\tINPUT_JSON"
+    )
     for r in rows:
         status = "expired" if r.expired(now) else r.status.value
         b = r.binding
@@ -201,7 +217,8 @@ def approvals_command(
                     r.by or "-",
                     r.ticket or "-",
                     b.input_fingerprint[:19],
-                    (r.justification or "-").replace("\t", " ").replace("\n", " ")[:80],
+                    _oneline(r.justification, 80),
+                    _oneline(_preview(r), 120),
                 ]
             )
         )
