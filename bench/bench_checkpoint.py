@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import sqlite3
 import statistics
 import sys
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failed = False
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="toolledger-bench-") as tmp:
         for durability in ("full", "normal"):
             for workers in (1, 4):
@@ -290,7 +292,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{'durability':<10} {'procs':>5} {'side':<10} {'median ms':>9} {'p99 ms':>8} "
         f"{'trans/s':>8} {'ratio':>6}"
     )
+    load_after = os.getloadavg()
     print("checkpoint lifecycle (create, claim, complete, claim delivery, complete delivery)")
+    print(
+        f"{os.cpu_count()} CPUs; 1-min load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after (ratios grow with CPU contention: toolledger's share "
+        "is CPU time, the floor's is mostly fsync and SQLite)"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
