@@ -44,6 +44,7 @@ __all__ = [
     "decide_approval",
     "get_approval",
     "list_approvals",
+    "scrub_approval",
 ]
 
 #: The values of ``approval=`` (``None``: no gate).
@@ -281,3 +282,26 @@ def decide_approval(
     finally:
         if owns:
             store.close()
+
+
+def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:
+    """Drop the content kept with a call's approval request; keep the decision.
+
+    Retention (``toolledger.gc``) calls this for every checkpoint it erases: the input,
+    justification and description go; the binding (with the input's fingerprint), status,
+    ``by``, ``reason`` and times stay, so who authorized what remains provable.
+
+    Returns:
+        Whether anything was scrubbed.
+
+    Raises:
+        StoreError: storage failure.
+    """
+    for _ in range(16):
+        rec = store.approval_get(namespace, call_id)
+        if rec is None or (rec.input, rec.justification, rec.description) == (None, None, None):
+            return False
+        new = rec.next(input=None, justification=None, description=None)
+        if store.approval_put(new, expected_revision=rec.revision):
+            return True
+    return False

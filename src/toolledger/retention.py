@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .approvals import scrub_approval
 from .checkpoint._json import compact_json
 from .checkpoint.model import Status, check_time, format_time, parse_time
 from .errors import CheckpointError, InvalidArgumentError
@@ -186,6 +187,7 @@ def _erase_checkpoints(
                 reason=reason,
             )
             if store.erase_checkpoint(tomb, expected_revision=rec.revision):
+                scrub_approval(store, ns, cid)  # the approval's copy of the input goes too
                 erased += 1
                 history_rows += len(history)
                 operations += entry is not None

@@ -51,3 +51,18 @@ def test_journal_and_html_export_carry_the_binding(tmp_path: Path, effects: Effe
     assert approvals[1]["binding_fingerprint"] in page
     assert fingerprint(INPUT) in page
     assert "bound to input" in page  # the viewer renders the input binding
+
+
+def test_gc_scrubs_the_approvals_copy_of_the_input(tmp_path: Path, effects: Effects) -> None:
+    """Retention erases the input kept with the request; the decision and binding stay."""
+    db = tmp_path / "l.db"
+    _story(db, effects)
+    store = SQLiteStore(db)
+    with toolledger.run("deliver", db=store) as run:
+        run.deliver("c1", lambda payload: None)
+    report = toolledger.gc(store, older_than="0s")
+    assert report.checkpoints_erased == 1
+    stored = store.approval_get("default", "c1")
+    assert (stored.input, stored.justification, stored.description) == (None, None, None)
+    assert (stored.status.value, stored.by, stored.reason) == ("approved", "alice", "verified")
+    assert stored.binding.input_fingerprint == fingerprint(INPUT)
