@@ -21,6 +21,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,6 +42,7 @@ __all__ = [
     "Denied",
     "Pending",
     "binding_fingerprint",
+    "copy_approvals",
     "decide_approval",
     "get_approval",
     "list_approvals",
@@ -305,3 +307,22 @@ def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:
         if store.approval_put(new, expected_revision=rec.revision):
             return True
     return False
+
+
+def copy_approvals(src: Store, dst: Store) -> int:
+    """Copy every approval record from ``src`` to ``dst`` (used by ``copy_ledger``).
+
+    Each record lands with its revision (its chain is replayed as CAS steps), so a copied
+    ledger decides exactly as the source would. Returns how many records were copied.
+
+    Raises:
+        StoreError: storage failure.
+    """
+    copied = 0
+    for rec in src.list_approvals():
+        ok = dst.approval_put(dataclasses.replace(rec, revision=0), expected_revision=-1)
+        for revision in range(1, rec.revision + 1):
+            step = dataclasses.replace(rec, revision=revision)
+            ok = ok and dst.approval_put(step, expected_revision=revision - 1)
+        copied += ok
+    return copied

@@ -3,9 +3,9 @@
 Rules:
 
 - Everything moves: checkpoints with their full transition history, operation-journal
-  entries, runs, journal events (byte for byte, so hash chains and ``verify`` carry over)
-  and tombstones. Only the public ``Store`` protocol is used, so any two backends work
-  (SQLite to PostgreSQL and back).
+  entries, runs, journal events (byte for byte, so hash chains and ``verify`` carry over),
+  tombstones and approval records (with their revisions). Only the public ``Store``
+  protocol is used, so any two backends work (SQLite to PostgreSQL and back).
 - A checkpoint's history is replayed as its create and compare-and-swap chain in one
   transaction per batch of keys; the destination labels each history row itself, and the
   verification compares them with the source's.
@@ -13,7 +13,7 @@ Rules:
   the source first; a source that changes during the copy shows up as a failed check.
 - Verification reads both stores back: counts of every kind, every record and history
   equal, every run row equal (head hash and event count included), every event row equal,
-  every tombstone and entry equal. Rows the source holds but cannot parse
+  every tombstone, entry and approval equal. Rows the source holds but cannot parse
   (``quarantined()``) cannot move and are reported as problems.
 """
 
@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .approvals import copy_approvals
 from .errors import InvalidArgumentError
 from .store import Store, open_store
 from .store.base import CreateCheckpoint, EventRow, Op, SwapCheckpoint, WriteOperation
@@ -104,6 +105,7 @@ def _require_empty(store: Store) -> None:
         or store.list_runs(limit=1)
         or store.list_tombstones(limit=1)
         or store.list_operations(limit=1)
+        or store.list_approvals(limit=1)
     ):
         raise InvalidArgumentError(
             message="the destination already holds a ledger; copy only into an empty store",
@@ -141,6 +143,7 @@ def _copy(src: Store, dst: Store) -> dict[str, int]:
     tombstones = 0
     for tomb in src.list_tombstones():
         tombstones += dst.add_tombstone(tomb)
+    copy_approvals(src, dst)  # approval requests and decisions (toolledger.approvals)
     return {
         "checkpoints": checkpoints,
         "history_rows": history_rows,
@@ -187,6 +190,8 @@ def _verify(src: Store, dst: Store) -> list[str]:
             problems.append(f"events of run {run.run_id} differ")
     if src.list_tombstones() != dst.list_tombstones():
         problems.append("tombstones differ")
+    if src.list_approvals() != dst.list_approvals():
+        problems.append("approvals differ")
     return problems
 
 

@@ -145,3 +145,24 @@ def test_denied_record_round_trip_and_decision_types() -> None:
     assert Pending().ticket is None
     with pytest.raises(toolledger.InvalidArgumentError):
         Denied("")
+
+
+def test_copy_ledger_moves_approvals_with_their_revisions(tmp_path: Path, effects: Effects) -> None:
+    """copy_ledger copies requests and decisions; the copy decides as the source would."""
+    src = SQLiteStore(tmp_path / "src.db")
+    with toolledger.run("g", db=src) as run:
+        for cid in ("c1", "c2"):
+            run.call(effects.tool("always", None), call_id=cid, input=INPUT)
+    toolledger.decide_approval(src, "default", "c1", True, "alice")
+    dst = MemoryStore()
+    report = toolledger.copy_ledger(src, dst)
+    assert report.ok, report.problems
+    assert dst.list_approvals() == src.list_approvals()
+    assert [r.revision for r in dst.list_approvals()] == [1, 0]
+    with toolledger.run("g", db=dst) as run:
+        assert run.call(effects.tool("always", None), call_id="c1", input=INPUT).payload == {
+            "sent_to": INPUT["to"]
+        }
+        assert run.call(effects.tool("always", None), call_id="c2", input=INPUT).status == (
+            "awaiting_approval"
+        )
