@@ -178,10 +178,11 @@ def _worker(
         # Per batch and side: seconds from the common start (barrier) to this worker's end.
         # The parent takes the slowest worker per phase: the phase's wall time.
         phases: list[tuple[str, float]] = []
+        cpu = {"raw": 0.0, "ours": 0.0}  # this process's CPU seconds per side
         for start in range(0, n, BATCH):
             for side, ids in (("raw", raw_ids), ("ours", tl_ids)):
                 barrier.wait()
-                began = time.perf_counter()
+                began, cpu0 = time.perf_counter(), time.process_time()
                 for call_id in ids[start : start + BATCH]:
                     t0 = time.perf_counter()
                     if side == "raw":
@@ -191,11 +192,12 @@ def _worker(
                         _toolledger_lifecycle(store, call_id)
                         ours.append(time.perf_counter() - t0)
                 phases.append((side, time.perf_counter() - began))
-        out.send(("ok", raw, ours, phases))
+                cpu[side] += time.process_time() - cpu0
+        out.send(("ok", raw, ours, (phases, cpu)))
         store.close()
         conn.close()
     except BaseException as exc:  # report, never hang the parent
-        out.send(("error", repr(exc), [], []))
+        out.send(("error", repr(exc), [], ([], {})))
         raise
 
 
@@ -236,12 +238,15 @@ def run_config(tmp: Path, durability: str, workers: int, n: int) -> dict[str, An
     raw: list[float] = []
     ours: list[float] = []
     slowest: list[tuple[str, float]] = []
+    cpu_total = {"raw": 0.0, "ours": 0.0}
     errors = []
     for recv, _send in pipes:
-        kind, a, b, phases = recv.recv()
+        kind, a, b, (phases, cpu) = recv.recv()
         if kind != "ok":
             errors.append(a)
             continue
+        for side, seconds in cpu.items():
+            cpu_total[side] += seconds
         raw.extend(a)
         ours.extend(b)
         slowest = [
@@ -259,6 +264,7 @@ def run_config(tmp: Path, durability: str, workers: int, n: int) -> dict[str, An
         "raw": raw,
         "ours": ours,
         "wall": wall,
+        "cpu": cpu_total,
         "errors": errors,
         "problems": problems,
     }
@@ -290,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r)
     header = (
         f"{'durability':<10} {'procs':>5} {'side':<10} {'median ms':>9} {'p99 ms':>8} "
-        f"{'trans/s':>8} {'ratio':>6}"
+        f"{'trans/s':>8} {'cpu us':>7} {'ratio':>6}"
     )
     load_after = os.getloadavg()
     print("checkpoint lifecycle (create, claim, complete, claim delivery, complete delivery)")
@@ -299,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{load_after[0]:.1f} after (ratios grow with CPU contention: toolledger's share "
         "is CPU time, the floor's is mostly fsync and SQLite)"
     )
+    print("cpu us: CPU time of the client process per lifecycle, SQLite's own work included")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -309,10 +316,12 @@ def main(argv: list[str] | None = None) -> int:
             med = statistics.median(values)
             # Throughput: 5 committed writes per lifecycle, all processes, per wall second.
             per_sec = 5 * len(values) / r["wall"][key]
+            # CPU time of the client process per lifecycle (SQLite's work included).
+            cpu_us = r["cpu"][key] / len(values) * 1e6
             ratio = f"{med_ours / med_raw:6.2f}" if side == "toolledger" else ""
             print(
                 f"{r['durability']:<10} {r['workers']:>5} {side:<10} {med * 1e3:9.3f} "
-                f"{_pct(values, 0.99) * 1e3:8.3f} {per_sec:8.0f} {ratio:>6}"
+                f"{_pct(values, 0.99) * 1e3:8.3f} {per_sec:8.0f} {cpu_us:7.0f} {ratio:>6}"
             )
         lost = "no errors, no lost updates" if not r["problems"] else "LOST UPDATES"
         print(f"{'':<10} {'':>5} {lost} ({len(r['ours'])} + {len(r['raw'])} lifecycles)")
