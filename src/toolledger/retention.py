@@ -206,6 +206,8 @@ def _erase_journal(
     for run in store.list_runs(namespace=namespace):
         if run.ended_at is None or _time(run.ended_at) >= cutoff:
             continue
+        if _already_erased(store, run.run_id, run.event_count, stamp, reason):
+            continue  # erased in order, so an erased last record means a done run
         rewritten = 0
         after = -1
         while True:
@@ -227,6 +229,18 @@ def _erase_journal(
         runs += rewritten > 0
         events += rewritten
     return runs, events, skipped
+
+
+def _already_erased(store: Store, run_id: str, count: int, stamp: str, reason: str) -> bool:
+    from .journal import erase_content
+
+    last = store.read_events(run_id, after_seq=count - 2, limit=1) if count else []
+    if not last:
+        return count == 0
+    try:
+        return erase_content(last[0].data, at=stamp, reason=reason) == last[0].data
+    except CheckpointError:
+        return False
 
 
 def _time(text: str) -> datetime:
