@@ -150,7 +150,11 @@ def test_viewer_handles_20000_events_and_depth_1000(browser, tmp_path):
     assert browser.find_element("id", "tree").get_attribute("data-nodes") == "20000"
     assert _visible_rows(browser) == 20_000
     # Scroll to the deepest row: it renders with its depth label.
-    browser.execute_script("document.getElementById('tree').scrollTop = 999 * 24;")
+    # Scroll events fire asynchronously; dispatch one so the virtual list renders now.
+    browser.execute_script(
+        "const t = document.getElementById('tree'); t.scrollTop = 999 * 24;"
+        "t.dispatchEvent(new Event('scroll'));"
+    )
     deep = browser.execute_script(
         "return Array.from(document.querySelectorAll('#tree .row .depth')).map(e => e.textContent)"
     )
