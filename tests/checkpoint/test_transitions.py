@@ -444,7 +444,7 @@ def test_mark_uncertain_reason_bounds_accepted(reason: str) -> None:
     assert t.next.uncertain_reason == reason
 
 
-@pytest.mark.parametrize("reason", ["", "r" * 1025, None, 5])
+@pytest.mark.parametrize("reason", ["", "r" * 1025, None, 5, "half \ud800 surrogate"])
 def test_mark_uncertain_bad_reason_is_invalid_argument(reason: Any) -> None:
     """An empty, too long or non-str reason is refused."""
     with pytest.raises(tl.InvalidArgumentError):

@@ -134,6 +134,7 @@ def test_validate_record_object_invariant_violation_is_invalid_checkpoint(
         ("uncertain", {"uncertain_reason": ""}),
         ("uncertain", {"uncertain_reason": "r" * 1025}),
         ("uncertain", {"uncertain_reason": 5}),
+        ("uncertain", {"uncertain_reason": "lone \udc00"}),
         ("completed", {"result": {"payload": 1}}),
         ("completed", {"result": {"payload": 1, "is_error": 0}}),
         ("completed", {"result": {"payload": 1, "is_error": False, "x": 1}}),

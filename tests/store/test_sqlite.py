@@ -453,3 +453,18 @@ def test_store_record_mutated_after_validation_is_refused_cleanly(store: SQLiteS
     again = store.get("ns", "c")
     assert again is not None
     assert again.result == tl.Result(payload={"items": [1]})
+
+
+def test_sqlite_uncertain_reason_unicode_round_trips(store: SQLiteStore) -> None:
+    """Free-text reasons (controls, non-BMP, quotes) are stored and read back exactly."""
+    reason = 'timeout "after" send \\ é😀\x00\u2028'
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    t = tl.mark_execution_uncertain(t.next, attempt_id="a", at=_at(2), reason=reason)
+    assert store.compare_and_swap(t.expected_revision, t.next)
+    got = store.get("ns", "c")
+    assert got is not None
+    assert got.uncertain_reason == reason
+    assert got == t.next

@@ -29,6 +29,7 @@ __all__ = [
     "Status",
     "Transition",
     "check_identifier",
+    "check_reason",
     "check_time",
     "fingerprint",
     "format_time",
@@ -85,6 +86,26 @@ def check_identifier(value: object, name: str, *, fingerprint: bool = False) -> 
             details={"argument": name},
         )
     return value
+
+
+def check_reason(value: object, name: str = "reason") -> str:
+    """Return ``value`` if it is a str of 1-1024 characters of valid Unicode.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` otherwise (a lone surrogate could not
+            be stored as UTF-8).
+    """
+    if isinstance(value, str) and type(value) is str and 1 <= len(value) <= 1024:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return value
+    raise InvalidArgumentError(
+        message=f"{name} must be a str of 1-1024 characters of valid Unicode",
+        details={"argument": name},
+    )
 
 
 def check_time(value: object, name: str = "at") -> datetime:

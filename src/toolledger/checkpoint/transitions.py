@@ -39,6 +39,7 @@ from .model import (
     Status,
     Transition,
     check_identifier,
+    check_reason,
     check_time,
     is_known_valid,
     remember_valid,
@@ -254,10 +255,7 @@ def mark_execution_uncertain(
     """
     rec, when = _begin(record, at)
     check_identifier(attempt_id, "attempt_id")
-    if type(reason) is not str or not 1 <= len(reason) <= 1024:
-        raise InvalidArgumentError(
-            message="reason must be a str of 1-1024 characters", details={"argument": "reason"}
-        )
+    check_reason(reason)
     _check_status(rec, "mark_execution_uncertain")
     _check_fence(rec.execution_fence, attempt_id, "execution", rec)
     return _move(rec, "mark_execution_uncertain", when, uncertain_reason=reason)

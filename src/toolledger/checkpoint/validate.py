@@ -49,6 +49,7 @@ from .model import (
     Result,
     Status,
     check_identifier,
+    check_reason,
     is_known_valid,
     parse_time,
     remember_valid,
@@ -239,10 +240,8 @@ def _check_fields(rec: CheckpointRecord) -> None:
         check_identifier(rec.execution_fence, "execution_fence")
     if rec.delivery_fence is not None:
         check_identifier(rec.delivery_fence, "delivery_fence")
-    if rec.uncertain_reason is not None and (
-        type(rec.uncertain_reason) is not str or not 1 <= len(rec.uncertain_reason) <= 1024
-    ):
-        raise ValueError("uncertain_reason must be a str of 1-1024 characters")
+    if rec.uncertain_reason is not None:
+        check_reason(rec.uncertain_reason, "uncertain_reason")
     if rec.result is not None and not isinstance(rec.result, Result):
         raise ValueError("result must be a Result or None")
     if rec.result is not None and type(rec.result.is_error) is not bool:
