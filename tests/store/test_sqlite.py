@@ -468,3 +468,12 @@ def test_sqlite_uncertain_reason_unicode_round_trips(store: SQLiteStore) -> None
     assert got is not None
     assert got.uncertain_reason == reason
     assert got == t.next
+
+
+def test_sqlite_unencodable_text_is_invalid_argument(store: SQLiteStore) -> None:
+    """A lone surrogate in a key is INVALID_ARGUMENT, never a raw UnicodeEncodeError."""
+    with pytest.raises(tl.InvalidArgumentError):
+        store.get("ns", "bad\ud800")
+    with pytest.raises(tl.InvalidArgumentError):
+        store.operation_remove("ns", "bad\ud800")
+    assert store.get("ns", "fine") is None

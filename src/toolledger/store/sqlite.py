@@ -314,6 +314,8 @@ class SQLiteStore:
                 conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
                 raise _map_error(exc, "writing") from exc
+            if isinstance(exc, UnicodeEncodeError):
+                raise _unencodable(exc) from exc
             raise
         return result
 
@@ -323,6 +325,8 @@ class SQLiteStore:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise _map_error(exc, "reading") from exc
+        except UnicodeEncodeError as exc:  # e.g. a key with a lone surrogate
+            raise _unencodable(exc) from exc
 
     # -- migrations --------------------------------------------------------------------
 
@@ -965,6 +969,13 @@ def _map_error(exc: sqlite3.Error, doing: str) -> CheckpointError:
         )
     return StoreUnavailableError(
         message=f"SQLite failed while {doing}: {exc}", details={"doing": doing}
+    )
+
+
+def _unencodable(exc: UnicodeEncodeError) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        message=f"a text argument is not valid Unicode and cannot be stored: {exc}",
+        details={"reason": "lone surrogate"},
     )
 
 
