@@ -1,6 +1,6 @@
 """A fleet "host": one process, its own PostgreSQL connections, guarded calls from a queue.
 
-Each worker leases calls from a durable queue table (a lease expires after
+Each worker leases released calls from a durable queue table (a lease expires after
 ``LEASE_SECONDS``, so a killed worker's call is picked up again), runs each through the
 guard (``toolledger.run(...).call(...)`` then ``run.deliver``), and marks it done when it
 is delivered or left in a reconcile state (``OUTCOME_UNKNOWN``, ``DELIVERY_UNCERTAIN``).
@@ -15,6 +15,7 @@ anything else is logged as ``UNEXPECTED`` and the worker exits with status 3.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import sys
@@ -62,6 +63,7 @@ class _World:
 def worker(dsn: str, schema: str, index: int, log_path: str) -> None:
     """Work the queue until every call is done. Runs in a spawned process."""
     warnings.simplefilter("ignore")  # journaling failures during a restart are warned about
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)  # reconnect attempts
     import toolledger as tl
     from toolledger.store.postgres import PostgresStore
 
@@ -113,7 +115,7 @@ def worker(dsn: str, schema: str, index: int, log_path: str) -> None:
         row = world.execute(
             world.q(
                 "UPDATE {s}.queue SET leased_at = clock_timestamp(), leased_by = %s "
-                "WHERE call_id = (SELECT call_id FROM {s}.queue WHERE NOT done "
+                "WHERE call_id = (SELECT call_id FROM {s}.queue WHERE NOT done AND released "
                 "AND (leased_at IS NULL OR leased_at < clock_timestamp() - %s * interval '1 s') "
                 "ORDER BY call_id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING call_id"
             ),
