@@ -20,7 +20,7 @@ import inspect
 import signal
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._guard_flow import (
@@ -33,7 +33,6 @@ from ._guard_flow import (
     new_attempt_id,
 )
 from .checkpoint.model import Binding, fingerprint
-from .checkpoint.transitions import DECISIONS
 from .errors import InvalidArgumentError, InvalidTransitionError, StoreError
 from .tools import Tool, ToolOutcome
 
@@ -43,9 +42,11 @@ __all__ = [
     "abandon",
     "begin",
     "claim_batcher",
+    "commit_claims",
     "drive_async",
     "drive_sync",
     "finish",
+    "flush_journal",
     "start",
     "start_item",
 ]
@@ -102,6 +103,7 @@ def start(
         inputs=input if isinstance(input, dict) else {"input": input},
         meta={"tool_revision": tool.revision, "input_fingerprint": binding.input_fingerprint},
         checkpoint={"namespace": binding.namespace, "call_id": call_id, "revision": None},
+        carried=True,  # the start record rides in the claim transaction (commit_claims)
     )
     span = getattr(handle, "span", None)
     attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))
@@ -118,7 +120,7 @@ def start(
 
 
 def _first_action(flow: CallFlow) -> str:
-    return getattr(flow, "first_action", None) or "execute"
+    return flow.first_action or "execute"
 
 
 def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | None) -> None:
@@ -138,21 +140,18 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
         facts["link"] = flow.link
     with contextlib.suppress(Exception):  # telemetry never breaks a tool call
         handle.span.update(facts)
-    meta = {
-        "tool_revision": flow.tool.revision,
-        "attempt_id": flow.attempt_id,
-        "replayed": facts["replayed"],
-        "recovered": facts["recovered"],
-    }
     try:
+        carried = flow.end_carried
+        if carried is not None:
+            # The completion transaction stored this call's end record: end with exactly
+            # what it says (the same fields), without writing it again.
+            prepared, (status, outputs, meta, link) = carried
+            handle.update(checkpoint=link)
+            handle.end(status, outputs=outputs, meta=meta, carried=prepared)
+            return
         revision = outcome.revision if outcome else (rec.revision if rec else None)
-        handle.update(
-            checkpoint={
-                "namespace": flow.binding.namespace,
-                "call_id": flow.binding.call_id,
-                "revision": revision,
-            }
-        )
+        meta = flow.end_meta(replayed=facts["replayed"], recovered=facts["recovered"])
+        handle.update(checkpoint=flow.checkpoint_link(revision))
         if outcome is not None:
             handle.end(
                 "replayed" if outcome.replayed else "completed",
@@ -222,12 +221,46 @@ def _call_user(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     return True, value
 
 
+def commit_claims(store: Any, runs: Sequence[Any], ops: Sequence[Any]) -> Any:
+    """Commit claim ops durably in one transaction, with the runs' buffered journal records.
+
+    Each run's buffered records (the calls' ``tool_call`` start records and whatever was
+    recorded before them) ride in the same transaction as one ``AppendEvents`` op, so the
+    start record is stored before ``execute`` starts at no extra commit. If the
+    transaction fails, or an append loses the race, the journal writes them itself.
+
+    Returns:
+        The claim ops' outcomes, or the ``StoreError`` the commit raised.
+    """
+    rides: list[Any] = []
+    seen: set[int] = set()
+    try:
+        for run in runs:
+            ride = getattr(run, "_ride", None)
+            if ride is None or id(run) in seen:
+                continue
+            seen.add(id(run))
+            r = ride(store)
+            if r is not None:
+                rides.append(r)
+        n = len(ops)
+        try:
+            out = store.apply([*ops, *(r.op for r in rides)], durable=True)
+        except StoreError as exc:
+            for r in rides:
+                r.settle(exc)
+            return exc
+        for r, appended in zip(rides, out[n:], strict=True):
+            r.settle(bool(appended))
+        return out[:n]
+    finally:
+        for r in rides:  # an unexpected error: the records go back (settle is idempotent)
+            r.settle(False)
+
+
 def _perform_sync(flow: CallFlow, req: Any, shield: DeferSigint) -> Any:
     if isinstance(req, Claim):
-        try:
-            return flow.store.apply(list(req.ops), durable=True)
-        except StoreError as exc:
-            return exc
+        return commit_claims(flow.store, (flow.run,), req.ops)
     if isinstance(req, Execute):
         ok, value = _call_user(flow.tool.execute, flow.input, req.ctx)
         if ok:
@@ -236,7 +269,16 @@ def _perform_sync(flow: CallFlow, req: Any, shield: DeferSigint) -> Any:
     assert isinstance(req, Recover)
     recover = flow.tool.recover
     assert recover is not None
+    flush_journal(flow)
     return _call_user(recover, req.ctx)
+
+
+def flush_journal(flow: CallFlow) -> None:
+    """Store the call's start record before ``recover`` runs (no claim carried it)."""
+    flush = getattr(flow.run, "flush", None)
+    if flush is not None:
+        with contextlib.suppress(Exception):  # recording never breaks the agent
+            flush()
 
 
 def drive_sync(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
@@ -264,23 +306,12 @@ def begin(flow: CallFlow) -> tuple[Any, Any, ToolOutcome | None]:
         req = next(gen)
     except StopIteration as stop:
         outcome: ToolOutcome = stop.value
-        _note_action(flow)
         finish(flow, outcome, None)
         return gen, None, outcome
     except BaseException as exc:
-        _note_action(flow)
         finish(flow, None, exc)
         raise
-    _note_action(flow)
     return gen, req, None
-
-
-def _note_action(flow: CallFlow) -> None:
-    rec = flow.last
-    if rec is None:
-        flow.first_action = "execute"  # type: ignore[attr-defined]
-    else:
-        flow.first_action = DECISIONS[rec.status].value  # type: ignore[attr-defined]
 
 
 def start_item(run: Any, item: Mapping[str, Any], on_error: str | None, *, sync: bool) -> CallFlow:
@@ -325,26 +356,28 @@ class ClaimBatcher:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.pending: dict[int, tuple[Any, list[tuple[tuple[Any, ...], asyncio.Future[Any]]]]] = {}
+        self.pending: dict[
+            int, tuple[Any, list[tuple[tuple[Any, ...], asyncio.Future[Any]]], list[Any]]
+        ] = {}
 
-    def submit(self, store: Any, ops: tuple[Any, ...]) -> asyncio.Future[Any]:
+    def submit(self, store: Any, ops: tuple[Any, ...], run: Any = None) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self.loop.create_future()
         key = id(store)
         entry = self.pending.get(key)
         if entry is None:
-            entry = (store, [])
+            entry = (store, [], [])
             self.pending[key] = entry
             self.loop.call_soon(self._flush, key)
         entry[1].append((ops, fut))
+        if run is not None:
+            entry[2].append(run)
         return fut
 
     def _flush(self, key: int) -> None:
-        store, items = self.pending.pop(key)
+        store, items, runs = self.pending.pop(key)
         ops = [op for batch, _ in items for op in batch]
         try:
-            outcomes: Any = store.apply(ops, durable=True)
-        except StoreError as exc:
-            outcomes = exc
+            outcomes: Any = commit_claims(store, runs, ops)
         except BaseException as exc:  # not a store failure: every waiter sees it
             for _, fut in items:
                 if not fut.done():
@@ -400,7 +433,7 @@ async def drive_async(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
     try:
         while True:
             if isinstance(req, Claim):
-                fut = claim_batcher().submit(flow.store, req.ops)
+                fut = claim_batcher().submit(flow.store, req.ops, flow.run)
                 try:
                     reply: Any = await asyncio.shield(fut)
                 except asyncio.CancelledError:
@@ -411,6 +444,7 @@ async def drive_async(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
             else:
                 recover = flow.tool.recover
                 assert recover is not None
+                flush_journal(flow)
                 reply = await _call_user_async(recover, req.ctx)
             try:
                 req = gen.send(reply)

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .checkpoint.model import Binding, CheckpointRecord, Status, Transition
+from .checkpoint.model import Action, Binding, CheckpointRecord, Status, Transition
 from .checkpoint.transitions import (
+    DECISIONS,
     claim_execution,
     complete_execution,
     create_checkpoint,
@@ -230,6 +231,9 @@ class CallFlow:
         self.recovered = False
         self.link: dict[str, str] | None = None
         self.last: CheckpointRecord | None = None
+        self.first_action: str | None = None
+        #: The end record the completion transaction carried (``finish`` reuses it).
+        self.end_carried: Any = None
         self._store_errors = 0
         self.operation = OperationJournal(self.store, binding.namespace, binding.call_id)
 
@@ -246,22 +250,107 @@ class CallFlow:
             raise exc
 
     def _swap(
-        self, t: Transition, source: CheckpointRecord, *, durable: bool, remove_op: bool = False
+        self,
+        t: Transition,
+        source: CheckpointRecord,
+        *,
+        durable: bool,
+        remove_op: bool = False,
+        end: Any = None,
     ) -> bool:
         """CAS ``t`` from ``source``; ``False`` when lost or when the outcome is unknown.
 
         Either way the caller re-reads and decides again (our fences tell what landed).
+        ``end`` (``(prepared journal end record, its fields)``) rides in the same
+        transaction with the run's buffered records, appended only if the CAS wins
+        (``requires=0``).
         """
         ops: builtins.list[Any] = [SwapCheckpoint(t.expected_revision, t.next)]
         if remove_op:
             ops.append(RemoveOperation(*self.binding.key))
+        ride = None
+        if end is not None:
+            with contextlib.suppress(Exception):  # recording never breaks the call
+                ride = self.run._ride(self.store, end[0])
+        outcome: Any = False
+        won = False
         try:
-            won = bool(self.store.apply(ops, durable=durable)[0])
-        except StoreError as exc:
-            self._store_failed(exc)
-            return False
+            if ride is not None:
+                ops.append(dataclasses.replace(ride.op, requires=0))
+            try:
+                result = self.store.apply(ops, durable=durable)
+            except StoreError as exc:
+                outcome = exc
+                self._store_failed(exc)
+                return False
+            won = bool(result[0])
+            if ride is not None:
+                outcome = bool(result[-1])
+        finally:
+            if ride is not None:
+                ride.settle(outcome, keep_extra=won)
+                if ride.carried:
+                    self.end_carried = end
         self._transition(t, source.status.value, won)
         return won
+
+    def _prepared_end(self, t: Transition, own: bool) -> Any:
+        """``(end record, its fields)`` of this call if ``t`` (a completion) wins, or ``None``.
+
+        Only when the store gates appends (``gated_append``) and the run journals.
+        """
+        if not getattr(self.store, "gated_append", False):
+            return None
+        prepare = getattr(getattr(self.handle, "run", None), "_prepare_end", None)
+        if prepare is None or getattr(self.handle, "ended", True):
+            return None
+        rec = t.next
+        assert rec.result is not None
+        fields = self.end_fields(
+            rec.result.payload, rec.result.is_error, rec.revision, replayed=False, recovered=not own
+        )
+        status, outputs, meta, checkpoint = fields
+        try:
+            prepared = prepare(
+                self.handle, status, outputs=outputs, meta=meta, checkpoint=checkpoint
+            )
+            return prepared, fields
+        except Exception:  # e.g. a payload the journal refuses: the normal end path reports it
+            return None
+
+    def end_fields(
+        self,
+        payload: Any,
+        is_error: bool,
+        revision: int | None,
+        *,
+        replayed: bool,
+        recovered: bool,
+    ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """``(status, outputs, meta, checkpoint)`` of the journal end record of an outcome."""
+        return (
+            "replayed" if replayed else "completed",
+            {"result": payload, "is_error": is_error},
+            self.end_meta(replayed=replayed, recovered=recovered),
+            self.checkpoint_link(revision),
+        )
+
+    def end_meta(self, *, replayed: bool, recovered: bool) -> dict[str, Any]:
+        """The meta the end record carries."""
+        return {
+            "tool_revision": self.tool.revision,
+            "attempt_id": self.attempt_id,
+            "replayed": replayed,
+            "recovered": recovered,
+        }
+
+    def checkpoint_link(self, revision: int | None) -> dict[str, Any]:
+        """The event's checkpoint link at ``revision``."""
+        return {
+            "namespace": self.binding.namespace,
+            "call_id": self.binding.call_id,
+            "revision": revision,
+        }
 
     def _transition(self, t: Transition, status_from: str | None, won: bool) -> None:
         span = getattr(self.handle, "span", None)
@@ -293,6 +382,9 @@ class CallFlow:
     def run_flow(self) -> Flow:
         """Drive the call to an outcome; see the module docstring for the protocol."""
         rec = self._get()
+        # What decide_checkpoint answers for the record as first found (telemetry's
+        # ``checkpoint.action``): fixed here, before any transition moves the record on.
+        self.first_action = Action.EXECUTE.value if rec is None else DECISIONS[rec.status].value
         for _ in range(_MAX_ROUNDS):
             if rec is None:
                 rec, go = yield from self._claim_new()
@@ -499,7 +591,8 @@ class CallFlow:
                     )
                 raise
             try:
-                won = self._swap(t, rec, durable=True, remove_op=True)
+                end = self._prepared_end(t, own)
+                won = self._swap(t, rec, durable=True, remove_op=True, end=end)
                 if won:
                     _hook("after-completion")
                     return self._outcome(t.next, replayed=False, recovered=not own)

@@ -59,6 +59,7 @@ from ._approval_gate import gate_many, gated_item, ungated
 from ._guard_call import (
     abandon,
     begin,
+    commit_claims,
     drive_async,
     drive_sync,
     finish,
@@ -67,7 +68,6 @@ from ._guard_call import (
 )
 from ._guard_deliver import Delivery
 from ._guard_flow import CANCELLATION, Claim
-from .errors import StoreError
 from .tools import Tool, ToolOutcome
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
@@ -199,10 +199,7 @@ def call_many(
     claims = [(i, gen, req) for i, gen, req in waiting if isinstance(req, Claim)]
     outcomes: Any = []
     if claims:
-        try:
-            outcomes = run.store.apply([op for _, _, r in claims for op in r.ops], durable=True)
-        except StoreError as exc:
-            outcomes = exc
+        outcomes = commit_claims(run.store, (run,), [op for _, _, r in claims for op in r.ops])
     ready: list[tuple[int, Any, Any]] = []
     errors: list[tuple[int, BaseException]] = []
     at = 0

@@ -18,7 +18,7 @@ from ._approval_record import ApprovalRecord, approval_statuses, load_approval, 
 from .checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
 from .checkpoint.transitions import transition_between
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
-from .store._rows import load_record, prepare_op, status_values
+from .store._rows import gated_off, load_record, prepare_ops, status_values
 from .store._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .store.base import (
     AppendEvents,
@@ -44,6 +44,9 @@ class MemoryStore:
 
     ``rows`` exposes the stored JSON by key so tests can simulate corruption.
     """
+
+    #: ``AppendEvents.requires`` is honoured (a gated append).
+    gated_append = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -159,7 +162,7 @@ class MemoryStore:
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` atomically (all or none)."""
-        prepared = [prepare_op(op) for op in ops]
+        prepared = prepare_ops(ops)
         with self._lock:
             self._check_open()
             snapshot = (
@@ -170,7 +173,10 @@ class MemoryStore:
                 {k: builtins.list(v) for k, v in self._events.items()},
             )
             try:
-                return [self._execute(op, extra) for op, extra in prepared]
+                out: builtins.list[Any] = []
+                for op, extra in prepared:
+                    out.append(False if gated_off(op, out) else self._execute(op, extra))
+                return out
             except BaseException:
                 (self.rows, self._history, self._ops, self._runs, self._events) = snapshot
                 raise

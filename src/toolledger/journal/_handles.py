@@ -182,6 +182,7 @@ class EventHandle:
         outputs: Mapping[str, Any] | None = None,
         error: BaseException | Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        carried: Any = None,
     ) -> None:
         """Write the end record, end the span and pop the context stack.
 
@@ -190,6 +191,8 @@ class EventHandle:
             outputs: Merged into the outputs recorded so far.
             error: An exception or a JSON-able dict describing the failure.
             meta: Merged into meta.
+            carried: The ``PreparedEnd`` of this very end (same arguments) that a
+                transaction already put in the chain: it is not written again.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
@@ -200,7 +203,7 @@ class EventHandle:
         self.update(outputs=outputs, meta=meta)
         self._ended = True
         _pop(self)
-        self.run._end_event(self, status, error)
+        self.run._end_event(self, status, error, carried)
 
 
 def _pop(handle: EventHandle) -> None:

@@ -20,6 +20,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,14 @@ from ..telemetry._hooks import NoopSpan, SpanHandle, TelemetryHooks
 from ._events import FORMAT_VERSION, canonical
 from ._handles import Artifact, EventHandle, Step, _push, current_stack, error_info, hash_artifact
 from ._values import to_json
-from ._writer import ChainWriter
+from ._writer import ChainWriter, Ride
 
 if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = [
     "JournalWarning",
+    "PreparedEnd",
     "Recorder",
     "check_name",
     "check_source",
@@ -112,6 +114,15 @@ def check_source(source: object) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedEnd:
+    """An event's end record built ahead of time (``Recorder._prepare_end``)."""
+
+    ended_at: str
+    header: dict[str, Any]
+    content_json: str
+
+
 class Recorder:
     """Base of ``Run``: the internal event API and the failure guards."""
 
@@ -134,6 +145,14 @@ class Recorder:
         """
         return True if self._writer is None else self._writer.flush()
 
+    def _ride(self, store: Any, end: PreparedEnd | None = None) -> Ride | None:
+        """Hand the buffered records (and ``end``'s record, provisional) to a transaction
+        on ``store``; see ``ChainWriter.ride``."""
+        if self._writer is None:
+            return None
+        extra = None if end is None else (end.header, end.content_json)
+        return self._writer.ride(store, extra)
+
     # -- the internal event API --------------------------------------------------------
 
     def _begin_event(
@@ -146,8 +165,12 @@ class Recorder:
         inputs: Any = None,
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
+        carried: bool = False,
     ) -> EventHandle:
         """Write an event's start record, start its span, push it as the current parent.
+
+        A ``tool_call``'s start record is flushed at once, unless ``carried``: the caller
+        (the guard) then carries it inside its own next transaction (``_ride``).
 
         Returns:
             An ``EventHandle``; call ``.end(status, ...)`` exactly once.
@@ -219,35 +242,86 @@ class Recorder:
         if meta_value:
             handle._meta.update(meta_value)
         _push(handle)
-        if kind == "tool_call":
+        if kind == "tool_call" and not carried:
             self.flush()
         return handle
 
-    def _end_event(self, handle: EventHandle, status: str, error: Any) -> None:
-        content: dict[str, Any] = {}
-        if handle._outputs:
-            content["outputs"] = handle._outputs
+    def _end_event(
+        self, handle: EventHandle, status: str, error: Any, carried: PreparedEnd | None = None
+    ) -> None:
         err = error_info(error)
-        if err is not None:
-            content["error"] = err
-        if handle._meta:
-            content["meta"] = handle._meta
         event = handle.event
+        ended_at = now() if carried is None else carried.ended_at
+        if carried is None:
+            header, content = self._end_record(
+                handle, status, err, handle._outputs, handle._meta, handle._checkpoint, ended_at
+            )
+            self._write(header, content, handle._floats)
         event.update(
             status=status,
-            ended_at=now(),
+            ended_at=ended_at,
             outputs=handle._outputs or None,
             error=err,
             checkpoint=handle._checkpoint,
         )
         event["meta"] = {**event["meta"], **handle._meta}
-        header = self._header(event, "end", handle._checkpoint, handle.span)
-        header["at"] = event["ended_at"]
-        self._write(header, content, handle._floats)
         exc = error if isinstance(error, BaseException) else None
         self._safe_telemetry(handle.span.end, event, exc)
-        if handle.kind == "tool_call":
+        if handle.kind == "tool_call" and status != "replayed" and carried is None:
+            # A replayed call changed nothing: its records stay buffered like a step's.
+            # A carried end record was written by the guard's completion transaction.
             self.flush()
+
+    def _end_record(
+        self,
+        handle: EventHandle,
+        status: str,
+        err: dict[str, Any] | None,
+        outputs: dict[str, Any],
+        meta: dict[str, Any],
+        link: Any,
+        ended_at: str,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        content: dict[str, Any] = {}
+        if outputs:
+            content["outputs"] = outputs
+        if err is not None:
+            content["error"] = err
+        if meta:
+            content["meta"] = meta
+        header = self._header({**handle.event, "status": status}, "end", link, handle.span)
+        header["at"] = ended_at
+        return header, content
+
+    def _prepare_end(
+        self,
+        handle: EventHandle,
+        status: str,
+        *,
+        outputs: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+    ) -> PreparedEnd:
+        """Build the end record ``handle.update(checkpoint=…)`` + ``handle.end(status, …)``
+        would write, without touching the handle, for a caller to carry in a transaction.
+
+        Pass the result to ``handle.end(..., carried=…)`` with the same arguments once the
+        transaction stored it (``Ride.carried``); otherwise just drop it.
+        """
+        from ._handles import _checkpoint_link
+
+        out = dict(handle._outputs)
+        value, floats = to_json(dict(outputs))
+        out.update(value)
+        met = dict(handle._meta)
+        value, f2 = to_json(dict(meta))
+        met.update(value)
+        floats |= f2 | handle._floats
+        link = _checkpoint_link(checkpoint)
+        ended_at = now()
+        header, content = self._end_record(handle, status, None, out, met, link, ended_at)
+        content_json = self._encode(header, content, floats)
+        return PreparedEnd(ended_at=ended_at, header=header, content_json=content_json)
 
     def _header(
         self, event: Mapping[str, Any], phase: str, link: Any, span: SpanHandle
@@ -273,7 +347,8 @@ class Recorder:
                 header["span_id"] = span_id
         return header
 
-    def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
+    def _encode(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> str:
+        """Return the record's canonical content JSON; set ``header["content_sha256"]``."""
         content_json = canonical(content, maybe_float=floats) if content else "{}"
         try:
             header["content_sha256"] = _sha256(content_json)
@@ -282,6 +357,10 @@ class Recorder:
             content, floats = to_json(content)
             content_json = canonical(content, maybe_float=floats)
             header["content_sha256"] = _sha256(content_json)
+        return content_json
+
+    def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
+        content_json = self._encode(header, content, floats)
         writer = self._writer
         assert writer is not None
         writer.append(header, content_json)

@@ -18,6 +18,14 @@ Rules this module keeps:
 - A storage failure never raises into the agent: it is handed to ``on_error`` and the
   records stay buffered for the next attempt (bounded by ``MAX_PENDING``; older ones are
   then dropped and reported). Strict runs flush at each record and raise instead.
+- Riding (``ride``/``Ride.settle``): the guard can carry the whole buffer (oldest first,
+  so the chain order holds) as one ``AppendEvents`` op inside its own checkpoint
+  transaction instead of a separate commit. The flush lock is held from ``ride`` until
+  ``settle``, so no other batch can interleave. If that transaction failed or its append
+  lost the race (or was gated off), the records go back to the front of the buffer and
+  are written by the normal path at once; a batch whose commit outcome was unknown is
+  recognised by its hashes when it did land (``_skip_landed``), so nothing is lost or
+  written twice, and ``seq`` stays dense.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CheckpointError, StoreUnavailableError
-from ..store.base import EventRow, Store
+from ..store.base import AppendEvents, EventRow, Store
 from ._events import chain_hash, header_json
 
 __all__ = [
@@ -40,6 +48,7 @@ __all__ = [
     "FLUSH_RECORDS",
     "MAX_PENDING",
     "ChainWriter",
+    "Ride",
     "flush_all",
 ]
 
@@ -76,6 +85,44 @@ def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRo
         hash=digest,
         data='{"header":' + stored + ',"content":' + content_json + "}",
     )
+
+
+class Ride:
+    """Buffered records handed to one caller transaction (see ``ChainWriter.ride``).
+
+    Attributes:
+        op: The ``AppendEvents`` op to put in the transaction (after the ops it rides
+            with; ``requires`` may gate it on one of them).
+        carried: After ``settle``: whether the extra record is in the chain (stored, or
+            buffered to be written); ``False`` when it was withdrawn.
+    """
+
+    __slots__ = ("_batch", "_extra", "_settled", "_writer", "carried", "op")
+
+    def __init__(
+        self, writer: ChainWriter, batch: list[_Pending], op: AppendEvents, extra: Any
+    ) -> None:
+        self._writer = writer
+        self._batch = batch
+        self._extra = extra
+        self.op = op
+        self.carried = False
+        self._settled = False
+
+    def settle(self, appended: bool | BaseException, *, keep_extra: bool = True) -> None:
+        """Report the transaction: ``True`` when it committed with the append applied.
+
+        ``False`` (the append lost the race or was gated off) or an exception (the
+        transaction failed; its outcome may be unknown, so the store is asked whether
+        the rows landed): records not stored are written at once by the normal path
+        (relaxed). The extra record is withdrawn unless it landed or ``keep_extra`` (the
+        op it describes won). Never raises (a write failure goes to ``on_error``).
+        Idempotent.
+        """
+        if self._settled:
+            return
+        self._settled = True
+        self.carried = self._writer._settle(self._batch, appended, self._extra, keep_extra)
 
 
 class ChainWriter:
@@ -183,6 +230,100 @@ class ChainWriter:
                 return False
             return True
 
+    def ride(self, store: Any, extra: tuple[dict[str, Any], str] | None = None) -> Ride | None:
+        """Hand every buffered record to the caller's transaction on ``store``.
+
+        ``extra`` (``(header, content_json)``, header without ``seq``) is chained after
+        them as a provisional record: the caller gates the append on its own op and tells
+        ``settle`` whether the record still holds.
+
+        Returns ``None`` (nothing to carry) when there is nothing to write, the run is
+        strict or ``store`` is not this writer's store. Otherwise the caller must put
+        ``ride.op`` in its transaction and then call ``ride.settle(...)`` exactly once
+        (``finally``): the flush lock is held until then.
+        """
+        if self.strict or store is not self.store or (not self._pending and extra is None):
+            return None
+        self._flush_lock.acquire()
+        try:
+            with self.lock:
+                last: _Pending | None = None
+                if extra is not None:
+                    header, content_json = extra
+                    header["seq"] = self.next_seq
+                    last = _Pending(header, content_json, _row(header, content_json, self.head))
+                    self._pending.append(last)
+                    self.head = last.row.hash
+                    self.next_seq += 1
+                batch = self._pending
+                self._pending = []
+            if not batch:
+                self._flush_lock.release()
+                return None
+            op = AppendEvents(self.run_id, tuple(p.row for p in batch), self.stored_count)
+        except BaseException:
+            self._flush_lock.release()
+            raise
+        return Ride(self, batch, op, last)
+
+    def _settle(
+        self, batch: list[_Pending], appended: bool | BaseException, extra: Any, keep: bool
+    ) -> bool:
+        """Finish a ride (flush lock held); return whether ``extra`` stays in the chain."""
+        try:
+            if isinstance(appended, BaseException):
+                appended = self._landed(batch)
+            if appended is True:
+                self.stored_count += len(batch)
+                self.stored_head = batch[-1].row.hash
+                return extra is not None
+            if extra is not None and not keep:
+                with self.lock:
+                    batch = [p for p in batch if p is not extra]
+                    self._chain_from(batch + self._pending, self.stored_count, self.stored_head)
+                extra = None
+            if batch:
+                try:
+                    self._append_batch(batch)
+                except Exception as exc:
+                    with self.lock:
+                        self._pending = batch + self._pending
+                        self._bound_pending()
+                    with contextlib.suppress(Exception):  # strict on_error raises: not here
+                        self._on_error(exc)
+            return extra is not None
+        finally:
+            self._flush_lock.release()
+
+    def _landed(self, batch: list[_Pending]) -> bool:
+        """Whether a batch whose commit raised is stored after all (one transaction)."""
+        try:
+            stored = self.store.read_events(
+                self.run_id, after_seq=self.stored_count - 1, limit=len(batch)
+            )
+        except Exception:
+            return False  # unknown: the caller's op is then treated as not landed
+        return len(stored) == len(batch) and all(
+            s.hash == p.row.hash for s, p in zip(stored, batch, strict=True)
+        )
+
+    def _skip_landed(self, batch: list[_Pending]) -> list[_Pending]:
+        """Drop the leading records of ``batch`` that are already stored (same hashes).
+
+        A commit whose outcome was unknown may have landed: its rows then sit at the
+        stored ``seq`` with exactly our hashes (a hash covers the whole chain before it).
+        """
+        stored = self.store.read_events(
+            self.run_id, after_seq=self.stored_count - 1, limit=len(batch)
+        )
+        k = 0
+        while k < len(stored) and stored[k].hash == batch[k].row.hash:
+            k += 1
+        if k:
+            self.stored_count += k
+            self.stored_head = batch[k - 1].row.hash
+        return batch[k:]
+
     def _append_batch(self, batch: list[_Pending]) -> None:
         for _attempt in range(100):
             rows = [p.row for p in batch]
@@ -191,6 +332,9 @@ class ChainWriter:
             ):
                 self.stored_count += len(rows)
                 self.stored_head = rows[-1].hash
+                return
+            batch = self._skip_landed(batch)
+            if not batch:
                 return
             with self.lock:
                 self._rechain(batch + self._pending)
@@ -209,13 +353,17 @@ class ChainWriter:
                 details={"run_id": self.run_id},
             )
         prev: str = (run.head_hash or self.genesis) if run.event_count else self.genesis
-        seq = run.event_count
+        self._chain_from(items, run.event_count, prev)
+
+    def _chain_from(self, items: list[_Pending], count: int, prev: str) -> None:
+        """Chain ``items`` after ``count`` stored records ending in ``prev`` (lock held)."""
+        seq = count
         for p in items:
             p.header["seq"] = seq
             p.row = _row(p.header, p.content_json, prev)
             prev = p.row.hash
             seq += 1
-        self.stored_count = run.event_count
+        self.stored_count = count
         self.head = prev
         self.next_seq = seq
 

@@ -33,9 +33,11 @@ __all__ = [
     "check_next",
     "dump_operation",
     "dump_record",
+    "gated_off",
     "load_record",
     "parse_stored_time",
     "prepare_op",
+    "prepare_ops",
     "status_values",
 ]
 
@@ -184,6 +186,31 @@ def status_values(status: Status | str | Iterable[Status | str] | None) -> list[
 def parse_stored_time(value: str) -> Any:
     """Parse a time column."""
     return parse_time(value, "at")
+
+
+def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
+    """``prepare_op`` each op; also check each ``AppendEvents.requires`` index.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad op or a ``requires`` that
+            does not name an earlier op of the batch.
+    """
+    out: list[tuple[Op, Any]] = []
+    for i, op in enumerate(ops):
+        if isinstance(op, AppendEvents) and op.requires is not None:
+            req = op.requires
+            if type(req) is not int or not 0 <= req < i:
+                raise InvalidArgumentError(
+                    message="AppendEvents.requires must be the index of an earlier op",
+                    details={"requires": repr(req)[:40], "index": i},
+                )
+        out.append(prepare_op(op))
+    return out
+
+
+def gated_off(op: Op, results: list[Any]) -> bool:
+    """Whether ``op`` is an ``AppendEvents`` whose ``requires`` op came out false."""
+    return isinstance(op, AppendEvents) and op.requires is not None and not results[op.requires]
 
 
 def prepare_op(op: Op) -> tuple[Op, Any]:

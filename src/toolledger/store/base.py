@@ -188,11 +188,18 @@ class RemoveOperation:
 
 @dataclass(frozen=True, slots=True)
 class AppendEvents:
-    """``apply`` op: ``append_events(run_id, rows, expected_count=…)``; outcome ``bool``."""
+    """``apply`` op: ``append_events(run_id, rows, expected_count=…)``; outcome ``bool``.
+
+    ``requires``: the index of an earlier op of the same ``apply`` whose outcome must be
+    true (a won ``SwapCheckpoint``); when it is false nothing is appended and the outcome
+    is ``False`` (the rest of the transaction still commits). Stores that honour it set
+    ``gated_append = True`` (the built-in ones do); callers check that before relying on it.
+    """
 
     run_id: str
     rows: Sequence[EventRow] = field(default_factory=tuple)
     expected_count: int = 0
+    requires: int | None = None
 
 
 Op = Union[  # noqa: UP007 (a runtime alias; X | Y needs 3.10 evaluation of classes)

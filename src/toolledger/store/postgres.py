@@ -50,7 +50,7 @@ from ._pg_ops import (
     probe,
 )
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
-from ._rows import load_record, prepare_op, status_values
+from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
     AppendEvents,
@@ -128,6 +128,9 @@ class PostgresStore(PgApprovals):
         StoreSchemaTooNewError: ``STORE_SCHEMA_TOO_NEW``: a newer toolledger wrote the schema.
         StoreUnavailableError: ``STORE_UNAVAILABLE``: the server cannot be reached.
     """
+
+    #: ``AppendEvents.requires`` is honoured (a gated append).
+    gated_append = True
 
     def __init__(
         self,
@@ -348,13 +351,16 @@ class PostgresStore(PgApprovals):
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
-        prepared = [prepare_op(op) for op in ops]  # validate everything before writing
+        prepared = prepare_ops(ops)  # validate everything before writing
         if len(prepared) == 1:
             return [self._db.single(self._q, *prepared[0], durable=durable)]
         q = self._q
 
         def run(cur: Cursor[Any]) -> builtins.list[Any]:
-            return [execute_op(cur, q, op, extra) for op, extra in prepared]
+            out: builtins.list[Any] = []
+            for op, extra in prepared:
+                out.append(False if gated_off(op, out) else execute_op(cur, q, op, extra))
+            return out
 
         def check(cur: Cursor[Any], results: builtins.list[Any]) -> bool | None:
             return probe(cur, q, prepared, results)

@@ -47,7 +47,7 @@ from ..errors import (
     StoreSchemaTooNewError,
     StoreUnavailableError,
 )
-from ._rows import load_record, prepare_op, status_values
+from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -184,6 +184,9 @@ class SQLiteStore:
         StoreSchemaTooNewError: the file was written by a newer toolledger.
         StoreBusyError, StoreUnavailableError: the file cannot be opened or migrated.
     """
+
+    #: ``AppendEvents.requires`` is honoured (a gated append).
+    gated_append = True
 
     def __init__(
         self,
@@ -475,10 +478,13 @@ class SQLiteStore:
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
-        prepared = [prepare_op(op) for op in ops]  # validate everything before writing
+        prepared = prepare_ops(ops)  # validate everything before writing
 
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
-            return [_execute(conn, op, extra) for op, extra in prepared]
+            out: builtins.list[Any] = []
+            for op, extra in prepared:
+                out.append(False if gated_off(op, out) else _execute(conn, op, extra))
+            return out
 
         return self._write(run, durable=durable)
 
