@@ -145,9 +145,8 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
         if carried is not None:
             # The completion transaction stored this call's end record: end with exactly
             # what it says (the same fields), without writing it again.
-            prepared, (status, outputs, meta, link) = carried
-            handle.update(checkpoint=link)
-            handle.end(status, outputs=outputs, meta=meta, carried=prepared)
+            prepared, (status, _, _, _) = carried
+            handle.end(status, carried=prepared)
             return
         revision = outcome.revision if outcome else (rec.revision if rec else None)
         meta = flow.end_meta(replayed=facts["replayed"], recovered=facts["recovered"])

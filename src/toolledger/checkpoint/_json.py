@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ class PayloadShape:
 
     depth: int
     values: int
+    floats: bool = False  # whether a float occurs (canonical_json's fast path needs none)
 
 
 def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
@@ -54,6 +56,7 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
     """
     max_depth = 0
     count = 0
+    floats = False
     on_path: set[int] = set()
     # A container met again (shared, not a cycle) is not walked again: its measured
     # (values, height) is reused, so a small object graph that expands to a huge JSON text
@@ -84,6 +87,7 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
         if tp is float:
             if not math.isfinite(node):
                 raise _type_error(what, path, "float is not finite (NaN or infinity)")
+            floats = True
             continue
         if tp is str:
             _check_str(node, what, path)
@@ -119,7 +123,7 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
                     stack.append((node[key], depth + 1, _Path(path, key)))
             continue
         raise _type_error(what, path, f"{tp.__name__} is not a JSON type")
-    return PayloadShape(depth=max_depth, values=count)
+    return PayloadShape(depth=max_depth, values=count, floats=floats)
 
 
 class _Path:
@@ -209,9 +213,21 @@ def canonical_json(value: Any) -> str:
             message=f"value nests {shape.depth} levels; canonical JSON allows 512",
             details={"limit": "depth", "max": 512, "actual": shape.depth},
         )
+    if not shape.floats:
+        # Without floats the C encoder (sorted keys) writes the same text, unless a string
+        # holds a non-BMP character (RFC 8785 sorts keys by UTF-16 code units).
+        text: str = _c_dumps(value)
+        if text.isascii() or not _ASTRAL.search(text):
+            return text
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
+
+
+_c_dumps = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def _encode(value: Any, out: list[str]) -> None:

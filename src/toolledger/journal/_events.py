@@ -167,6 +167,8 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
             text = "true" if value else "false"
         elif tp is int:
             text = canonical(value) if abs(value) > 2**53 - 1 else str(value)
+        elif tp is dict and _flat(value):
+            text = canonical(value, maybe_float=False)  # e.g. the checkpoint link
         else:
             text = canonical(value)
         if not key.isascii() or '"' in key or "\\" in key or not key.isprintable():
@@ -176,6 +178,20 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
         if key not in _COLUMN_SET:
             stored.append(item)
     return "{" + ",".join(full) + "}", "{" + ",".join(stored) + "}"
+
+
+def _flat(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` maps str keys to str, bool, ``None`` or safe ints only (no float)."""
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        tp = type(item)
+        if tp is int:
+            if abs(item) > 2**53 - 1:
+                return False
+        elif not (tp is str or tp is bool or item is None):
+            return False
+    return True
 
 
 def run_genesis(run_header: Mapping[str, Any]) -> str:

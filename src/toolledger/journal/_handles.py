@@ -191,8 +191,9 @@ class EventHandle:
             outputs: Merged into the outputs recorded so far.
             error: An exception or a JSON-able dict describing the failure.
             meta: Merged into meta.
-            carried: The ``PreparedEnd`` of this very end (same arguments) that a
-                transaction already put in the chain: it is not written again.
+            carried: The ``PreparedEnd`` (``Run._prepare_end``) of this end, which a
+                transaction already put in the chain: it is not written again, and its
+                outputs, meta and checkpoint link replace ``outputs``/``meta``.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
@@ -200,7 +201,17 @@ class EventHandle:
         if self._ended:
             return
         _check_status(status)
-        self.update(outputs=outputs, meta=meta)
+        if carried is None:
+            self.update(outputs=outputs, meta=meta)
+        else:
+            self._outputs = carried.outputs
+            self._meta = carried.meta
+            self._checkpoint = carried.link
+            self._floats = carried.floats
+            if self.span is not _NOOP_SPAN:  # as ``update`` tells telemetry
+                self.run._safe_telemetry(
+                    self.span.update, {**self._meta, "checkpoint": self._checkpoint}
+                )
         self._ended = True
         _pop(self)
         self.run._end_event(self, status, error, carried)

@@ -121,6 +121,10 @@ class PreparedEnd:
     ended_at: str
     header: dict[str, Any]
     content_json: str
+    outputs: dict[str, Any]  # the event's outputs, meta and link once ended (converted)
+    meta: dict[str, Any]
+    link: dict[str, Any]
+    floats: bool
 
 
 class Recorder:
@@ -199,6 +203,9 @@ class Recorder:
             floats |= f2
             content["meta"] = meta_value
         parent = self._parent()
+        if kind == "tool_call":  # requested by a journaled model call: that call's child
+            requested = getattr(self, "_requested_by", {}).get((link or meta or {}).get("call_id"))
+            parent = requested if requested is not None else parent
         event_id = new_id()
         missing = justification is None and justification_source == "model"
         event: dict[str, Any] = {
@@ -305,8 +312,8 @@ class Recorder:
         """Build the end record ``handle.update(checkpoint=…)`` + ``handle.end(status, …)``
         would write, without touching the handle, for a caller to carry in a transaction.
 
-        Pass the result to ``handle.end(..., carried=…)`` with the same arguments once the
-        transaction stored it (``Ride.carried``); otherwise just drop it.
+        Pass the result to ``handle.end(status, carried=…)`` once the transaction stored
+        it (``Ride.carried``); otherwise just drop it.
         """
         from ._handles import _checkpoint_link
 
@@ -321,7 +328,15 @@ class Recorder:
         ended_at = now()
         header, content = self._end_record(handle, status, None, out, met, link, ended_at)
         content_json = self._encode(header, content, floats)
-        return PreparedEnd(ended_at=ended_at, header=header, content_json=content_json)
+        return PreparedEnd(
+            ended_at=ended_at,
+            header=header,
+            content_json=content_json,
+            outputs=out,
+            meta=met,
+            link=link,
+            floats=floats,
+        )
 
     def _header(
         self, event: Mapping[str, Any], phase: str, link: Any, span: SpanHandle
