@@ -16,6 +16,7 @@ TEMPLATES = {
     a.SPAN_CHECKPOINT.format("{transition}"): "checkpoint",
     a.SPAN_STEP.format("{name}"): "step",
     a.SPAN_APPROVAL.format("{name}"): "approval",
+    a.SPAN_CHAT.format("{model}"): "chat",
     "{kind} {name}": "other",
 }
 

@@ -25,6 +25,7 @@ from ._common import (
     run_calls,
     split_args,
 )
+from ._journaled import journaled as journaled  # issue 8: model calls in the journal
 
 __all__ = [
     "ToolCall",

@@ -90,6 +90,8 @@ class Run(Recorder):
         self._owns_store = not isinstance(db, Store) or isinstance(db, (str, os.PathLike))
         self.store: Store = open_store(db)
         self.errors: list[BaseException] = []
+        #: tool-call id -> the ``llm_call`` handle that requested it (integrations/_journaled)
+        self._requested_by: dict[str, Any] = {}
         self.status = "created"
         self.started_at: str | None = None
         self.span: SpanHandle = NoopSpan()

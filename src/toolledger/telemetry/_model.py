@@ -95,6 +95,17 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
         a.TL_APPROVAL_CALL_ID,
         a.GEN_AI_TOOL_CALL_ID,
     ),
+    "chat": (
+        a.GEN_AI_OPERATION_NAME,
+        a.GEN_AI_PROVIDER_NAME,
+        a.GEN_AI_REQUEST_MODEL,
+        a.GEN_AI_RESPONSE_MODEL,
+        a.GEN_AI_USAGE_INPUT_TOKENS,
+        a.GEN_AI_USAGE_OUTPUT_TOKENS,
+        a.GEN_AI_RESPONSE_FINISH_REASONS,
+        a.TL_EVENT_ID,
+        a.ERROR_TYPE,
+    ),
     "other": (*_GENERIC, a.ERROR_TYPE),
 }
 
@@ -136,6 +147,8 @@ def event_type(kind: Any) -> str:
         return "execute_tool"
     if kind in ("step", "approval"):
         return str(kind)
+    if kind == "llm_call":
+        return "chat"
     return "other"
 
 
@@ -152,6 +165,8 @@ def span_name(kind: str, name: Any) -> str:
         return a.SPAN_APPROVAL.format(label).rstrip()
     if kind == "checkpoint":
         return a.SPAN_CHECKPOINT.format(label).rstrip()
+    if kind in ("llm_call", "chat"):
+        return a.SPAN_CHAT.format(label).rstrip()
     return kind if label in ("", kind) else f"{kind} {label}"  # a note is "note", not "note note"
 
 
@@ -249,6 +264,14 @@ def event_start_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
             # Mirrors the proposed ``gen_ai.tool.call.decision`` event: the bound call's id.
             a.GEN_AI_TOOL_CALL_ID: ap.get("for_call"),
         }
+    if kind == "chat":  # a model call (issue 8): provider and requested model in meta
+        meta = _meta(event)
+        return {
+            a.GEN_AI_OPERATION_NAME: a.OPERATION_CHAT,
+            a.GEN_AI_PROVIDER_NAME: meta.get("provider"),
+            a.GEN_AI_REQUEST_MODEL: meta.get("model", event.get("name")),
+            a.TL_EVENT_ID: event_id,
+        }
     return {a.TL_EVENT_ID: event_id, a.TL_EVENT_KIND: event.get("kind")}
 
 
@@ -271,6 +294,16 @@ def event_end_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
         return {a.TL_STEP_OUTPUTS: event.get("outputs") or None}
     if kind == "approval":
         return event_start_attributes(event)
+    if kind == "chat":
+        meta = _meta(event)
+        usage = meta.get("usage")
+        tokens: Mapping[str, Any] = usage if isinstance(usage, Mapping) else {}
+        return {
+            a.GEN_AI_RESPONSE_MODEL: meta.get("response_model"),
+            a.GEN_AI_USAGE_INPUT_TOKENS: tokens.get("input_tokens"),
+            a.GEN_AI_USAGE_OUTPUT_TOKENS: tokens.get("output_tokens"),
+            a.GEN_AI_RESPONSE_FINISH_REASONS: meta.get("finish_reasons") or None,
+        }
     return {}
 
 

@@ -27,17 +27,25 @@ __all__ = [
     "GEN_AI_AGENT_NAME",
     "GEN_AI_CONVERSATION_ID",
     "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TOOL_CALL_ARGUMENTS",
     "GEN_AI_TOOL_CALL_ID",
     "GEN_AI_TOOL_CALL_RESULT",
     "GEN_AI_TOOL_DESCRIPTION",
     "GEN_AI_TOOL_NAME",
     "GEN_AI_TOOL_TYPE",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
     "INTENT_ATTRIBUTES",
+    "OPERATION_CHAT",
     "OPERATION_EXECUTE_TOOL",
     "OPERATION_INVOKE_AGENT",
     "SCHEMA_URL",
     "SPAN_APPROVAL",
+    "SPAN_CHAT",
     "SPAN_CHECKPOINT",
     "SPAN_EXECUTE_TOOL",
     "SPAN_INVOKE_AGENT",
@@ -80,6 +88,8 @@ SPAN_EXECUTE_TOOL: Final = "execute_tool {}"
 SPAN_CHECKPOINT: Final = "checkpoint {}"
 SPAN_STEP: Final = "step {}"
 SPAN_APPROVAL: Final = "approval {}"
+#: A model call (journal kind ``llm_call``); the placeholder is the requested model.
+SPAN_CHAT: Final = "chat {}"
 
 # -- OpenTelemetry GenAI semantic conventions ---------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -91,11 +101,19 @@ GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
 GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+# model calls (``chat`` spans)
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 #: General semantic conventions: the class of an error (exception qualname or error code).
 ERROR_TYPE: Final = "error.type"
 
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_EXECUTE_TOOL: Final = "execute_tool"
+OPERATION_CHAT: Final = "chat"
 TOOL_TYPE_FUNCTION: Final = "function"
 
 # -- toolledger: run and journal -----------------------------------------------------------

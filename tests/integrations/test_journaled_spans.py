@@ -1,0 +1,200 @@
+"""``llm_call`` spans: ``chat {model}`` with exact GenAI attributes, parent of its tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolledger
+from toolledger.journal._read import load_run
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+pytest.importorskip("httpx2")
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode
+
+from toolledger.integrations import anthropic as tl_anthropic
+from toolledger.integrations import openai as tl_openai
+from toolledger.telemetry import _policy
+
+from ._llm_wire import anthropic_client, openai_client
+
+MESSAGES = [{"role": "user", "content": "Mail a@b.c please."}]
+
+
+@pytest.fixture(autouse=True)
+def _clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    _policy.DEFAULTS.reset()
+    yield
+    _policy.DEFAULTS.reset()
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    yield tp
+    tp.shutdown()
+
+
+def sent_to(input: Any, ctx: Any) -> Any:
+    return {"sent_to": input["to"]}
+
+
+SEND = toolledger.tool("send_email", revision="1", execute=sent_to)
+
+
+def spans_named(exporter: InMemorySpanExporter, prefix: str) -> list[Any]:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith(prefix)]
+
+
+def test_anthropic_chat_span_exact_attributes(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """``chat {requested model}`` carries exactly the GenAI chat attributes."""
+    with toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run:
+        tl_anthropic.journaled(anthropic_client(), run).messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES
+        )
+        (event,) = [e for e in _events(run) if e["kind"] == "llm_call"]
+    (span,) = spans_named(exporter, "chat ")
+    assert span.name == "chat claude-x-1"
+    assert dict(span.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude-x-1",
+        "gen_ai.response.model": "claude-x-1-20260101",
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 25,
+        "gen_ai.response.finish_reasons": ("tool_use",),
+        "toolledger.event.id": event["event_id"],
+    }
+    (agent,) = spans_named(exporter, "invoke_agent")
+    assert span.parent.span_id == agent.context.span_id
+
+
+def test_chat_span_same_attributes_with_content_capture(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Content capture stores content in the journal; the chat span's attributes stay the same."""
+    with toolledger.run(
+        "llm", db=tmp_path / "s.db", tracer_provider=provider, capture_content=True
+    ) as run:
+        stream = tl_openai.journaled(openai_client(), run).chat.completions.create(
+            model="gpt-x", messages=MESSAGES, stream=True
+        )
+        for _ in stream:
+            pass
+        (event,) = [e for e in _events(run) if e["kind"] == "llm_call"]
+    assert event["outputs"]["content"][0]["content"] == "Sending it."
+    (span,) = spans_named(exporter, "chat ")
+    assert span.name == "chat gpt-x"
+    assert set(span.attributes) == {
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.response.finish_reasons",
+        "toolledger.event.id",
+    }
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+
+
+def test_chat_span_parent_of_requested_tool_calls(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The tool calls a completion requested are children of its chat span and event."""
+    with toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run:
+        client = tl_anthropic.journaled(anthropic_client(), run)
+        message = client.messages.create(model="claude-x-1", max_tokens=64, messages=MESSAGES)
+        results = tl_anthropic.run_tool_calls(run, message, [SEND])
+        events = _events(run)
+    assert results[0]["tool_use_id"] == "toolu_1"
+    (chat,) = spans_named(exporter, "chat ")
+    (tool_span,) = spans_named(exporter, "execute_tool ")
+    assert tool_span.parent.span_id == chat.context.span_id
+    assert tool_span.context.trace_id == chat.context.trace_id
+    llm = next(e for e in events if e["kind"] == "llm_call")
+    tool_event = next(e for e in events if e["kind"] == "tool_call")
+    assert tool_event["parent_id"] == llm["event_id"]
+
+
+def test_chat_span_parent_of_tool_calls_async_openai(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Async client, OpenAI shapes: the same parentage through ``run_tool_calls``."""
+
+    async def main() -> None:
+        async with toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run:
+            client = tl_openai.journaled(openai_client(is_async=True), run)
+            out = await client.chat.completions.create(model="gpt-x", messages=MESSAGES)
+            tl_openai.run_tool_calls(run, out, [SEND])
+
+    asyncio.run(main())
+    (chat,) = spans_named(exporter, "chat ")
+    (tool_span,) = spans_named(exporter, "execute_tool ")
+    assert tool_span.parent.span_id == chat.context.span_id
+
+
+def test_chat_span_failed_call_error_type(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A failed completion: status ERROR and ``error.type`` the exception's qualname."""
+    import anthropic
+
+    with (
+        toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run,
+        pytest.raises(anthropic.InternalServerError),
+    ):
+        tl_anthropic.journaled(anthropic_client(status=500), run).messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES
+        )
+    (span,) = spans_named(exporter, "chat ")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "InternalServerError"
+    assert span.attributes["gen_ai.request.model"] == "claude-x-1"
+    assert "gen_ai.response.model" not in span.attributes
+
+
+def test_chat_span_reexported_like_live(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Re-export rebuilds the chat span with the same name, attributes and ids."""
+    db = tmp_path / "s.db"
+    with toolledger.run("llm", db=db, tracer_provider=provider) as run:
+        tl_anthropic.journaled(anthropic_client(), run).messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES
+        )
+    (live,) = spans_named(exporter, "chat ")
+    again = InMemorySpanExporter()
+    toolledger.reexport(db, run.run_id, again)
+    (rebuilt,) = [s for s in again.get_finished_spans() if s.name.startswith("chat ")]
+    assert rebuilt.name == live.name
+    assert dict(rebuilt.attributes) == dict(live.attributes)
+    assert rebuilt.context.span_id == live.context.span_id
+
+
+def _events(run: toolledger.Run) -> list[dict[str, Any]]:
+    run.flush()
+    return load_run(run.store, run.run_id).events
