@@ -142,6 +142,7 @@ def test_create_with_max_turns_journals_each_turn_and_guards_tools(db: Path) -> 
     assert tool_call["justification_source"] == "model"
     assert tool_call["inputs"] == {"to": "a@b.c", "subject": "hi"}
     assert tool_call["checkpoint"]["call_id"] == "call_1"
+    assert tool_call["parent_id"] == first["event_id"]  # the turn that requested it
     # the tool's result went back to the model as aisuite's tool message
     tool_message = stub.requests[1]["messages"][-1]
     assert tool_message["tool_call_id"] == "call_1"
