@@ -109,3 +109,22 @@ class TestHtmlExport:
         text = embed_json({"x": INJECTION + COMMENT + "&\u2028\u2029"})
         assert re.search(r"[<>&\u2028\u2029]", text) is None
         assert json.loads(text) == {"x": INJECTION + COMMENT + "&\u2028\u2029"}
+
+
+class TestSpecialTargets:
+    def test_export_to_a_fifo_writes_through_and_keeps_the_fifo(self, recorded, tmp_path):
+        """A device or FIFO target (like -o /dev/null) is written through, never replaced."""
+        import os
+        import stat
+        import threading
+
+        db, run_id = recorded
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        received: list[bytes] = []
+        reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+        reader.start()
+        toolledger.export_json(db, run_id, fifo)
+        reader.join(timeout=60)
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert json.loads(received[0])["format"] == "toolledger-journal"

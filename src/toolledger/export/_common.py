@@ -38,6 +38,18 @@ def atomic_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
     target = Path(path)
+    if target.exists() and not target.is_file():
+        # A device, FIFO or socket (e.g. -o /dev/null, -o /dev/stdout): write through it.
+        # Renaming a temporary file over it would replace the device node itself.
+        try:
+            with open(target, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as fh:
+                yield fh
+        except OSError as exc:
+            raise InvalidArgumentError(
+                message=f"cannot write {str(target)!r}: {exc.strerror or exc}",
+                details={"path": str(target)},
+            ) from exc
+        return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
