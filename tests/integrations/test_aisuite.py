@@ -63,6 +63,13 @@ class StubProvider(Provider):
         self.requests.append({"model": model, "messages": list(messages), **kwargs})
         return iter(self.script.pop(0))
 
+    async def achat_completions_create_stream(
+        self, model: str, messages: Any, **kwargs: Any
+    ) -> Any:
+        self.requests.append({"model": model, "messages": list(messages), **kwargs})
+        for chunk in self.script.pop(0):
+            yield chunk
+
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
@@ -277,3 +284,31 @@ def events_so_far(run: toolledger.Run) -> int:
         for e in load_run(run.store, run.run_id).events
         if e["kind"] == "llm_call" and e["status"] != "running"
     )
+
+
+def test_acreate_stream_closed_early_recorded_partial(db: Path) -> None:
+    """An async stream closed (``aclose``) before its end records what arrived."""
+    chunks = [
+        ChatCompletionChunk(choices=[StreamChoice(delta=ChoiceDelta(content="Hel"))]),
+        ChatCompletionChunk(choices=[StreamChoice(delta=ChoiceDelta(content="lo"))]),
+        ChatCompletionChunk(choices=[StreamChoice(finish_reason="stop")]),
+    ]
+    client, _ = client_with([chunks])
+
+    async def main() -> str:
+        async with toolledger.run("aisuite", db=db) as run:
+            stream = await JournaledClient(
+                run, client, capture_content=True
+            ).chat.completions.acreate(
+                "openai:gpt-test", [{"role": "user", "content": "hi"}], stream=True
+            )
+            first = await stream.__anext__()
+            assert first.choices[0].delta.content == "Hel"
+            await stream.aclose()
+            return run.run_id
+
+    run_id = asyncio.run(main())
+    (call,) = events(db, run_id, "llm_call")
+    assert call["meta"]["stream_closed_early"] is True
+    assert call["meta"]["finish_reasons"] == []
+    assert call["outputs"]["content"] == [{"role": "assistant", "content": "Hel"}]

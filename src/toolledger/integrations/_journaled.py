@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -246,7 +247,9 @@ class SyncStream:
     def close(self) -> None:
         """Close the SDK stream and record what was received."""
         try:
-            self._inner.close()
+            closer = getattr(self._inner, "close", None)  # a plain iterator has none
+            if closer is not None:
+                closer()
         finally:
             self._finish(None, early=True)
 
@@ -301,11 +304,17 @@ class AsyncStream:
             self._call.end(facts, closed_early=early)
 
     async def close(self) -> None:
-        """Close the SDK stream and record what was received."""
+        """Close the SDK stream (``close`` or, for an async generator, ``aclose``) and
+        record what was received."""
         try:
-            await self._inner.close()
+            closer = getattr(self._inner, "close", None) or getattr(self._inner, "aclose", None)
+            done = closer() if closer is not None else None
+            if inspect.isawaitable(done):
+                await done
         finally:
             self._finish(None, early=True)
+
+    aclose = close  # async generators (aisuite's streams) are closed with ``aclose``
 
     async def __aenter__(self) -> AsyncStream:
         return self
