@@ -127,3 +127,19 @@ def test_lint_tools_console_script_finds_modules_in_cwd(project: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "bad name\terror\tname\tfunction.name" in proc.stdout
+
+
+def test_lint_tools_documented_with_every_option() -> None:
+    """docs/integrations.md documents the command and each of its options; -h works."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text(
+        encoding="utf-8"
+    )
+    command = main.commands["lint-tools"]
+    assert "toolledger lint-tools" in doc
+    for param in command.params:
+        for opt in getattr(param, "opts", []):
+            if opt.startswith("--"):
+                assert opt in doc, opt
+    result = CliRunner().invoke(main, ["lint-tools", "-h"])
+    assert result.exit_code == 0
+    assert "Example: toolledger lint-tools" in result.output
