@@ -1,4 +1,8 @@
-"""Wire fixtures for journaled-client tests: real SDK clients over ``httpx2.MockTransport``."""
+"""Wire fixtures for journaled-client tests: real SDK clients over a ``MockTransport``.
+
+Current SDK releases take ``httpx2`` clients; older ones ``httpx``: whichever is installed
+next to the SDK provides the mock transport.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
+try:
+    import httpx2
+except ImportError:  # SDK releases before the httpx2 switch
+    import httpx as httpx2  # type: ignore[no-redef]
 
 ANTHROPIC_MESSAGE: dict[str, Any] = {
     "id": "msg_1",

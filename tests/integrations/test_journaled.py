@@ -15,7 +15,6 @@ from toolledger.journal._read import load_run
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
-pytest.importorskip("httpx2")
 
 from toolledger.integrations._journaled import journaled  # noqa: E402
 

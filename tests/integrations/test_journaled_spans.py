@@ -14,7 +14,6 @@ from toolledger.journal._read import load_run
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
-pytest.importorskip("httpx2")
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
