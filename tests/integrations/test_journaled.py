@@ -285,3 +285,15 @@ def test_journaled_recording_failure_never_breaks_the_call(db: Path) -> None:
     out = client.chat.completions.create(model="gpt-x", messages=MESSAGES)
     assert out.choices[0].finish_reason == "tool_calls"
     assert any(isinstance(e, toolledger.InvalidArgumentError) for e in run.errors)
+
+
+def test_journaled_with_options_stays_journaled(db: Path) -> None:
+    """``with_options(...)`` returns a client that is still journaled (both SDKs)."""
+    with toolledger.run("llm", db=db) as run:
+        journaled(openai_client(), run).with_options(timeout=5).chat.completions.create(
+            model="gpt-x", messages=MESSAGES
+        )
+        journaled(anthropic_client(), run).with_options(timeout=5).messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES
+        )
+    assert [c["meta"] for c in llm_calls(db, run.run_id)] == [CHAT_META, ANTHROPIC_META]

@@ -79,6 +79,7 @@ class JournaledAnthropic:
 
     def __init__(self, client: Any, recorder: Recorder) -> None:
         self._client = client
+        self._recorder = recorder
         messages = client.messages
         is_async = type(messages).__name__.startswith("Async")
         self.messages = (_AsyncMessages if is_async else _Messages)(messages, recorder)
@@ -87,6 +88,12 @@ class JournaledAnthropic:
         if name == "_client":
             raise AttributeError(name)
         return getattr(self._client, name)
+
+    def with_options(self, **kwargs: Any) -> JournaledAnthropic:
+        """The SDK's ``with_options``, still journaled."""
+        return JournaledAnthropic(self._client.with_options(**kwargs), self._recorder)
+
+    copy = with_options
 
 
 def wrap_anthropic(client: Any, recorder: Recorder) -> JournaledAnthropic:

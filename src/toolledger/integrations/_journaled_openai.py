@@ -108,6 +108,7 @@ class JournaledOpenAI(_Proxy):
 
     def __init__(self, client: Any, recorder: Recorder) -> None:
         super().__init__(client)
+        self._recorder = recorder
         completions = client.chat.completions
         endpoint = _AsyncEndpoint if type(completions).__name__.startswith("Async") else _Endpoint
         self.chat = _Chat(
@@ -117,6 +118,12 @@ class JournaledOpenAI(_Proxy):
         self.responses = endpoint(
             client.responses, recorder, "input", responses_facts, ResponsesAccumulator
         )
+
+    def with_options(self, **kwargs: Any) -> JournaledOpenAI:
+        """The SDK's ``with_options``, still journaled."""
+        return JournaledOpenAI(self._inner.with_options(**kwargs), self._recorder)
+
+    copy = with_options
 
 
 def wrap_openai(client: Any, recorder: Recorder) -> JournaledOpenAI:
