@@ -15,7 +15,10 @@ Rules this module keeps:
 - Once ``execute`` has returned, the completion write happens before any interruption
   propagates (SIGINT is deferred in the main thread; the async path has no ``await``
   between ``execute`` returning and the completion commit).
-- Every call is a ``tool_call`` journal event linked to its checkpoint.
+- Every call is a ``tool_call`` journal event linked to its checkpoint. Its start record
+  rides in the create+claim transaction and its end record in the completion transaction
+  (gated on the completion CAS), so the journal costs a new call no commit of its own; a
+  replayed call's records stay buffered (``commit_claims``, ``CallFlow._swap``).
 
 Telemetry: what this module sends (the telemetry layer maps it to attributes)
 -----------------------------------------------------------------------------

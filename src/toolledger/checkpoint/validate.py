@@ -183,6 +183,33 @@ def _opt_time(data: dict[str, Any], name: str) -> datetime | None:
     return None if value is None else parse_time(value, name)
 
 
+_STATUSES: dict[str, Status] = {s.value: s for s in Status}
+_BINDING_FIELDS = ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint")
+#: Bindings already built (and so checked) from stored rows, by their five strings: a
+#: ``Binding`` is immutable and its checks depend on those strings only. Bounded.
+_BINDINGS: dict[tuple[str, ...], Binding] = {}
+_BINDINGS_MAX = 4096
+
+
+def _binding(data: Any) -> Binding:
+    """``Binding.from_dict(data)``, reusing a binding already checked for the same strings."""
+    if type(data) is dict and len(data) == 5:
+        try:
+            key = tuple(data[f] for f in _BINDING_FIELDS)
+        except KeyError:
+            return Binding.from_dict(data)
+        if all(type(v) is str for v in key):
+            found = _BINDINGS.get(key)
+            if found is not None:
+                return found
+            made = Binding.from_dict(data)
+            if len(_BINDINGS) >= _BINDINGS_MAX:
+                _BINDINGS.clear()
+            _BINDINGS[key] = made
+            return made
+    return Binding.from_dict(data)
+
+
 def _from_dict(data: dict[str, Any]) -> CheckpointRecord:
     missing = [f for f in _FIELDS if f not in data]
     if missing:
@@ -207,8 +234,8 @@ def _from_dict(data: dict[str, Any]) -> CheckpointRecord:
     updated = parse_time(data["updated_at"], "updated_at")
     return CheckpointRecord(
         schema_version=data["schema_version"],
-        binding=Binding.from_dict(data["binding"]),
-        status=Status(status),
+        binding=_binding(data["binding"]),
+        status=_STATUSES.get(status) or Status(status),
         revision=data["revision"],
         created_at=created,
         updated_at=updated,

@@ -6,8 +6,9 @@ Rules this module keeps:
   chain is total even when threads of one run write concurrently.
 - Records are buffered and appended in batches with ``Store.append_events`` (relaxed
   durability, one transaction per batch). A batch is written by the recording thread at a
-  step end once ``FLUSH_RECORDS`` are buffered, when a tool call begins or ends, after an
-  approval, at run end and at process exit; and by a background flusher once the oldest
+  step end once ``FLUSH_RECORDS`` are buffered, when a tool call not carried by the guard
+  begins or ends, after an approval, at run end and at process exit; inside the guard's
+  claim/completion transaction (``ride``); and by a background flusher once the oldest
   buffered record is ``FLUSH_INTERVAL`` seconds old. So a process crash loses at most the
   records of the last ``FLUSH_INTERVAL`` (fewer than ``FLUSH_RECORDS`` of them);
   a committed batch survives a process crash (SQLite WAL, ``synchronous=NORMAL``) but not

@@ -823,6 +823,9 @@ def _event_row(r: Sequence[Any]) -> EventRow:
     )
 
 
+_STATUSES: dict[Any, Status] = {s.value: s for s in Status}
+
+
 def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     if isinstance(op, CreateCheckpoint):
         rec = op.record
@@ -863,7 +866,7 @@ def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
         if row is None or row[1] != op.expected_revision:
             return False
         try:
-            stored_status = Status(row[0])
+            stored_status = _STATUSES.get(row[0]) or Status(row[0])
         except ValueError as exc:  # a damaged row is quarantined, never overwritten
             raise InvalidCheckpointError(
                 message=f"stored checkpoint {ns}/{cid} has an unknown status {row[0]!r:.40} "
