@@ -136,8 +136,9 @@ class TestChecks:
 
     def test_check_tool_non_object_schema_closed_input_error(self) -> None:
         """The root schema must be an object schema."""
-        tool = {"name": "x", "description": DESCRIPTION, "input_schema": {"type": "string"}}
-        assert _codes(check_tool(tool)) == [("closed_input", "input_schema")]
+        for schema in ({"type": "string"}, {}, {"anyOf": [{"type": "object"}]}):
+            tool = {"name": "x", "description": DESCRIPTION, "input_schema": schema}
+            assert _codes(check_tool(tool)) == [("closed_input", "input_schema")], schema
 
     def test_check_tool_nested_open_object_closed_input_error(self) -> None:
         """Every object level must be closed, not only the root."""

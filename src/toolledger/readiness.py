@@ -331,7 +331,9 @@ def _check_schema(schema: Any, path: str) -> list[Diagnostic]:
                 "additionalProperties: false) so the model knows the exact arguments",
             )
         ]
-    if not isinstance(schema, Mapping) or (_types(schema) and "object" not in _types(schema)):
+    if not isinstance(schema, Mapping) or (
+        "object" not in _types(schema) and "properties" not in schema
+    ):
         return [_diag("closed_input", path, "the input schema must be a JSON object schema")]
     out: list[Diagnostic] = []
     for node, where, is_argument in _walk(schema, path):
