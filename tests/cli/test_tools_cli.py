@@ -143,3 +143,34 @@ def test_lint_tools_documented_with_every_option() -> None:
     result = CliRunner().invoke(main, ["lint-tools", "-h"])
     assert result.exit_code == 0
     assert "Example: toolledger lint-tools" in result.output
+
+
+SERVER_MODULE = """
+try:
+    from mcp.server.mcpserver import MCPServer as Server
+except ImportError:
+    from mcp.server.fastmcp import FastMCP as Server
+
+app = Server("lint me")
+
+@app.tool()
+def fetch(url: str) -> str:
+    \"\"\"Fetch one page by URL.\"\"\"
+    return url
+"""
+
+
+def test_lint_tools_mcp_server_object_lists_its_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCP server object is linted through its own ``list_tools()``."""
+    pytest.importorskip("mcp")
+    name = f"lintsrv_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(SERVER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = lint(f"{name}:app", "--json")
+    assert result.exit_code == 1
+    found = {(r["tool"], r["code"], r["path"]) for r in json.loads(result.stdout)}
+    assert ("fetch", "closed_input", "inputSchema") in found
+    assert ("fetch", "unbounded_string", "inputSchema.properties.url") in found

@@ -8,7 +8,9 @@ imported or holds no tools).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -52,11 +54,16 @@ def tools_of(value: Any) -> list[Any]:
     """Return the tools a target holds: one tool, a sequence, or an MCP tool listing.
 
     An MCP ``ListToolsResult`` (``.tools``) or a listing dict (``{"tools": [...]}``) gives
-    each of its tools; a mapping that is itself a tool gives that tool.
+    each of its tools, and so does an MCP server object (its async ``list_tools()``); a
+    mapping that is itself a tool gives that tool.
     """
     listed = getattr(value, "tools", None)
     if isinstance(listed, (list, tuple)):
         return list(listed)
+    lister = getattr(value, "list_tools", None)
+    if inspect.iscoroutinefunction(lister):  # an MCP server object (FastMCP / MCPServer)
+        found = asyncio.run(lister())
+        return list(getattr(found, "tools", found))
     if isinstance(value, Mapping):
         inner = value.get("tools")
         if isinstance(inner, (list, tuple)) and "name" not in value:
@@ -76,8 +83,9 @@ def lint_tools(targets: tuple[str, ...], as_json: bool) -> None:
     """Check tool definitions for what models misuse or what is unsafe.
 
     Each MODULE:ATTRIBUTE names a toolledger tool, an Anthropic/OpenAI tool dict, an MCP
-    tool, or a list/listing of them. Prints one line per diagnostic
-    (TOOL  SEVERITY  CODE  PATH  MESSAGE); exits 1 when any is an error.
+    tool, a list/listing of them, or an MCP server object (FastMCP / MCPServer). Prints
+    one line per diagnostic (TOOL  SEVERITY  CODE  PATH  MESSAGE); exits 1 when any is an
+    error.
 
     Example: toolledger lint-tools myagent.tools:TOOLS
     """
