@@ -331,3 +331,71 @@ def test_resumed_recovered_call_reports_first_action_live_as_reexported(
     assert rebuilt[0].attributes[a.TL_CHECKPOINT_ACTION] == live.attributes[a.TL_CHECKPOINT_ACTION]
     # the replay found it completed: the first look answered "deliver"
     assert tel.spans[0].updates[0]["checkpoint.action"] == "deliver"
+
+
+# -- the validated read: faster, never weaker -------------------------------------------
+
+
+def _stored_row(tmp_path: Path, payload: Any) -> tuple[SQLiteStore, str]:
+    store = SQLiteStore(tmp_path / "v.db", durability="normal")
+    tool = toolledger.tool("send", revision="1", execute=lambda i, c: payload)
+    with toolledger.run("g", db=store) as run:
+        run.call(tool, call_id="c1", input={})
+    text = store._read("SELECT record FROM checkpoints WHERE call_id = 'c1'")[0][0]
+    return store, text
+
+
+def _corrupt(store: SQLiteStore, text: str) -> None:
+    conn = store._conn()
+    conn.execute("UPDATE checkpoints SET record = ? WHERE call_id = 'c1'", (text,))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d.update(status="executed"),
+        lambda d: d.update(updated_at="yesterday"),
+        lambda d: d.update(created_at="2026-01-01T00:00:00"),  # no offset
+        lambda d: d["binding"].update(tool_name="bad name"),
+        lambda d: d["binding"].update(call_id="other"),  # key mismatch
+        lambda d: d["result"].update(payload=[float("nan")]),
+        lambda d: d["result"].update(payload=[[0] * 10] * 200_000),  # too many values
+        lambda d: d.update(revision=-1),
+        lambda d: d.update(extra=True),
+    ],
+    ids=[
+        "status",
+        "time",
+        "naive-time",
+        "identifier",
+        "key",
+        "nan",
+        "values",
+        "revision",
+        "unknown-field",
+    ],
+)
+def test_corrupted_stored_row_is_still_quarantined(tmp_path: Path, damage: Any) -> None:
+    """Reading a row the store wrote itself still runs every check (INVALID_CHECKPOINT)."""
+    store, text = _stored_row(tmp_path, {"ok": True})
+    assert store.get("default", "c1") is not None  # the intact row (and its binding) loads
+    doc = json.loads(text)
+    damage(doc)
+    _corrupt(store, json.dumps(doc, allow_nan=True))
+    with pytest.raises(toolledger.errors.InvalidCheckpointError) as info:
+        store.get("default", "c1")
+    assert info.value.code == "INVALID_CHECKPOINT"
+    store.close()
+
+
+def test_stored_payload_with_growing_floats_reads_back_exactly(tmp_path: Path) -> None:
+    """Float tokens that grow when re-encoded (1e15 -> 1000000000000000.0) read back."""
+    store, text = _stored_row(tmp_path, {"ok": True})
+    doc = json.loads(text)
+    _corrupt(store, text.replace('{"ok":true}', "[" + ",".join(["1e15"] * 1000) + "]"))
+    rec = store.get("default", "c1")
+    assert rec is not None
+    assert rec.result is not None
+    assert rec.result.payload == [1e15] * 1000
+    assert doc["result"]["payload"] == {"ok": True}
+    store.close()

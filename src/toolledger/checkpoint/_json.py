@@ -174,8 +174,12 @@ def check_bounds(
     max_depth: int = MAX_DEPTH,
     max_values: int = MAX_VALUES,
     what: str = "payload",
+    size_known: bool = False,
 ) -> str:
     """Check ``value``'s bounds and return its compact JSON.
+
+    ``size_known``: the caller proved the byte bound already; only depth and value count
+    are checked and ``""`` is returned.
 
     Raises:
         PayloadLimitError: ``PAYLOAD_LIMIT`` for depth, value count or byte size.
@@ -190,6 +194,8 @@ def check_bounds(
             message=f"{what} has {shape.values} values; the limit is {max_values}",
             details={"limit": "values", "max": max_values, "actual": shape.values},
         )
+    if size_known:
+        return ""
     text = compact_json(value)
     size = len(text.encode("utf-8"))
     if size > max_bytes:

@@ -55,7 +55,7 @@ from .model import (
     remember_valid,
 )
 
-__all__ = ["validate_checkpoint"]
+__all__ = ["validate_checkpoint", "validate_stored"]
 
 _FIELDS = (
     "schema_version",
@@ -96,8 +96,29 @@ _INVARIANT_NAMES = (
 )
 
 
+#: Compact JSON is at most this many times the bytes of any JSON text it was parsed from
+#: (whitespace and escapes only shrink; the longest growth is a float token such as
+#: ``1e15`` -> ``1000000000000000.0``, 4.5x).
+_EXPANSION = 8
+
+
+def validate_stored(data: Any, stored_bytes: int) -> CheckpointRecord:
+    """``validate_checkpoint(data)`` for a dict just parsed from ``stored_bytes`` of text.
+
+    Every check runs; the payload's byte bound is proven from the text's size when that is
+    small enough (see ``_EXPANSION``) instead of encoding the payload a second time.
+
+    Raises:
+        UnsupportedSchemaError, InvalidCheckpointError: as ``validate_checkpoint``.
+    """
+    return validate_checkpoint(data, stored_bytes=stored_bytes)
+
+
 def validate_checkpoint(
-    record: CheckpointRecord | dict[str, Any], *, max_payload_bytes: int | None = None
+    record: CheckpointRecord | dict[str, Any],
+    *,
+    max_payload_bytes: int | None = None,
+    stored_bytes: int | None = None,
 ) -> CheckpointRecord:
     """Validate a record (or its stored dict) and return it as a ``CheckpointRecord``.
 
@@ -105,6 +126,8 @@ def validate_checkpoint(
         record: A ``CheckpointRecord`` or the dict produced by ``to_dict()``.
         max_payload_bytes: Byte bound for the result payload; default the hard maximum
             (10,485,760). Depth and value-count bounds always apply.
+        stored_bytes: For a dict parsed from stored JSON text: that text's size in bytes
+            (lets the byte bound be proven without re-encoding; see ``validate_stored``).
 
     Raises:
         UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA`` when the schema version is another int.
@@ -134,7 +157,13 @@ def validate_checkpoint(
     if rec.result is not None:
         try:
             shape = check_types(rec.result.payload, what="result payload")
-            check_bounds(rec.result.payload, shape, max_bytes=limit, what="result payload")
+            if stored_bytes is not None and stored_bytes * _EXPANSION <= limit:
+                # Parsed from stored text of ``stored_bytes``: its compact form cannot
+                # exceed ``_EXPANSION`` times that, so the byte bound holds without
+                # encoding the payload again. Depth and value count are checked as always.
+                check_bounds(None, shape, max_bytes=limit, what="result payload", size_known=True)
+            else:
+                check_bounds(rec.result.payload, shape, max_bytes=limit, what="result payload")
         except CheckpointError as exc:
             raise _invalid(rec.binding, exc) from exc
     elif max_payload_bytes is None:

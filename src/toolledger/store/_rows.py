@@ -17,7 +17,7 @@ from ..checkpoint.model import (
     parse_time,
     remember_valid,
 )
-from ..checkpoint.validate import validate_checkpoint
+from ..checkpoint.validate import validate_checkpoint, validate_stored
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
 from .base import (
     AppendEvents,
@@ -109,6 +109,13 @@ def _id_json(value: str | None) -> str:
     return "null" if value is None else f'"{value}"'
 
 
+def _stored_size(text: str | bytes) -> int:
+    """An upper bound of ``text``'s UTF-8 size (exact for bytes and ASCII)."""
+    if isinstance(text, bytes) or text.isascii():
+        return len(text)
+    return 4 * len(text)
+
+
 def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRecord:
     """Parse and validate a stored row; raise ``INVALID_CHECKPOINT`` naming its key."""
     try:
@@ -119,7 +126,7 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
             details={"namespace": namespace, "call_id": call_id, "reason": str(exc)},
         ) from exc
     try:
-        rec = validate_checkpoint(data)
+        rec = validate_stored(data, _stored_size(text))  # every check runs
     except InvalidCheckpointError as exc:
         raise InvalidCheckpointError(
             message=f"stored checkpoint {namespace}/{call_id} is invalid: "
