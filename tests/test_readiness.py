@@ -289,3 +289,22 @@ def test_readme_integrations_example_prints_what_it_says(
     exec(compile(code, "README.md", "exec"), {})
     expected = [line[2:] for line in code.splitlines() if line.startswith("# ")]
     assert capsys.readouterr().out.splitlines() == expected
+
+
+def test_with_justification_adds_a_bounded_argument_that_passes_readiness():
+    """The injected justification argument is described and bounded, so it adds no diagnostic."""
+    from toolledger.integrations.anthropic import with_justification
+
+    tool = {
+        "name": "send_email",
+        "description": "Send one email to one recipient on the user's behalf.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"to": {"type": "string", "maxLength": 254, "description": "Address."}},
+            "required": ["to"],
+            "additionalProperties": False,
+        },
+    }
+    (adapted,) = with_justification([tool])
+    assert "justification" in adapted["input_schema"]["properties"]
+    assert [d.code for d in toolledger.check_tool(adapted)] == []

@@ -44,6 +44,8 @@ JUSTIFICATION_SCHEMA: dict[str, Any] = {
     "type": "string",
     "description": "Why this call is needed now, in one or two sentences (recorded in the "
     "audit journal; not passed to the tool).",
+    # Bounded so that adapted schemas pass check_tool's unbounded_string rule.
+    "maxLength": 1000,
 }
 #: Result texts chosen by ``repair_transcript`` and for unknown outcomes.
 OUTCOME_UNKNOWN = "outcome unknown; not re-run"
