@@ -133,6 +133,14 @@ class LLMCall:
         except Exception as exc:  # recording never breaks the agent (strict re-raises)
             self._failed(exc)
 
+    def __enter__(self) -> LLMCall:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """``with call:`` around the SDK request: an exception fails the call, unchanged."""
+        if exc is not None:
+            self.fail(exc)
+
     def _failed(self, exc: Exception) -> None:
         record = getattr(self.recorder.run, "_record_failure", None)
         if record is None:
@@ -201,8 +209,8 @@ class LLMCall:
 # -- streams ----------------------------------------------------------------------------------
 
 
-class SyncStream:
-    """Wraps an SDK stream: items pass through unchanged; the event ends with the stream."""
+class _Stream:
+    """What both pass-through streams share: delegation, and ending the event once."""
 
     def __init__(self, inner: Any, call: LLMCall, acc: Any) -> None:
         self._inner = inner
@@ -215,6 +223,20 @@ class SyncStream:
         if name == "_inner":
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+    def _finish(self, error: BaseException | None, *, early: bool) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        facts = _safe_facts(self._acc)
+        if error is not None:
+            self._call.fail(error, facts)
+        else:
+            self._call.end(facts, closed_early=early)
+
+
+class SyncStream(_Stream):
+    """Wraps an SDK stream: items pass through unchanged; the event ends with the stream."""
 
     def __iter__(self) -> SyncStream:
         return self
@@ -234,16 +256,6 @@ class SyncStream:
             self._acc.add(item)
         return item
 
-    def _finish(self, error: BaseException | None, *, early: bool) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        facts = _safe_facts(self._acc)
-        if error is not None:
-            self._call.fail(error, facts)
-        else:
-            self._call.end(facts, closed_early=early)
-
     def close(self) -> None:
         """Close the SDK stream and record what was received."""
         try:
@@ -260,20 +272,8 @@ class SyncStream:
         self.close()
 
 
-class AsyncStream:
+class AsyncStream(_Stream):
     """Async ``SyncStream``: ``async for``; ``await close()``."""
-
-    def __init__(self, inner: Any, call: LLMCall, acc: Any) -> None:
-        self._inner = inner
-        self._call = call
-        self._acc = acc
-        self._it: Any = None
-        self._finished = False
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
     def __aiter__(self) -> AsyncStream:
         return self
@@ -292,16 +292,6 @@ class AsyncStream:
         with contextlib.suppress(Exception):
             self._acc.add(item)
         return item
-
-    def _finish(self, error: BaseException | None, *, early: bool) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        facts = _safe_facts(self._acc)
-        if error is not None:
-            self._call.fail(error, facts)
-        else:
-            self._call.end(facts, closed_early=early)
 
     async def close(self) -> None:
         """Close the SDK stream (``close`` or, for an async generator, ``aclose``) and
@@ -354,11 +344,8 @@ class StreamManager:
 
     def __enter__(self) -> Any:
         self._call = self._begin()
-        try:
+        with self._call:
             self._stream = self._inner.__enter__()
-        except BaseException as exc:
-            self._call.fail(exc)
-            raise
         return self._stream
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -367,11 +354,8 @@ class StreamManager:
 
     async def __aenter__(self) -> Any:
         self._call = self._begin()
-        try:
+        with self._call:
             self._stream = await self._inner.__aenter__()
-        except BaseException as exc:
-            self._call.fail(exc)
-            raise
         return self._stream
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:

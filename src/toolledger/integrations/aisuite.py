@@ -32,7 +32,8 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..tools import Tool, tool
 from ._common import JUSTIFICATION, JUSTIFICATION_SCHEMA, field
-from ._journaled import AsyncStream, Recorder, SyncStream
+from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream
+from ._journaled_endpoint import Proxy
 from ._journaled_facts import ChatAccumulator, chat_facts
 
 __all__ = ["PROVIDER_NAMES", "JournaledClient"]
@@ -97,58 +98,49 @@ class _Pending:
             return call_id
 
 
-class _JournaledProvider:
+class _JournaledProvider(Proxy):
     """An aisuite provider whose completions are journaled (pass-through otherwise)."""
 
     def __init__(self, inner: Any, recorder: Recorder, pending: _Pending) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._recorder = recorder
         self._pending = pending
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+    def _ended(self, call: LLMCall, response: Any) -> Any:
+        call.end(chat_facts(response))
+        self._pending.add(response)
+        return response
+
+    def _stream(
+        self,
+        method: str,
+        wrap: type[SyncStream | AsyncStream],
+        model: str,
+        messages: Any,
+        kwargs: Any,
+    ) -> Any:
+        call = self._recorder.begin(model, messages)
+        with call:
+            stream = getattr(self._inner, method)(model, messages, **kwargs)
+        return wrap(stream, call, ChatAccumulator())
 
     def chat_completions_create(self, model: str, messages: Any, **kwargs: Any) -> Any:
         call = self._recorder.begin(model, messages)
-        try:
+        with call:
             response = self._inner.chat_completions_create(model, messages, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        call.end(chat_facts(response))
-        self._pending.add(response)
-        return response
+        return self._ended(call, response)
 
     async def achat_completions_create(self, model: str, messages: Any, **kwargs: Any) -> Any:
         call = self._recorder.begin(model, messages)
-        try:
+        with call:
             response = await self._inner.achat_completions_create(model, messages, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        call.end(chat_facts(response))
-        self._pending.add(response)
-        return response
+        return self._ended(call, response)
 
     def chat_completions_create_stream(self, model: str, messages: Any, **kwargs: Any) -> Any:
-        call = self._recorder.begin(model, messages)
-        try:
-            stream = self._inner.chat_completions_create_stream(model, messages, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        return SyncStream(stream, call, ChatAccumulator())
+        return self._stream("chat_completions_create_stream", SyncStream, model, messages, kwargs)
 
     def achat_completions_create_stream(self, model: str, messages: Any, **kwargs: Any) -> Any:
-        call = self._recorder.begin(model, messages)
-        try:
-            stream = self._inner.achat_completions_create_stream(model, messages, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        return AsyncStream(stream, call, ChatAccumulator())
+        return self._stream("achat_completions_create_stream", AsyncStream, model, messages, kwargs)
 
 
 def _docstring(fn: Callable[..., Any]) -> str:
