@@ -1,4 +1,8 @@
-"""Shared pieces of the exporters: the result record, progress, atomic file writes."""
+"""Shared pieces of the exporters: the result record, progress, atomic file writes.
+
+The rendered exporters (Markdown, HTML) differ only in how a loaded run becomes text;
+``export_rendered`` is their one load-write-report flow.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,12 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..errors import InvalidArgumentError
+from ..journal._read import load_run
 
-__all__ = ["ExportInfo", "Progress", "atomic_text"]
+__all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]
 
 #: ``progress(done, total)``: called while an export reads and writes records.
 Progress = Callable[[int, int], None]
@@ -68,3 +73,34 @@ def atomic_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def export_rendered(
+    db: Any,
+    run_id: str,
+    path: str | os.PathLike[str],
+    *,
+    render: Callable[[Any], str],
+    format: str,
+    progress: Progress | None,
+) -> ExportInfo:
+    """Load the run, write ``render(view)`` to ``path`` atomically, and describe the file.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
+    """
+    view = load_run(db, run_id, progress=progress)
+    text = render(view)
+    with atomic_text(path) as fh:
+        fh.write(text)
+    if progress is not None:
+        progress(len(view.rows), len(view.rows))
+    return ExportInfo(
+        path=Path(path),
+        run_id=run_id,
+        format=format,
+        head_hash=view.rows[-1].hash if view.rows else view.doc.get("genesis"),
+        event_count=len(view.rows),
+        size=os.path.getsize(path),
+    )

@@ -16,11 +16,9 @@ import os
 import re
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from ..journal._read import load_run
-from ._common import ExportInfo, Progress, atomic_text
+from ._common import ExportInfo, Progress, export_rendered
 
 __all__ = ["embed_json", "export_html", "render_html"]
 
@@ -99,17 +97,4 @@ def export_html(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    view = load_run(db, run_id, progress=progress)
-    page = render_html(view)
-    with atomic_text(path) as fh:
-        fh.write(page)
-    if progress is not None:
-        progress(len(view.rows), len(view.rows))
-    return ExportInfo(
-        path=Path(path),
-        run_id=run_id,
-        format="html",
-        head_hash=view.rows[-1].hash if view.rows else view.doc.get("genesis"),
-        event_count=len(view.rows),
-        size=os.path.getsize(path),
-    )
+    return export_rendered(db, run_id, path, render=render_html, format="html", progress=progress)

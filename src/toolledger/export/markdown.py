@@ -14,8 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal._read import load_run
-from ._common import ExportInfo, Progress, atomic_text
+from ._common import ExportInfo, Progress, export_rendered
 from ._tree import tree_order
 
 __all__ = ["MAX_INDENT", "escape_md", "export_markdown", "render_markdown"]
@@ -157,23 +156,4 @@ def export_markdown(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    view = load_run(db, run_id, progress=progress)
-    text = render_markdown(view)
-    with atomic_text(path) as fh:
-        fh.write(text)
-    if progress is not None:
-        progress(len(view.rows), len(view.rows))
-    return ExportInfo(
-        path=_as_path(path),
-        run_id=run_id,
-        format="md",
-        head_hash=view.rows[-1].hash if view.rows else view.doc.get("genesis"),
-        event_count=len(view.rows),
-        size=os.path.getsize(path),
-    )
-
-
-def _as_path(path: str | os.PathLike[str]) -> Any:
-    from pathlib import Path
-
-    return Path(path)
+    return export_rendered(db, run_id, path, render=render_markdown, format="md", progress=progress)
