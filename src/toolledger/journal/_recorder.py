@@ -296,7 +296,8 @@ class Recorder:
             content["error"] = err
         if meta:
             content["meta"] = meta
-        header = self._header({**handle.event, "status": status}, "end", link, handle.span)
+        header = self._header(handle.event, "end", link, handle.span)
+        header["status"] = status
         header["at"] = ended_at
         return header, content
 
