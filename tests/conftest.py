@@ -1,10 +1,21 @@
-"""Shared fixtures. Area-specific fixtures live in each test folder's conftest."""
+"""Shared fixtures. Area-specific fixtures live in each test folder's conftest.
+
+The span fixtures (``clean_telemetry_env``, ``exporter``, ``provider``) live here because
+telemetry, integration and approval tests all assert exact spans the same way; the
+OpenTelemetry SDK is imported only by the tests that use them.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
 def pg_dsn_or_skip() -> str:
@@ -15,3 +26,36 @@ def pg_dsn_or_skip() -> str:
             pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
         pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
     return dsn
+
+
+@pytest.fixture
+def clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No ``configure()`` defaults and no ``OTEL_*`` variables during the test."""
+    from toolledger.telemetry import _policy
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_"):
+            monkeypatch.delenv(name)
+    _policy.DEFAULTS.reset()
+    yield
+    _policy.DEFAULTS.reset()
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    """An in-memory span exporter, fresh per test."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    """A fresh ``TracerProvider`` exporting every span to ``exporter`` as it ends."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    yield tp
+    tp.shutdown()

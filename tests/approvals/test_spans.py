@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import toolledger
 from toolledger import Approved, Denied, Pending
-from toolledger.telemetry import _policy
 from toolledger.telemetry import attributes as a
 
 from .conftest import Approver, Effects
@@ -21,24 +19,7 @@ from .conftest import Approver, Effects
 INPUT = {"to": "ana@example.com"}
 
 
-@pytest.fixture
-def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("OTEL_"):
-            monkeypatch.delenv(name)
-    _policy.DEFAULTS.reset()
-    yield InMemorySpanExporter()
-    _policy.DEFAULTS.reset()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
-    tp = TracerProvider(shutdown_on_exit=False)
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    yield tp
-    tp.shutdown()
+pytestmark = pytest.mark.usefixtures("clean_telemetry_env")
 
 
 def _spans(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from toolledger.journal._read import load_run
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
@@ -23,36 +21,13 @@ from opentelemetry.trace import StatusCode
 
 from toolledger.integrations import anthropic as tl_anthropic
 from toolledger.integrations import openai as tl_openai
-from toolledger.telemetry import _policy
 
 from ._llm_wire import anthropic_client, openai_client
 
 MESSAGES = [{"role": "user", "content": "Mail a@b.c please."}]
 
 
-@pytest.fixture(autouse=True)
-def _clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("OTEL_"):
-            monkeypatch.delenv(name)
-    _policy.DEFAULTS.reset()
-    yield
-    _policy.DEFAULTS.reset()
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
-    tp = TracerProvider(shutdown_on_exit=False)
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    yield tp
-    tp.shutdown()
+pytestmark = pytest.mark.usefixtures("clean_telemetry_env")
 
 
 def sent_to(input: Any, ctx: Any) -> Any:

@@ -1,43 +1,27 @@
-"""Telemetry fixtures: a fresh TracerProvider + in-memory exporter per test, clean defaults."""
+"""Telemetry fixtures: clean defaults per test (``exporter``, ``provider``: tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from toolledger.telemetry import _policy
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
+#: ``span.transition(**CLAIM)``: the winning ready -> executing claim most span tests record.
+CLAIM: dict[str, Any] = {
+    "name": "claim_execution",
+    "status_from": "ready",
+    "status_to": "executing",
+    "expected_revision": 0,
+    "revision": 1,
+    "won": True,
+}
+
 
 @pytest.fixture(autouse=True)
-def _clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_telemetry_env(clean_telemetry_env: None) -> None:
     """Each test starts with no configure() defaults and no OTEL_* variables."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("OTEL_"):
-            monkeypatch.delenv(name)
-    _policy.DEFAULTS.reset()
-    yield
-    _policy.DEFAULTS.reset()
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
-    tp = TracerProvider(shutdown_on_exit=False)
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    yield tp
-    tp.shutdown()
 
 
 @pytest.fixture

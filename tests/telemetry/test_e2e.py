@@ -78,27 +78,28 @@ def run_demo(tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
-def export_otlp(tmp_path: Path, run_id: str, endpoint: str, protocol: str, *extra: str) -> str:
-    proc = subprocess.run(
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``toolledger --db demo.db ARGS`` in a fresh interpreter."""
+    return subprocess.run(
         [
             sys.executable,
             "-c",
             "from toolledger.cli import main; main()",
             "--db",
             str(tmp_path / "demo.db"),
-            "export-otlp",
-            run_id,
-            "--endpoint",
-            endpoint,
-            "--protocol",
-            protocol,
-            *extra,
+            *args,
         ],
         env=dict(os.environ),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+    )
+
+
+def export_otlp(tmp_path: Path, run_id: str, endpoint: str, protocol: str, *extra: str) -> str:
+    proc = cli(
+        tmp_path, "export-otlp", run_id, "--endpoint", endpoint, "--protocol", protocol, *extra
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -229,23 +230,7 @@ def test_export_otlp_resends_stored_run_with_live_ids(tmp_path, protocol) -> Non
 
 def test_export_otlp_unknown_run_exits_2(tmp_path) -> None:
     run_demo(tmp_path, {})  # no endpoint: nothing leaves the machine
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from toolledger.cli import main; main()",
-            "--db",
-            str(tmp_path / "demo.db"),
-            "export-otlp",
-            "no-such-run",
-            "--endpoint",
-            "http://127.0.0.1:9",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = cli(tmp_path, "export-otlp", "no-such-run", "--endpoint", "http://127.0.0.1:9")
     assert proc.returncode == 2
     assert "no-such-run" in proc.stderr
     assert proc.stdout == ""
@@ -259,24 +244,7 @@ def test_export_otlp_endpoint_down_exits_1(tmp_path, monkeypatch) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from toolledger.cli import main; main()",
-            "--db",
-            str(tmp_path / "demo.db"),
-            "export-otlp",
-            out["run_id"],
-            "--endpoint",
-            f"http://127.0.0.1:{port}",
-        ],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = cli(tmp_path, "export-otlp", out["run_id"], "--endpoint", f"http://127.0.0.1:{port}")
     assert proc.returncode == 1
     assert "did not accept" in proc.stderr
     assert proc.stdout == ""

@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace.export import (
 import toolledger
 from toolledger.telemetry import hooks_for
 
+from .conftest import CLAIM
+
 
 def lookup(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"order": input["order"], "status": "shipped"}
@@ -101,14 +103,7 @@ def test_raising_span_processor_hooks_never_raise(provider) -> None:
     run = hooks.run_started({"run_id": "r"})
     span = hooks.event_started({"event_id": "e", "kind": "tool_call", "name": "t"}, run)
     with span.activate():
-        span.transition(
-            name="claim_execution",
-            status_from="ready",
-            status_to="executing",
-            expected_revision=0,
-            revision=1,
-            won=True,
-        )
+        span.transition(**CLAIM)
         span.update({"replayed": False})
     span.end({"kind": "tool_call"}, ValueError("x"))
     run.end({})  # reaching here without an exception is the assertion

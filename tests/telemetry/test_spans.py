@@ -17,6 +17,8 @@ from toolledger.errors import OutcomeUnknownError
 from toolledger.telemetry import CONTENT_MAX_CHARS, NOOP_TELEMETRY, OTelTelemetry, hooks_for
 from toolledger.telemetry import attributes as a
 
+from .conftest import CLAIM
+
 RUN = {
     "run_id": "run-1",
     "agent": "support-bot",
@@ -56,15 +58,7 @@ def run_tool(provider: TracerProvider, *, content: bool | None, **end: Any) -> N
     hooks = hooks_for(tracer_provider=provider, capture_content=content)
     run = hooks.run_started(RUN)
     span = hooks.event_started(tool_event(), None)
-    span.transition(
-        name="claim_execution",
-        status_from="ready",
-        status_to="executing",
-        expected_revision=0,
-        revision=1,
-        won=True,
-        at="2026-01-01T00:00:01.5+00:00",
-    )
+    span.transition(**CLAIM, at="2026-01-01T00:00:01.5+00:00")
     span.update({"tool_description": "Send an email.", "action": "execute", "replayed": False})
     span.transition(
         name="complete_execution",
@@ -473,14 +467,7 @@ class TestPolicy:
         hooks = hooks_for(tracer_provider=tp, capture_content=True)
         run = hooks.run_started(RUN)
         span = hooks.event_started(tool_event(), run)
-        span.transition(
-            name="claim_execution",
-            status_from="ready",
-            status_to="executing",
-            expected_revision=0,
-            revision=1,
-            won=True,
-        )
+        span.transition(**CLAIM)
         span.update({"replayed": True})
         span.end(tool_event(), ValueError("x"))
         run.end(RUN)
