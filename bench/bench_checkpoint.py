@@ -26,19 +26,17 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _common import RESULT, T0, lifecycle_docs, percentile, raw_connect, raw_lifecycle
+
 import toolledger as tl
-from toolledger.checkpoint.model import format_time
 from toolledger.store import SQLiteStore
-from toolledger.store._rows import dump_record
 
 __all__ = ["main"]
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-RESULT = {"ok": True, "message_id": "msg-0001", "recipients": ["a@example.com"]}
 FINGERPRINT = tl.fingerprint({"to": "a@example.com", "subject": "hello"})
 BATCH = 25  # lifecycles per interleaved batch
 TOMBSTONES = False  # set per worker from the schema (see _has_tombstones)
@@ -69,58 +67,15 @@ def _toolledger_lifecycle(store: SQLiteStore, call_id: str) -> None:
     assert store.compare_and_swap(t.expected_revision, t.next)
 
 
-# -- the raw floor: the same statements, no toolledger code -----------------------------
-
-_INSERT = (
-    "INSERT OR IGNORE INTO checkpoints "
-    "(namespace, call_id, status, revision, tool_name, updated_at, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_HISTORY = (
-    "INSERT INTO checkpoint_history "
-    "(namespace, call_id, revision, status, transition, action, at, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SELECT = "SELECT status, revision FROM checkpoints WHERE namespace = ? AND call_id = ?"
-_UPDATE = (
-    "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ? , record = ? "
-    "WHERE namespace = ? AND call_id = ? AND revision = ?"
-)
-_STEPS = [
-    ("executing", "claim_execution", "execute"),
-    ("completed", "complete_execution", "deliver"),
-    ("delivering", "claim_delivery", "deliver"),
-    ("delivered", "complete_delivery", "none"),
-]
+# -- the raw floor: the same statements, no toolledger code (bench/_common.py) ----------
 
 
 def _precompute(call_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
     """Return, per call, the five stored JSON documents and their times (built up front)."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    for call_id in call_ids:
-        rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
-        docs = [rec]
-        t = tl.claim_execution(rec, attempt_id="attempt-1", at=_at(1))
-        docs.append(t.next)
-        t = tl.complete_execution(t.next, attempt_id="attempt-1", at=_at(2), result=RESULT)
-        docs.append(t.next)
-        t = tl.claim_delivery(t.next, delivery_id="delivery-1", at=_at(3))
-        docs.append(t.next)
-        t = tl.complete_delivery(t.next, delivery_id="delivery-1", at=_at(4))
-        docs.append(t.next)
-        out[call_id] = [(dump_record(d), format_time(d.updated_at)) for d in docs]
-    return out
-
-
-def _raw_connect(path: Path, durability: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
-    return conn
-
-
-_TOMBSTONE = "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?"
+    return {
+        call_id: lifecycle_docs(_binding(call_id), attempt_id="attempt-1", delivery_id="delivery-1")
+        for call_id in call_ids
+    }
 
 
 def _has_tombstones(conn: sqlite3.Connection) -> bool:
@@ -129,29 +84,6 @@ def _has_tombstones(conn: sqlite3.Connection) -> bool:
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tombstones'"
     ).fetchone()
     return row is not None
-
-
-def _raw_lifecycle(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    text, at = docs[0]
-    cur = conn.execute(_INSERT, ("bench", call_id, "ready", 0, "send_email", at, text))
-    assert cur.rowcount == 1
-    if TOMBSTONES:
-        assert conn.execute(_TOMBSTONE, ("bench", call_id)).fetchone() is None
-    conn.execute(
-        _HISTORY,
-        ("bench", call_id, 0, "ready", "create_checkpoint", "execute", at, text),
-    )
-    conn.execute("COMMIT")
-    for revision, (status, name, action) in enumerate(_STEPS, start=1):
-        text, at = docs[revision]
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(_SELECT, ("bench", call_id)).fetchone()
-        assert row[1] == revision - 1
-        cur = conn.execute(_UPDATE, (status, revision, at, text, "bench", call_id, revision - 1))
-        assert cur.rowcount == 1
-        conn.execute(_HISTORY, ("bench", call_id, revision, status, name, action, at, text))
-        conn.execute("COMMIT")
 
 
 # -- one worker process ----------------------------------------------------------------
@@ -165,14 +97,13 @@ def _worker(
         tl_ids = [f"tl-{worker}-{i}" for i in range(n)]
         docs = _precompute(raw_ids)
         store = SQLiteStore(path, durability=durability, busy_timeout=30)  # type: ignore[arg-type]
-        conn = _raw_connect(Path(path), durability)
+        conn = raw_connect(path, durability)
         global TOMBSTONES
         TOMBSTONES = _has_tombstones(conn)
         # Warm both paths (imports, statement cache, connection) outside the timings.
         _toolledger_lifecycle(store, f"warm-tl-{worker}")
-        _raw_lifecycle(
-            conn, f"warm-raw-{worker}", _precompute([f"warm-raw-{worker}"])[f"warm-raw-{worker}"]
-        )
+        warm = f"warm-raw-{worker}"
+        raw_lifecycle(conn, "bench", warm, _precompute([warm])[warm], tombstones=TOMBSTONES)
         raw: list[float] = []
         ours: list[float] = []
         # Per batch and side: seconds from the common start (barrier) to this worker's end.
@@ -186,7 +117,7 @@ def _worker(
                 for call_id in ids[start : start + BATCH]:
                     t0 = time.perf_counter()
                     if side == "raw":
-                        _raw_lifecycle(conn, call_id, docs[call_id])
+                        raw_lifecycle(conn, "bench", call_id, docs[call_id], tombstones=TOMBSTONES)
                         raw.append(time.perf_counter() - t0)
                     else:
                         _toolledger_lifecycle(store, call_id)
@@ -270,11 +201,6 @@ def run_config(tmp: Path, durability: str, workers: int, n: int) -> dict[str, An
     }
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run every configuration and print the table; exit 1 on an error or lost update."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -321,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{med_ours / med_raw:6.2f}" if side == "toolledger" else ""
             print(
                 f"{r['durability']:<10} {r['workers']:>5} {side:<10} {med * 1e3:9.3f} "
-                f"{_pct(values, 0.99) * 1e3:8.3f} {per_sec:8.0f} {cpu_us:7.0f} {ratio:>6}"
+                f"{percentile(values, 0.99) * 1e3:8.3f} {per_sec:8.0f} {cpu_us:7.0f} {ratio:>6}"
             )
         lost = "no errors, no lost updates" if not r["problems"] else "LOST UPDATES"
         print(f"{'':<10} {'':>5} {lost} ({len(r['ours'])} + {len(r['raw'])} lifecycles)")

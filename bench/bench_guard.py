@@ -34,21 +34,20 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from _common import RESULT, lifecycle_docs, percentile, raw_connect, raw_lifecycle
+
 import toolledger as tl
 from toolledger import guard
-from toolledger.checkpoint.model import format_time
 from toolledger.store import SQLiteStore
-from toolledger.store._rows import dump_record
 from toolledger.store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from toolledger.telemetry._hooks import NoopSpan
 
 __all__ = ["main"]
 
-RESULT = {"ok": True, "message_id": "msg-0001", "recipients": ["a@example.com"]}
 INPUT = {"to": "a@example.com", "subject": "hello"}
 BATCH = 20
 
@@ -89,63 +88,16 @@ class NoJournalRun:
         return _NoEvent()
 
 
-# -- the raw floor ---------------------------------------------------------------------
-
-_INSERT = (
-    "INSERT OR IGNORE INTO checkpoints "
-    "(namespace, call_id, status, revision, tool_name, updated_at, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-_HISTORY = (
-    "INSERT INTO checkpoint_history "
-    "(namespace, call_id, revision, status, transition, action, at, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SELECT = "SELECT status, revision FROM checkpoints WHERE namespace = ? AND call_id = ?"
-_UPDATE = (
-    "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
-    "WHERE namespace = ? AND call_id = ? AND revision = ?"
-)
-_STEPS = [
-    ("executing", "claim_execution", "execute"),
-    ("completed", "complete_execution", "deliver"),
-    ("delivering", "claim_delivery", "deliver"),
-    ("delivered", "complete_delivery", "none"),
-]
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# -- the raw floor (bench/_common.py) ----------------------------------------------------
 
 
 def _docs(call_id: str) -> list[tuple[str, str]]:
-    at = [T0 + timedelta(milliseconds=i) for i in range(5)]
     b = tl.Binding("raw", call_id, "send_email", "1", tl.fingerprint(INPUT))
-    rec = tl.create_checkpoint(b, at=at[0])
-    docs = [rec]
-    t = tl.claim_execution(rec, attempt_id="a1", at=at[1])
-    docs.append(t.next)
-    t = tl.complete_execution(t.next, attempt_id="a1", at=at[2], result=RESULT)
-    docs.append(t.next)
-    t = tl.claim_delivery(t.next, delivery_id="d1", at=at[3])
-    docs.append(t.next)
-    t = tl.complete_delivery(t.next, delivery_id="d1", at=at[4])
-    docs.append(t.next)
-    return [(dump_record(d), format_time(d.updated_at)) for d in docs]
+    return lifecycle_docs(b, attempt_id="a1", delivery_id="d1")
 
 
 def _raw(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    text, at = docs[0]
-    conn.execute(_INSERT, ("raw", call_id, "ready", 0, "send_email", at, text))
-    conn.execute(_HISTORY, ("raw", call_id, 0, "ready", "create_checkpoint", "execute", at, text))
-    conn.execute("COMMIT")
-    for revision, (status, name, action) in enumerate(_STEPS, start=1):
-        text, at = docs[revision]
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(_SELECT, ("raw", call_id)).fetchone()
-        assert row[1] == revision - 1
-        cur = conn.execute(_UPDATE, (status, revision, at, text, "raw", call_id, revision - 1))
-        assert cur.rowcount == 1
-        conn.execute(_HISTORY, ("raw", call_id, revision, status, name, action, at, text))
-        conn.execute("COMMIT")
+    raw_lifecycle(conn, "raw", call_id, docs)
 
 
 # -- the parts of a new call, one at a time --------------------------------------------
@@ -178,9 +130,7 @@ def _complete(store: SQLiteStore, call_id: str) -> None:
 def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float], float, float]]:
     path = tmp / f"guard-{durability}.db"
     store = CountingStore(path, durability=durability)  # type: ignore[arg-type]
-    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+    conn = raw_connect(path, durability)
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     bare = NoJournalRun(store)
     docs = {f"raw-{i}": _docs(f"raw-{i}") for i in range(n)}
@@ -264,11 +214,6 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
     return [*rows, ("__floor__", [floor], 0.0, 0.0)]
 
 
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="guarded tool call benchmark")
     parser.add_argument("--calls", type=int, default=0, help="calls per case (default: auto)")
@@ -283,9 +228,9 @@ def main() -> None:
             rows = run_config(Path(tmp), durability, n)
             floor = rows[-1][1][0]
             for case, values, commits, fsyncs in rows[:-1]:
-                med = statistics.median(values)
+                med, p99 = statistics.median(values), percentile(values, 0.99)
                 print(
-                    f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {_p99(values) * 1e6:>10.1f} "
+                    f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {p99 * 1e6:>10.1f} "
                     f"{commits:>8.2f} {fsyncs:>7.2f} {med / floor:>8.2f}"
                 )
     print(
