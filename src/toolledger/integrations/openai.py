@@ -78,16 +78,25 @@ def with_justification(tools: Sequence[Any]) -> list[Any]:
     return out
 
 
-def _parse(arguments: Any) -> tuple[Any, str | None, str | None]:
+def _call(call_id: Any, name: Any, arguments: Any, provider: str) -> ToolCall:
+    """Build the ``ToolCall`` of one function call; ``arguments`` is JSON text or a mapping."""
+    error = None
     if isinstance(arguments, str):
         try:
             value = json.loads(arguments) if arguments.strip() else {}
         except ValueError as exc:
-            return None, None, f"arguments are not JSON ({exc})"
+            value, error = None, f"arguments are not JSON ({exc})"
     else:
         value = as_plain(arguments) if arguments is not None else {}
-    args, why = split_args(value)
-    return args, why, None
+    args, why = split_args(value) if error is None else (None, None)
+    return ToolCall(
+        id=str(call_id),
+        name=str(name),
+        args=args,
+        justification=why,
+        provider=provider,
+        error=error,
+    )
 
 
 def tool_calls(response: Any) -> list[ToolCall]:
@@ -96,7 +105,6 @@ def tool_calls(response: Any) -> list[ToolCall]:
     Accepts a ``ChatCompletion`` (first choice), a chat assistant message, a Responses API
     ``Response``, or a list of Responses output items; objects or dicts.
     """
-    calls: list[ToolCall] = []
     choices = field(response, "choices")
     output = response if isinstance(response, list) else field(response, "output")
     if choices:
@@ -104,38 +112,18 @@ def tool_calls(response: Any) -> list[ToolCall]:
         return _chat_calls(message)
     if field(response, "tool_calls") is not None:
         return _chat_calls(response)
-    for item in output or []:
-        if field(item, "type") != "function_call":
-            continue
-        args, why, error = _parse(field(item, "arguments"))
-        calls.append(
-            ToolCall(
-                id=str(field(item, "call_id")),
-                name=str(field(item, "name")),
-                args=args,
-                justification=why,
-                provider=RESPONSES,
-                error=error,
-            )
-        )
-    return calls
+    return [
+        _call(field(item, "call_id"), field(item, "name"), field(item, "arguments"), RESPONSES)
+        for item in output or []
+        if field(item, "type") == "function_call"
+    ]
 
 
 def _chat_calls(message: Any) -> list[ToolCall]:
     calls = []
     for tc in field(message, "tool_calls") or []:
         fn = field(tc, "function")
-        args, why, error = _parse(field(fn, "arguments"))
-        calls.append(
-            ToolCall(
-                id=str(field(tc, "id")),
-                name=str(field(fn, "name")),
-                args=args,
-                justification=why,
-                provider=CHAT,
-                error=error,
-            )
-        )
+        calls.append(_call(field(tc, "id"), field(fn, "name"), field(fn, "arguments"), CHAT))
     return calls
 
 
