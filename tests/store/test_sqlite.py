@@ -223,6 +223,34 @@ def test_sqlite_unknown_status_column_is_invalid_checkpoint_on_cas(
     assert len(store.history("ns", "c")) == 1
 
 
+@pytest.mark.parametrize(
+    "damage",
+    ["{not json", "__other_revision__", "__other_key__"],
+    ids=["invalid_json", "revision_disagrees", "key_disagrees"],
+)
+def test_sqlite_cas_over_damaged_document_is_invalid_checkpoint(
+    store: SQLiteStore, db: Path, damage: str
+) -> None:
+    """A CAS whose columns still match never overwrites a row whose JSON is damaged."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    data = rec.to_dict()
+    if damage == "__other_revision__":
+        data["revision"] = 7
+        damage = json.dumps(data)
+    elif damage == "__other_key__":
+        data["binding"]["call_id"] = "elsewhere"
+        damage = json.dumps(data)
+    _corrupt(db, "c", damage)
+    before = _row(db, "c")
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    with pytest.raises(tl.InvalidCheckpointError) as info:
+        store.compare_and_swap(t.expected_revision, t.next)
+    assert info.value.details["call_id"] == "c"
+    assert _row(db, "c") == before
+    assert len(store.history("ns", "c")) == 1
+
+
 def test_memory_store_corrupt_row_cas_is_invalid_checkpoint() -> None:
     """MemoryStore refuses to swap over a row it cannot read, and keeps it."""
     store = MemoryStore()

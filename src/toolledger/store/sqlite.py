@@ -859,12 +859,25 @@ def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     if isinstance(op, SwapCheckpoint):
         nxt = op.next
         ns, cid = nxt.key
+        # The JSON checks run inside SQLite (C): a row whose document is damaged or disagrees
+        # with its columns is quarantined here instead of being overwritten by a CAS.
         row = conn.execute(
-            "SELECT status, revision FROM checkpoints WHERE namespace = ? AND call_id = ?",
+            "SELECT status, revision, CASE WHEN json_valid(record) THEN "
+            "json_extract(record, '$.revision') IS revision AND "
+            "json_extract(record, '$.status') IS status AND "
+            "json_extract(record, '$.binding.namespace') IS namespace AND "
+            "json_extract(record, '$.binding.call_id') IS call_id ELSE 0 END "
+            "FROM checkpoints WHERE namespace = ? AND call_id = ?",
             (ns, cid),
         ).fetchone()
         if row is None or row[1] != op.expected_revision:
             return False
+        if not row[2]:
+            raise InvalidCheckpointError(
+                message=f"stored checkpoint {ns}/{cid} is damaged: its JSON is invalid or "
+                "disagrees with its columns (left untouched)",
+                details={"namespace": ns, "call_id": cid, "reason": "damaged record document"},
+            )
         try:
             stored_status = _STATUSES.get(row[0]) or Status(row[0])
         except ValueError as exc:  # a damaged row is quarantined, never overwritten
