@@ -13,19 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip  # tests import it from here too
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-
-def pg_dsn_or_skip() -> str:
-    """Return ``TOOLLEDGER_PG_DSN``; skip without it, unless CI demands PostgreSQL."""
-    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
-    if not dsn:
-        if os.environ.get("TOOLLEDGER_REQUIRE_PG"):
-            pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
-        pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
-    return dsn
 
 
 @pytest.fixture

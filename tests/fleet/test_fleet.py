@@ -30,6 +30,7 @@ from _fleet_worker import worker
 from click.testing import CliRunner
 from psycopg import sql
 
+from _pg_dsn import pg_dsn_or_skip
 from toolledger import ERROR_CODES, Status
 from toolledger.checkpoint.transitions import transition_between
 from toolledger.cli import main
@@ -49,15 +50,6 @@ WINDOW = 150
 RECONCILE = {Status.EXECUTING, Status.UNCERTAIN, Status.COMPLETED, Status.DELIVERING}
 KILL_MARKS = [int(CALLS * (0.03 + 0.67 * k / KILLS)) for k in range(KILLS)]
 TERMINATE_MARKS = [int(CALLS * (0.08 + 0.6 * k / TERMINATES)) for k in range(TERMINATES)]
-
-
-def _dsn() -> str:
-    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
-    if not dsn:
-        if os.environ.get("TOOLLEDGER_REQUIRE_PG"):
-            pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
-        pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
-    return dsn
 
 
 def _pg_ctl() -> list[str] | None:
@@ -88,7 +80,7 @@ def _ensure_up(ctl: list[str] | None) -> None:
 
 @pytest.fixture
 def fleet_schema() -> Iterator[str]:
-    dsn = _dsn()
+    dsn = pg_dsn_or_skip()
     schema = f"tl_fleet_{uuid.uuid4().hex[:10]}"
     PostgresStore(dsn, schema=schema).close()  # migrate once, up front
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -197,7 +189,7 @@ def _count_done(dsn: str, schema: str) -> int | None:
 def test_fleet_kills_and_restart_never_run_an_effect_twice(
     fleet_schema: str, tmp_path: Path
 ) -> None:
-    dsn, schema = _dsn(), fleet_schema
+    dsn, schema = pg_dsn_or_skip(), fleet_schema
     ctl = _pg_ctl()
     if ctl is None and os.environ.get("TOOLLEDGER_REQUIRE_PG"):
         pytest.fail("the fleet test restarts PostgreSQL: it needs root and pg_ctlcluster")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import toolledger
+from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
 from toolledger import _guard_flow
 from toolledger.store import SQLiteStore
 
@@ -139,15 +140,3 @@ class Effects:
 @pytest.fixture
 def effects() -> Effects:
     return Effects()
-
-
-def pg_dsn_or_skip() -> str:
-    """Return ``TOOLLEDGER_PG_DSN``; skip without it, unless CI demands PostgreSQL."""
-    import os
-
-    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
-    if not dsn:
-        if os.environ.get("TOOLLEDGER_REQUIRE_PG"):
-            pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
-        pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
-    return dsn

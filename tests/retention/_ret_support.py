@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 
-import pytest
-
+from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
 from toolledger import Binding, CheckpointRecord, Status, Store, fingerprint
 from toolledger.checkpoint import (
     claim_delivery,
@@ -18,16 +16,6 @@ from toolledger.checkpoint import (
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-def pg_dsn_or_skip() -> str:
-    """Return ``TOOLLEDGER_PG_DSN``; skip without it, unless CI demands PostgreSQL."""
-    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
-    if not dsn:
-        if os.environ.get("TOOLLEDGER_REQUIRE_PG"):
-            pytest.fail("TOOLLEDGER_REQUIRE_PG is set but TOOLLEDGER_PG_DSN is not")
-        pytest.skip("set TOOLLEDGER_PG_DSN to run PostgreSQL tests")
-    return dsn
 
 
 def at(seconds: float) -> datetime:

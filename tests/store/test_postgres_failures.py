@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 from _pg_proxy import CommitProxy
-from _pg_support import pg_dsn_or_skip
 from psycopg import sql
 
+from _pg_dsn import pg_dsn_or_skip
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
 from toolledger.checkpoint import claim_execution, complete_execution
 from toolledger.store._pg_schema import MIGRATIONS

@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from _pg_support import pg_dsn_or_skip
 from psycopg import sql
 
+from _pg_dsn import pg_dsn_or_skip
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint
 from toolledger.checkpoint import claim_execution
 from toolledger.store.postgres import PostgresStore

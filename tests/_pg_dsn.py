@@ -1,4 +1,9 @@
-"""PostgreSQL test helper for tests/store (the root conftest's rule, importable by name)."""
+"""The PostgreSQL rule every test folder shares, importable by name (``from _pg_dsn import``).
+
+It lives in its own module rather than only in ``tests/conftest.py`` because several test
+folders have a ``conftest.py`` of their own without ``__init__.py``, so the module name
+``conftest`` does not reliably mean the root one.
+"""
 
 from __future__ import annotations
 
