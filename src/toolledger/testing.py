@@ -19,6 +19,7 @@ from .checkpoint.model import Action, CheckpointRecord, Status, check_time, form
 from .checkpoint.transitions import transition_between
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
 from .store._rows import gated_off, load_record, prepare_ops, status_values
+from .store._sqlcommon import history_entries, quarantined_rows, run_changes
 from .store._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .store.base import (
     AppendEvents,
@@ -130,12 +131,7 @@ class MemoryStore:
         """Return stored rows that fail validation, untouched."""
         with self._lock:
             items = builtins.list(self.rows.items())
-        out = []
-        for (ns, cid), text in sorted(items):
-            try:
-                load_record(text, ns, cid)
-            except CheckpointError as exc:
-                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
+        out = quarantined_rows(((ns, cid, text) for (ns, cid), text in sorted(items)), None)
         return out if limit is None else out[:limit]
 
     def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
@@ -143,20 +139,7 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             rows = builtins.list(self._history.get((namespace, call_id), []))
-        out = []
-        for name, action, text in rows:
-            rec = load_record(text, namespace, call_id)
-            out.append(
-                HistoryEntry(
-                    revision=rec.revision,
-                    status=rec.status,
-                    transition=name,
-                    action=Action(action),
-                    at=rec.updated_at,
-                    record=rec,
-                )
-            )
-        return out
+        return history_entries(namespace, call_id, rows)
 
     # -- batches -----------------------------------------------------------------------
 
@@ -274,11 +257,7 @@ class MemoryStore:
             run = self._runs.get(run_id)
             if run is None:
                 raise NotFoundError(message=f"no run {run_id}", details={"run_id": run_id})
-            changes = {
-                k: v
-                for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
-                if v is not None
-            }
+            changes = run_changes(status=status, ended_at=ended_at, data=data)
             self._runs[run_id] = _replace_run(run, **changes)
 
     def list_runs(

@@ -30,11 +30,11 @@ from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import NotFoundError
 from ._pg_schema import qualify
 from ._rows import load_record
+from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
     CreateCheckpoint,
-    EventRow,
     Op,
     RemoveOperation,
     SwapCheckpoint,
@@ -52,11 +52,6 @@ __all__ = [
     "probe",
     "probe_one",
 ]
-
-RUN_COLUMNS = (
-    "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
-)
-EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
 
 _EVENT_FIELDS = tuple(c.strip() for c in EVENT_COLUMNS.split(","))
 
@@ -267,23 +262,6 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
     if cur.fetchone() is None:
         raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
     return False
-
-
-def event_params(r: EventRow) -> tuple[Any, ...]:
-    """Return the insert parameters of an event row."""
-    return (
-        r.run_id,
-        r.seq,
-        r.event_id,
-        r.parent_id,
-        r.kind,
-        r.name,
-        r.status,
-        r.at,
-        r.prev_hash,
-        r.hash,
-        r.data,
-    )
 
 
 def op_key(op: Op) -> dict[str, Any]:

@@ -33,24 +33,27 @@ from typing import Any, Literal, TypeVar
 from psycopg import Cursor, errors
 
 from .._approval_pg import PgApprovals
-from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
+from ..checkpoint.model import CheckpointRecord, Status, check_time, format_time
 from ..errors import (
-    CheckpointError,
     InvalidArgumentError,
     NotFoundError,
     StoreSchemaTooNewError,
 )
 from ._pg_conn import PgConnections
-from ._pg_ops import (
-    EVENT_COLUMNS,
-    RUN_COLUMNS,
-    Queries,
-    execute_op,
-    op_key,
-    probe,
-)
+from ._pg_ops import Queries, execute_op, op_key, probe
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._sqlcommon import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    event_row,
+    history_entries,
+    iter_event_rows,
+    quarantined_rows,
+    run_changes,
+    run_row,
+    valid_records,
+)
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
     AppendEvents,
@@ -280,25 +283,11 @@ class PostgresStore(PgApprovals):
         limit: int | None = None,
     ) -> builtins.list[CheckpointRecord]:
         """Return matching records, oldest first; invalid rows are skipped (``quarantined``)."""
-        out = []
-        for ns, cid, text in self._select_checkpoints(status, namespace, updated_before, limit):
-            try:
-                out.append(load_record(text, ns, cid))
-            except CheckpointError:
-                continue
-        return out
+        return valid_records(self._select_checkpoints(status, namespace, updated_before, limit))
 
     def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
         """Return stored rows that fail validation, untouched."""
-        out = []
-        for ns, cid, text in self._select_checkpoints(None, None, None, None):
-            try:
-                load_record(text, ns, cid)
-            except CheckpointError as exc:
-                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+        return quarantined_rows(self._select_checkpoints(None, None, None, None), limit)
 
     def _select_checkpoints(
         self,
@@ -332,20 +321,8 @@ class PostgresStore(PgApprovals):
 
     def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
         """Return every transition of the key in order; see ``Store.history``."""
-        out = []
-        for transition, action, text in self._db.read(self._q["history"], (namespace, call_id)):
-            rec = load_record(text, namespace, call_id)
-            out.append(
-                HistoryEntry(
-                    revision=rec.revision,
-                    status=rec.status,
-                    transition=str(transition),
-                    action=Action(action),
-                    at=rec.updated_at,
-                    record=rec,
-                )
-            )
-        return out
+        rows = self._db.read(self._q["history"], (namespace, call_id))
+        return history_entries(namespace, call_id, rows)
 
     # -- batches -----------------------------------------------------------------------
 
@@ -413,14 +390,14 @@ class PostgresStore(PgApprovals):
         def check(cur: Cursor[Any], _: None) -> bool:
             cur.execute(self._q["run_get"], (run.run_id,))
             row = cur.fetchone()
-            return row is not None and _run_row(row) == run
+            return row is not None and run_row(row) == run
 
         self._db.write(write, durable=durable, probe_fn=check, details={"run_id": run.run_id})
 
     def get_run(self, run_id: str) -> RunRow | None:
         """Return the run or ``None``."""
         rows = self._db.read(self._q["run_get"], (run_id,))
-        return _run_row(rows[0]) if rows else None
+        return run_row(rows[0]) if rows else None
 
     def update_run(
         self,
@@ -432,11 +409,7 @@ class PostgresStore(PgApprovals):
         durable: bool = False,
     ) -> None:
         """Update a run's status, end time or document; ``NOT_FOUND`` if absent."""
-        changes = {
-            k: v
-            for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
-            if v is not None
-        }
+        changes = run_changes(status=status, ended_at=ended_at, data=data)
         sets = ", ".join(f"{k} = %s" for k in changes)
         template = f"UPDATE {{s}}.runs SET {sets} WHERE run_id = %s" if changes else None
 
@@ -455,7 +428,7 @@ class PostgresStore(PgApprovals):
             row = cur.fetchone()
             if row is None:
                 return False
-            got = _run_row(row)
+            got = run_row(row)
             return all(getattr(got, k) == v for k, v in changes.items())
 
         self._db.write(write, durable=durable, probe_fn=check, details={"run_id": run_id})
@@ -473,7 +446,7 @@ class PostgresStore(PgApprovals):
         if limit is not None:
             template += " LIMIT %s"
             params.append(int(limit))
-        return [_run_row(r) for r in self._db.read(qualify(template, self.schema), params)]
+        return [run_row(r) for r in self._db.read(qualify(template, self.schema), params)]
 
     def append_events(
         self,
@@ -492,17 +465,11 @@ class PostgresStore(PgApprovals):
     ) -> builtins.list[EventRow]:
         """Return the run's events after ``after_seq`` in order."""
         rows = self._db.read(self._q["events"], (run_id, after_seq, limit))
-        return [_event_row(r) for r in rows]
+        return [event_row(r) for r in rows]
 
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
-        after = -1
-        while True:
-            rows = self.read_events(run_id, after_seq=after, limit=batch)
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1].seq
+        return iter_event_rows(self.read_events, run_id, batch)
 
     # -- retention and copying (tombstones) --------------------------------------------
 
@@ -635,37 +602,6 @@ class PostgresStore(PgApprovals):
             return row is not None and row[0] == text
 
         return self._db.write(write, durable=True, probe_fn=check, details={"run_id": run_id})
-
-
-def _run_row(r: Sequence[Any]) -> RunRow:
-    return RunRow(
-        run_id=r[0],
-        namespace=r[1],
-        agent=r[2],
-        goal=r[3],
-        status=r[4],
-        started_at=r[5],
-        ended_at=r[6],
-        head_hash=r[7],
-        event_count=int(r[8]),
-        data=r[9],
-    )
-
-
-def _event_row(r: Sequence[Any]) -> EventRow:
-    return EventRow(
-        run_id=r[0],
-        seq=int(r[1]),
-        event_id=r[2],
-        parent_id=r[3],
-        kind=r[4],
-        name=r[5],
-        status=r[6],
-        at=r[7],
-        prev_hash=r[8],
-        hash=r[9],
-        data=r[10],
-    )
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:

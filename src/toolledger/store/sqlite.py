@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
+from ..checkpoint.model import CheckpointRecord, Status, check_time, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import (
     CheckpointError,
@@ -48,6 +48,18 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._sqlcommon import (
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    event_params,
+    event_row,
+    history_entries,
+    iter_event_rows,
+    quarantined_rows,
+    run_changes,
+    run_row,
+    valid_records,
+)
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -406,25 +418,11 @@ class SQLiteStore:
         limit: int | None = None,
     ) -> builtins.list[CheckpointRecord]:
         """Return matching records, oldest first; invalid rows are skipped (``quarantined``)."""
-        out = []
-        for ns, cid, text in self._select_checkpoints(status, namespace, updated_before, limit):
-            try:
-                out.append(load_record(text, ns, cid))
-            except CheckpointError:
-                continue
-        return out
+        return valid_records(self._select_checkpoints(status, namespace, updated_before, limit))
 
     def quarantined(self, *, limit: int | None = None) -> builtins.list[QuarantinedRow]:
         """Return stored rows that fail validation, untouched."""
-        out = []
-        for ns, cid, text in self._select_checkpoints(None, None, None, None):
-            try:
-                load_record(text, ns, cid)
-            except CheckpointError as exc:
-                out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+        return quarantined_rows(self._select_checkpoints(None, None, None, None), limit)
 
     def _select_checkpoints(
         self,
@@ -455,24 +453,11 @@ class SQLiteStore:
     def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
         """Return every transition of the key in order; see ``Store.history``."""
         rows = self._read(
-            "SELECT revision, status, transition, action, record FROM checkpoint_history "
+            "SELECT transition, action, record FROM checkpoint_history "
             "WHERE namespace = ? AND call_id = ? ORDER BY revision",
             (namespace, call_id),
         )
-        out = []
-        for _revision, _status, transition, action, text in rows:
-            rec = load_record(text, namespace, call_id)
-            out.append(
-                HistoryEntry(
-                    revision=rec.revision,
-                    status=rec.status,
-                    transition=str(transition),
-                    action=Action(action),
-                    at=rec.updated_at,
-                    record=rec,
-                )
-            )
-        return out
+        return history_entries(namespace, call_id, rows)
 
     # -- batches -----------------------------------------------------------------------
 
@@ -540,8 +525,8 @@ class SQLiteStore:
 
     def get_run(self, run_id: str) -> RunRow | None:
         """Return the run or ``None``."""
-        rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
-        return _run_row(rows[0]) if rows else None
+        rows = self._read(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+        return run_row(rows[0]) if rows else None
 
     def update_run(
         self,
@@ -553,11 +538,8 @@ class SQLiteStore:
         durable: bool = False,
     ) -> None:
         """Update a run's status, end time or document; ``NOT_FOUND`` if absent."""
-        sets, params = [], []
-        for column, value in (("status", status), ("ended_at", ended_at), ("data", data)):
-            if value is not None:
-                sets.append(f"{column} = ?")
-                params.append(value)
+        changes = run_changes(status=status, ended_at=ended_at, data=data)
+        sets, params = [f"{column} = ?" for column in changes], builtins.list(changes.values())
 
         def write(conn: sqlite3.Connection) -> None:
             if sets:
@@ -576,7 +558,7 @@ class SQLiteStore:
         self, *, namespace: str | None = None, limit: int | None = None
     ) -> builtins.list[RunRow]:
         """Return runs, newest first."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        sql = f"SELECT {RUN_COLUMNS} FROM runs"
         params: builtins.list[Any] = []
         if namespace is not None:
             sql += " WHERE namespace = ?"
@@ -584,7 +566,7 @@ class SQLiteStore:
         sql += " ORDER BY started_at DESC, run_id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_run_row(r) for r in self._read(sql, params)]
+        return [run_row(r) for r in self._read(sql, params)]
 
     def append_events(
         self,
@@ -602,10 +584,10 @@ class SQLiteStore:
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
     ) -> builtins.list[EventRow]:
         """Return the run's events after ``after_seq`` in order."""
-        sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_event_row(r) for r in self._read(sql, (run_id, after_seq))]
+        return [event_row(r) for r in self._read(sql, (run_id, after_seq))]
 
     # -- retention and copying (tombstones) --------------------------------------------
 
@@ -777,50 +759,7 @@ class SQLiteStore:
 
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
-        after = -1
-        while True:
-            rows = self.read_events(run_id, after_seq=after, limit=batch)
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1].seq
-
-
-_RUN_COLUMNS = (
-    "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
-)
-_EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
-
-
-def _run_row(r: Sequence[Any]) -> RunRow:
-    return RunRow(
-        run_id=r[0],
-        namespace=r[1],
-        agent=r[2],
-        goal=r[3],
-        status=r[4],
-        started_at=r[5],
-        ended_at=r[6],
-        head_hash=r[7],
-        event_count=int(r[8]),
-        data=r[9],
-    )
-
-
-def _event_row(r: Sequence[Any]) -> EventRow:
-    return EventRow(
-        run_id=r[0],
-        seq=int(r[1]),
-        event_id=r[2],
-        parent_id=r[3],
-        kind=r[4],
-        name=r[5],
-        status=r[6],
-        at=r[7],
-        prev_hash=r[8],
-        hash=r[9],
-        data=r[10],
-    )
+        return iter_event_rows(self.read_events, run_id, batch)
 
 
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
@@ -927,23 +866,8 @@ def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     if not op.rows:
         return True
     conn.executemany(
-        f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (
-                r.run_id,
-                r.seq,
-                r.event_id,
-                r.parent_id,
-                r.kind,
-                r.name,
-                r.status,
-                r.at,
-                r.prev_hash,
-                r.hash,
-                r.data,
-            )
-            for r in op.rows
-        ],
+        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [event_params(r) for r in op.rows],
     )
     conn.execute(
         "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",

@@ -1,0 +1,164 @@
+"""Rows to records, shared by ``SQLiteStore``, ``PostgresStore`` and ``MemoryStore``.
+
+Rules this module keeps: no SQL and no I/O. Each backend selects its rows in its own
+dialect (placeholders, ``LIMIT``, schema qualification stay where they are); what it
+then does with the selected rows is the same everywhere and lives here:
+
+- checkpoint rows ``(namespace, call_id, stored text)`` become records, invalid ones
+  skipped (``valid_records``) or reported untouched (``quarantined_rows``);
+- history rows ``(transition, action, stored text)`` become ``HistoryEntry`` values, each
+  validated like a live record (an invalid one raises ``INVALID_CHECKPOINT``);
+- run and event rows are read by column position (``RUN_COLUMNS``, ``EVENT_COLUMNS``
+  order) and written back in the same order (``event_params``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ..checkpoint.model import Action, CheckpointRecord
+from ..errors import CheckpointError
+from ._rows import load_record
+from .base import EventRow, HistoryEntry, QuarantinedRow, RunRow
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "RUN_COLUMNS",
+    "event_params",
+    "event_row",
+    "history_entries",
+    "iter_event_rows",
+    "quarantined_rows",
+    "run_changes",
+    "run_row",
+    "valid_records",
+]
+
+#: Column order of the ``runs`` table as every backend selects it (``run_row``).
+RUN_COLUMNS = (
+    "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
+)
+#: Column order of the ``events`` table as every backend selects and inserts it.
+EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
+
+
+def valid_records(rows: Iterable[Sequence[Any]]) -> list[CheckpointRecord]:
+    """Return the records of ``(namespace, call_id, text)`` rows, in order, invalid ones skipped."""
+    out = []
+    for ns, cid, text in rows:
+        try:
+            out.append(load_record(text, ns, cid))
+        except CheckpointError:
+            continue
+    return out
+
+
+def quarantined_rows(rows: Iterable[Sequence[Any]], limit: int | None) -> list[QuarantinedRow]:
+    """Return the ``(namespace, call_id, text)`` rows that fail validation, at most ``limit``."""
+    out: list[QuarantinedRow] = []
+    for ns, cid, text in rows:
+        try:
+            load_record(text, ns, cid)
+        except CheckpointError as exc:
+            out.append(QuarantinedRow(namespace=ns, call_id=cid, reason=exc.message))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def history_entries(
+    namespace: str, call_id: str, rows: Iterable[Sequence[Any]]
+) -> list[HistoryEntry]:
+    """Return the key's ``(transition, action, text)`` history rows as entries, in order.
+
+    Raises:
+        InvalidCheckpointError: ``INVALID_CHECKPOINT`` for a stored record that fails
+            validation.
+    """
+    out = []
+    for transition, action, text in rows:
+        rec = load_record(text, namespace, call_id)
+        out.append(
+            HistoryEntry(
+                revision=rec.revision,
+                status=rec.status,
+                transition=str(transition),
+                action=Action(action),
+                at=rec.updated_at,
+                record=rec,
+            )
+        )
+    return out
+
+
+def run_row(r: Sequence[Any]) -> RunRow:
+    """Return the ``RunRow`` of a row selected in ``RUN_COLUMNS`` order."""
+    return RunRow(
+        run_id=r[0],
+        namespace=r[1],
+        agent=r[2],
+        goal=r[3],
+        status=r[4],
+        started_at=r[5],
+        ended_at=r[6],
+        head_hash=r[7],
+        event_count=int(r[8]),
+        data=r[9],
+    )
+
+
+def event_row(r: Sequence[Any]) -> EventRow:
+    """Return the ``EventRow`` of a row selected in ``EVENT_COLUMNS`` order."""
+    return EventRow(
+        run_id=r[0],
+        seq=int(r[1]),
+        event_id=r[2],
+        parent_id=r[3],
+        kind=r[4],
+        name=r[5],
+        status=r[6],
+        at=r[7],
+        prev_hash=r[8],
+        hash=r[9],
+        data=r[10],
+    )
+
+
+def event_params(r: EventRow) -> tuple[Any, ...]:
+    """Return the insert parameters of an event row, in ``EVENT_COLUMNS`` order."""
+    return (
+        r.run_id,
+        r.seq,
+        r.event_id,
+        r.parent_id,
+        r.kind,
+        r.name,
+        r.status,
+        r.at,
+        r.prev_hash,
+        r.hash,
+        r.data,
+    )
+
+
+def iter_event_rows(
+    read_events: Callable[..., list[EventRow]], run_id: str, batch: int
+) -> Iterator[EventRow]:
+    """Yield the run's events in order, reading ``batch`` rows at a time via ``read_events``."""
+    after = -1
+    while True:
+        rows = read_events(run_id, after_seq=after, limit=batch)
+        yield from rows
+        if len(rows) < batch:
+            return
+        after = rows[-1].seq
+
+
+def run_changes(*, status: str | None, ended_at: str | None, data: str | None) -> dict[str, str]:
+    """Return the run columns an ``update_run`` sets (``None`` leaves a column unchanged)."""
+    return {
+        k: v
+        for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
+        if v is not None
+    }
