@@ -317,18 +317,7 @@ def deliver(run: Any, call_id: str, post: Callable[[Any], Any], *, redeliver: bo
         InvalidTransitionError: ``INVALID_TRANSITION``: the call has no result yet.
         Exception: whatever ``post`` raised.
     """
-    d = Delivery(run, [call_id], redeliver)
-    if not d.claim():
-        return None
-    try:
-        result = post(d.payloads()[call_id])
-    except CANCELLATION:
-        raise
-    except BaseException:
-        d.release()
-        raise
-    d.complete()
-    return result
+    return post_once(Delivery(run, [call_id], redeliver), lambda payloads: post(payloads[call_id]))
 
 
 def deliver_many(
@@ -344,7 +333,31 @@ def deliver_many(
     since the request carries them all); it is not called when all are delivered.
     Same errors as ``deliver``.
     """
-    d = Delivery(run, call_ids, redeliver)
+    return post_once(Delivery(run, call_ids, redeliver), post)
+
+
+async def adeliver(
+    run: Any,
+    call_id: str,
+    post: Callable[[Any], Awaitable[Any] | Any],
+    *,
+    redeliver: bool = False,
+) -> Any:
+    """Async ``deliver`` (``run.adeliver``): ``post`` may be async. Same semantics."""
+    d = Delivery(run, [call_id], redeliver)
+    return await apost_once(d, lambda payloads: post(payloads[call_id]))
+
+
+# -- one post through a delivery (also used by the adapters' deliver_results) -------------
+
+
+def post_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
+    """Claim ``d``, call ``post(payloads)``, record the delivery; ``None`` if all delivered.
+
+    If ``post`` raises, the claims are released (the next delivery posts the same
+    payloads) and the error re-raised; an interruption leaves them (the post may have
+    been accepted).
+    """
     if not d.claim():
         return None
     try:
@@ -358,19 +371,12 @@ def deliver_many(
     return result
 
 
-async def adeliver(
-    run: Any,
-    call_id: str,
-    post: Callable[[Any], Awaitable[Any] | Any],
-    *,
-    redeliver: bool = False,
-) -> Any:
-    """Async ``deliver`` (``run.adeliver``): ``post`` may be async. Same semantics."""
-    d = Delivery(run, [call_id], redeliver)
+async def apost_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
+    """Async ``post_once``: what ``post`` returns is awaited when it is awaitable."""
     if not d.claim():
         return None
     try:
-        result = post(d.payloads()[call_id])
+        result = post(d.payloads())
         if inspect.isawaitable(result):
             result = await result
     except CANCELLATION:

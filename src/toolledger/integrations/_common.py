@@ -306,23 +306,10 @@ async def adeliver_calls(
     import inspect
 
     from .._guard_deliver import Delivery
-    from .._guard_flow import CANCELLATION
+    from ..guard import apost_once
 
     ids = call_ids_with_checkpoints(run, calls)
     if not ids:
         result = post({})
         return await result if inspect.isawaitable(result) else result
-    d = Delivery(run, ids, redeliver)
-    if not d.claim():
-        return None
-    try:
-        result = post(d.payloads())
-        if inspect.isawaitable(result):
-            result = await result
-    except CANCELLATION:
-        raise
-    except BaseException:
-        d.release()
-        raise
-    d.complete()
-    return result
+    return await apost_once(Delivery(run, ids, redeliver), post)
