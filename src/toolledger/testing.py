@@ -19,7 +19,7 @@ from .checkpoint.model import Action, CheckpointRecord, Status, check_time, form
 from .checkpoint.transitions import transition_between
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
 from .store._rows import gated_off, load_record, prepare_ops, status_values
-from .store._sqlcommon import history_entries, quarantined_rows, run_changes
+from .store._sqlcommon import ApplyShortcuts, history_entries, quarantined_rows, run_changes
 from .store._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .store.base import (
     AppendEvents,
@@ -40,7 +40,7 @@ from .store.base import (
 __all__ = ["MemoryStore", "check_store"]
 
 
-class MemoryStore:
+class MemoryStore(ApplyShortcuts):
     """An in-process ``Store`` for tests: the full contract, no durability.
 
     ``rows`` exposes the stored JSON by key so tests can simulate corruption.
@@ -77,25 +77,12 @@ class MemoryStore:
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def create_if_absent(
-        self, record: CheckpointRecord, *, durable: bool = True
-    ) -> tuple[bool, CheckpointRecord]:
-        """Store ``record`` unless its key exists."""
-        result: tuple[bool, CheckpointRecord] = self.apply([CreateCheckpoint(record)])[0]
-        return result
-
     def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
         """Return the stored record or ``None``."""
         with self._lock:
             self._check_open()
             text = self.rows.get((namespace, call_id))
         return None if text is None else load_record(text, namespace, call_id)
-
-    def compare_and_swap(
-        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
-    ) -> bool:
-        """Swap iff the stored revision is ``expected_revision``."""
-        return bool(self.apply([SwapCheckpoint(expected_revision, next)])[0])
 
     def list(
         self,
@@ -207,22 +194,12 @@ class MemoryStore:
 
     # -- operation journal -------------------------------------------------------------
 
-    def operation_write(
-        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
-    ) -> None:
-        """Set the call's operation-journal entry."""
-        self.apply([WriteOperation(namespace, call_id, data)])
-
     def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
         """Return the call's operation-journal entry or ``None``."""
         with self._lock:
             self._check_open()
             text = self._ops.get((namespace, call_id))
         return None if text is None else dict(json.loads(text))
-
-    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
-        """Remove the call's entry; return whether one existed."""
-        return bool(self.apply([RemoveOperation(namespace, call_id)])[0])
 
     # -- runs and events ---------------------------------------------------------------
 
@@ -269,17 +246,6 @@ class MemoryStore:
         runs.sort(key=lambda r: r.run_id)
         runs.sort(key=lambda r: r.started_at, reverse=True)
         return runs if limit is None else runs[:limit]
-
-    def append_events(
-        self,
-        run_id: str,
-        rows: Sequence[EventRow],
-        *,
-        expected_count: int,
-        durable: bool = False,
-    ) -> bool:
-        """Append iff the run holds ``expected_count`` events."""
-        return bool(self.apply([AppendEvents(run_id, tuple(rows), expected_count)])[0])
 
     def read_events(
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None

@@ -1,4 +1,5 @@
-"""Rows to records, shared by ``SQLiteStore``, ``PostgresStore`` and ``MemoryStore``.
+"""Rows to records and one-op shortcuts, shared by ``SQLiteStore``, ``PostgresStore`` and
+``MemoryStore``.
 
 Rules this module keeps: no SQL and no I/O. Each backend selects its rows in its own
 dialect (placeholders, ``LIMIT``, schema qualification stay where they are); what it
@@ -9,22 +10,37 @@ then does with the selected rows is the same everywhere and lives here:
 - history rows ``(transition, action, stored text)`` become ``HistoryEntry`` values, each
   validated like a live record (an invalid one raises ``INVALID_CHECKPOINT``);
 - run and event rows are read by column position (``RUN_COLUMNS``, ``EVENT_COLUMNS``
-  order) and written back in the same order (``event_params``).
+  order) and written back in the same order (``event_params``);
+- the ``Store`` methods that are one op through ``apply`` (``create_if_absent``,
+  ``compare_and_swap``, ``operation_write``, ``operation_remove``, ``append_events``) are
+  written once, in ``ApplyShortcuts``, so their semantics are ``apply``'s by construction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from ..checkpoint.model import Action, CheckpointRecord
 from ..errors import CheckpointError
 from ._rows import load_record
-from .base import EventRow, HistoryEntry, QuarantinedRow, RunRow
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    EventRow,
+    HistoryEntry,
+    Op,
+    QuarantinedRow,
+    RemoveOperation,
+    RunRow,
+    SwapCheckpoint,
+    WriteOperation,
+)
 
 __all__ = [
     "EVENT_COLUMNS",
     "RUN_COLUMNS",
+    "ApplyShortcuts",
     "event_params",
     "event_row",
     "history_entries",
@@ -162,3 +178,57 @@ def run_changes(*, status: str | None, ended_at: str | None, data: str | None) -
         for k, v in (("status", status), ("ended_at", ended_at), ("data", data))
         if v is not None
     }
+
+
+class _Applies(Protocol):
+    def apply(self, ops: Sequence[Op], *, durable: bool = True) -> list[Any]: ...
+
+
+class ApplyShortcuts:
+    """The ``Store`` methods that are one op through the store's own ``apply``."""
+
+    __slots__ = ()
+
+    def create_if_absent(
+        self: _Applies, record: CheckpointRecord, *, durable: bool = True
+    ) -> tuple[bool, CheckpointRecord]:
+        """Store ``record`` unless its key exists; see ``Store.create_if_absent``."""
+        result: tuple[bool, CheckpointRecord] = self.apply(
+            [CreateCheckpoint(record)], durable=durable
+        )[0]
+        return result
+
+    def compare_and_swap(
+        self: _Applies, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
+    ) -> bool:
+        """Swap iff the stored revision is ``expected_revision``; see ``Store``."""
+        return bool(self.apply([SwapCheckpoint(expected_revision, next)], durable=durable)[0])
+
+    def operation_write(
+        self: _Applies,
+        namespace: str,
+        call_id: str,
+        data: Mapping[str, Any],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """Set the call's operation-journal entry."""
+        self.apply([WriteOperation(namespace, call_id, data)], durable=durable)
+
+    def operation_remove(
+        self: _Applies, namespace: str, call_id: str, *, durable: bool = True
+    ) -> bool:
+        """Remove the call's entry; return whether one existed."""
+        return bool(self.apply([RemoveOperation(namespace, call_id)], durable=durable)[0])
+
+    def append_events(
+        self: _Applies,
+        run_id: str,
+        rows: Sequence[EventRow],
+        *,
+        expected_count: int,
+        durable: bool = False,
+    ) -> bool:
+        """Append iff the run holds ``expected_count`` events; see ``Store``."""
+        op = AppendEvents(run_id, tuple(rows), expected_count)
+        return bool(self.apply([op], durable=durable)[0])

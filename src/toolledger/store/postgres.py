@@ -46,6 +46,7 @@ from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._sqlcommon import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
+    ApplyShortcuts,
     event_row,
     history_entries,
     iter_event_rows,
@@ -56,18 +57,13 @@ from ._sqlcommon import (
 )
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
-    AppendEvents,
-    CreateCheckpoint,
     EventRow,
     HistoryEntry,
     Op,
     OperationRow,
     QuarantinedRow,
-    RemoveOperation,
     RunRow,
-    SwapCheckpoint,
     Tombstone,
-    WriteOperation,
 )
 
 __all__ = ["PostgresStore"]
@@ -111,7 +107,7 @@ _TEMPLATES = {
 }
 
 
-class PostgresStore(PgApprovals):
+class PostgresStore(PgApprovals, ApplyShortcuts):
     """The ``Store`` contract on PostgreSQL, shared by many hosts.
 
     Args:
@@ -256,19 +252,6 @@ class PostgresStore(PgApprovals):
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def create_if_absent(
-        self, record: CheckpointRecord, *, durable: bool = True
-    ) -> tuple[bool, CheckpointRecord]:
-        """Store ``record`` unless its key exists; see ``Store.create_if_absent``."""
-        result = self.apply([CreateCheckpoint(record)], durable=durable)[0]
-        return result  # type: ignore[no-any-return]
-
-    def compare_and_swap(
-        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
-    ) -> bool:
-        """Swap iff the stored revision is ``expected_revision``; see ``Store``."""
-        return bool(self.apply([SwapCheckpoint(expected_revision, next)], durable=durable)[0])
-
     def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
         """Return the stored record or ``None``; see ``Store.get``."""
         rows = self._db.read(self._q["get"], (namespace, call_id))
@@ -347,20 +330,10 @@ class PostgresStore(PgApprovals):
 
     # -- operation journal -------------------------------------------------------------
 
-    def operation_write(
-        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
-    ) -> None:
-        """Set the call's operation-journal entry."""
-        self.apply([WriteOperation(namespace, call_id, data)], durable=durable)
-
     def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
         """Return the call's operation-journal entry or ``None``."""
         rows = self._db.read(self._q["op_read"], (namespace, call_id))
         return None if not rows else dict(json.loads(rows[0][0]))
-
-    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
-        """Remove the call's entry; return whether one existed."""
-        return bool(self.apply([RemoveOperation(namespace, call_id)], durable=durable)[0])
 
     # -- runs and events ---------------------------------------------------------------
 
@@ -447,18 +420,6 @@ class PostgresStore(PgApprovals):
             template += " LIMIT %s"
             params.append(int(limit))
         return [run_row(r) for r in self._db.read(qualify(template, self.schema), params)]
-
-    def append_events(
-        self,
-        run_id: str,
-        rows: Sequence[EventRow],
-        *,
-        expected_count: int,
-        durable: bool = False,
-    ) -> bool:
-        """Append iff the run holds ``expected_count`` events; see ``Store``."""
-        op = AppendEvents(run_id, tuple(rows), expected_count)
-        return bool(self.apply([op], durable=durable)[0])
 
     def read_events(
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None

@@ -51,6 +51,7 @@ from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._sqlcommon import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
+    ApplyShortcuts,
     event_params,
     event_row,
     history_entries,
@@ -183,7 +184,7 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 _BUSY_MARKERS = ("locked", "busy")
 
 
-class SQLiteStore:
+class SQLiteStore(ApplyShortcuts):
     """The embedded store: one SQLite file holding everything.
 
     Args:
@@ -386,19 +387,6 @@ class SQLiteStore:
 
     # -- checkpoints -------------------------------------------------------------------
 
-    def create_if_absent(
-        self, record: CheckpointRecord, *, durable: bool = True
-    ) -> tuple[bool, CheckpointRecord]:
-        """Store ``record`` unless its key exists; see ``Store.create_if_absent``."""
-        result = self.apply([CreateCheckpoint(record)], durable=durable)[0]
-        return result  # type: ignore[no-any-return]
-
-    def compare_and_swap(
-        self, expected_revision: int, next: CheckpointRecord, *, durable: bool = True
-    ) -> bool:
-        """Swap iff the stored revision is ``expected_revision``; see ``Store``."""
-        return bool(self.apply([SwapCheckpoint(expected_revision, next)], durable=durable)[0])
-
     def get(self, namespace: str, call_id: str) -> CheckpointRecord | None:
         """Return the stored record or ``None``; see ``Store.get``."""
         rows = self._read(
@@ -475,12 +463,6 @@ class SQLiteStore:
 
     # -- operation journal -------------------------------------------------------------
 
-    def operation_write(
-        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
-    ) -> None:
-        """Set the call's operation-journal entry."""
-        self.apply([WriteOperation(namespace, call_id, data)], durable=durable)
-
     def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None:
         """Return the call's operation-journal entry or ``None``."""
         rows = self._read(
@@ -488,10 +470,6 @@ class SQLiteStore:
             (namespace, call_id),
         )
         return None if not rows else dict(json.loads(rows[0][0]))
-
-    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool:
-        """Remove the call's entry; return whether one existed."""
-        return bool(self.apply([RemoveOperation(namespace, call_id)], durable=durable)[0])
 
     # -- runs and events ---------------------------------------------------------------
 
@@ -567,18 +545,6 @@ class SQLiteStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [run_row(r) for r in self._read(sql, params)]
-
-    def append_events(
-        self,
-        run_id: str,
-        rows: Sequence[EventRow],
-        *,
-        expected_count: int,
-        durable: bool = False,
-    ) -> bool:
-        """Append iff the run holds ``expected_count`` events; see ``Store``."""
-        op = AppendEvents(run_id, tuple(rows), expected_count)
-        return bool(self.apply([op], durable=durable)[0])
 
     def read_events(
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
