@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
 from .checkpoint.model import Binding, check_time
 from .errors import InvalidArgumentError, InvalidTransitionError, NotFoundError
 from .store import open_store
+from .store._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
 from .store.base import Store
 
 __all__ = [

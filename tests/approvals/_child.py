@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger import _guard_flow
+from toolledger.guard import _flow as _guard_flow
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import pg_dsn_or_skip
-from toolledger._contract import CHECKS
 from toolledger.store import SQLiteStore, Store
+from toolledger.store._contract import CHECKS
 from toolledger.testing import MemoryStore, check_store
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger import _guard_flow
+from toolledger.guard import _flow as _guard_flow
 
 CALL_ID = "toolu_matrix_1"
 

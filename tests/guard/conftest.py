@@ -12,7 +12,7 @@ import pytest
 
 import toolledger
 from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
-from toolledger import _guard_flow
+from toolledger.guard import _flow as _guard_flow
 from toolledger.store import SQLiteStore
 
 

@@ -133,7 +133,7 @@ def test_concurrent_acalls_claim_and_journal_in_one_commit(tmp_path: Path) -> No
 _CHILD = """
 import os, signal, sys
 import toolledger
-from toolledger import _guard_flow
+from toolledger.guard import _flow as _guard_flow
 
 db, point = sys.argv[1], sys.argv[2]
 

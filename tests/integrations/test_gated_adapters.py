@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import toolledger
-from toolledger import guard
+from toolledger import approvals
 from toolledger.integrations import anthropic as tl
-
-approvals = pytest.importorskip("toolledger.approvals")
-if not hasattr(guard, "approval_gate"):  # the gate is wired into run.call by toolledger.approvals
-    pytest.skip("approval gates are not wired into run.call yet", allow_module_level=True)
 
 
 def _message(*uses: tuple[str, str]) -> dict[str, Any]:

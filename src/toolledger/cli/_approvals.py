@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from .._approval_record import ApprovalRecord
 from ..approvals import decide_approval, list_approvals
 from ..errors import CheckpointError, InvalidTransitionError, NotFoundError
 from ..retention import parse_age
+from ..store._approval_record import ApprovalRecord
 from . import main
 from ._common import CONTEXT_SETTINGS, UsageError, fail_check, get_store
 

@@ -305,8 +305,8 @@ async def adeliver_calls(
     """Async ``deliver_calls``: ``post(payloads)`` may be async."""
     import inspect
 
-    from .._guard_deliver import Delivery
-    from ..guard import apost_once
+    from ..guard._deliver import Delivery
+    from ..guard._drivers import apost_once
 
     ids = call_ids_with_checkpoints(run, calls)
     if not ids:

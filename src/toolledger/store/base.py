@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
 
 if TYPE_CHECKING:
-    from .._approval_record import ApprovalRecord
+    from ._approval_record import ApprovalRecord
 
 __all__ = [
     "AppendEvents",

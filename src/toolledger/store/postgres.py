@@ -32,13 +32,13 @@ from typing import Any, Literal, TypeVar
 
 from psycopg import Cursor, errors
 
-from .._approval_pg import PgApprovals
 from ..checkpoint.model import CheckpointRecord, Status, check_time, format_time
 from ..errors import (
     InvalidArgumentError,
     NotFoundError,
     StoreSchemaTooNewError,
 )
+from ._pg_approvals import PgApprovals
 from ._pg_conn import PgConnections
 from ._pg_ops import Queries, execute_op, op_key, probe
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify

@@ -35,7 +35,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from .._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ..checkpoint.model import CheckpointRecord, Status, check_time, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import (
@@ -47,6 +46,7 @@ from ..errors import (
     StoreSchemaTooNewError,
     StoreUnavailableError,
 )
+from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._sqlcommon import (
     EVENT_COLUMNS,

@@ -15,8 +15,8 @@ import builtins
 from collections.abc import Iterable
 from typing import Any
 
+from ..checkpoint.model import format_time
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from .checkpoint.model import format_time
 
 __all__ = ["PgApprovals"]
 
@@ -45,7 +45,7 @@ class PgApprovals:
         return getattr(self, "_db", None) or _Direct(self)
 
     def _approval_sql(self, template: str) -> Any:
-        from .store._pg_schema import qualify  # late: psycopg is an optional dependency
+        from ._pg_schema import qualify  # late: psycopg is an optional dependency
 
         return qualify(template, self.schema)
 

@@ -23,7 +23,10 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._guard_flow import (
+from ..checkpoint.model import Binding, fingerprint
+from ..errors import InvalidArgumentError, InvalidTransitionError, StoreError
+from ..tools import Tool, ToolOutcome
+from ._flow import (
     CANCELLATION,
     Abandoned,
     CallFlow,
@@ -32,9 +35,6 @@ from ._guard_flow import (
     Recover,
     new_attempt_id,
 )
-from .checkpoint.model import Binding, fingerprint
-from .errors import InvalidArgumentError, InvalidTransitionError, StoreError
-from .tools import Tool, ToolOutcome
 
 __all__ = [
     "ClaimBatcher",

@@ -19,11 +19,11 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..approvals import APPROVAL_MODES
+from ..checkpoint.model import Binding, fingerprint
+from ..errors import InvalidArgumentError
+from ..tools import Tool, ToolOutcome
 from ._approval_flow import AWAITING_APPROVAL, DENIED, GateFlow
-from .approvals import APPROVAL_MODES
-from .checkpoint.model import Binding, fingerprint
-from .errors import InvalidArgumentError
-from .tools import Tool, ToolOutcome
 
 __all__ = [
     "AWAITING_APPROVAL",

@@ -56,10 +56,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ..tools import Tool, ToolOutcome
 from ._approval_gate import agate as approval_agate
 from ._approval_gate import gate as approval_gate
 from ._approval_gate import gate_many, gated_item, ungated
-from ._guard_call import (
+from ._call import (
     abandon,
     begin,
     commit_claims,
@@ -69,9 +70,8 @@ from ._guard_call import (
     start,
     start_item,
 )
-from ._guard_deliver import Delivery
-from ._guard_flow import CANCELLATION, Claim
-from .tools import Tool, ToolOutcome
+from ._deliver import Delivery
+from ._flow import CANCELLATION, Claim
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
 

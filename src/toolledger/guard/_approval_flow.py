@@ -21,18 +21,18 @@ from collections.abc import Callable, Generator
 from datetime import datetime, timezone
 from typing import Any
 
-from . import _guard_flow
-from ._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
-from .approvals import ApprovalRequest, Approved, Denied, Pending
-from .checkpoint.model import Binding, CheckpointRecord, Status
-from .checkpoint.transitions import create_checkpoint, decide_checkpoint
-from .errors import (
+from ..approvals import ApprovalRequest, Approved, Denied, Pending
+from ..checkpoint.model import Binding, CheckpointRecord, Status
+from ..checkpoint.transitions import create_checkpoint, decide_checkpoint
+from ..errors import (
     ApprovalDenied,
     BindingConflictError,
     InvalidArgumentError,
     StoreUnavailableError,
 )
-from .tools import Tool, ToolOutcome
+from ..store._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
+from ..tools import Tool, ToolOutcome
+from . import _flow as _guard_flow
 
 __all__ = ["AWAITING_APPROVAL", "DENIED", "GateFlow"]
 
@@ -60,7 +60,7 @@ def _clip(text: str | None) -> str | None:
 
 def _kept_input(value: Any) -> Any:
     """The input stored with a request (``None`` when too large: the fingerprint binds it)."""
-    from .checkpoint._json import canonical_json
+    from ..checkpoint._json import canonical_json
 
     try:
         return value if len(canonical_json(value).encode("utf-8")) <= _INPUT_MAX else None

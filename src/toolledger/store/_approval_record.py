@@ -23,9 +23,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from .checkpoint._json import compact_json
-from .checkpoint.model import Binding, check_time, fingerprint, format_time, parse_time
-from .errors import InvalidArgumentError, InvalidCheckpointError
+from ..checkpoint._json import compact_json
+from ..checkpoint.model import Binding, check_time, fingerprint, format_time, parse_time
+from ..errors import InvalidArgumentError, InvalidCheckpointError
 
 __all__ = [
     "APPROVAL_SCHEMA_VERSION",

@@ -13,8 +13,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
-from ._approval_record import ApprovalRecord, ApprovalStatus
-from .checkpoint import (
+from ..checkpoint import (
     Binding,
     Status,
     claim_delivery,
@@ -25,11 +24,12 @@ from .checkpoint import (
     fingerprint,
     release_execution,
 )
-from .checkpoint.model import CheckpointRecord
-from .errors import CheckpointError
-from .store._rows import dump_record
-from .store._tombstone import build_tombstone
-from .store.base import (
+from ..checkpoint.model import CheckpointRecord
+from ..errors import CheckpointError
+from ._approval_record import ApprovalRecord, ApprovalStatus
+from ._rows import dump_record
+from ._tombstone import build_tombstone
+from .base import (
     AppendEvents,
     CreateCheckpoint,
     EventRow,

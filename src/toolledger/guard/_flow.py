@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .checkpoint.model import Action, Binding, CheckpointRecord, Status, Transition
-from .checkpoint.transitions import (
+from ..checkpoint.model import Action, Binding, CheckpointRecord, Status, Transition
+from ..checkpoint.transitions import (
     DECISIONS,
     claim_execution,
     complete_execution,
@@ -37,7 +37,7 @@ from .checkpoint.transitions import (
     mark_execution_uncertain,
     release_execution,
 )
-from .errors import (
+from ..errors import (
     InvalidArgumentError,
     InvalidTransitionError,
     OutcomeUnknownError,
@@ -45,9 +45,9 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
 )
-from .store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
-from .telemetry._hooks import NoopSpan
-from .tools import (
+from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from ..telemetry._hooks import NoopSpan
+from ..tools import (
     ExecuteContext,
     NotRecovered,
     OperationJournal,

@@ -14,13 +14,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from . import _guard_flow
-from ._guard_flow import now
-from .checkpoint.model import CheckpointRecord, Status, Transition
-from .checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
-from .errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
-from .store.base import SwapCheckpoint
-from .tools import ToolOutcome
+from ..checkpoint.model import CheckpointRecord, Status, Transition
+from ..checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
+from ..errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
+from ..store.base import SwapCheckpoint
+from ..tools import ToolOutcome
+from . import _flow as _guard_flow
+from ._flow import now
 
 __all__ = ["Delivery"]
 
