@@ -8,6 +8,7 @@ Not a benchmark itself (``run_all.py`` runs only ``bench_*.py``).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -17,7 +18,15 @@ import toolledger as tl
 from toolledger.checkpoint.model import format_time
 from toolledger.store._rows import dump_record
 
-__all__ = ["RESULT", "T0", "lifecycle_docs", "percentile", "raw_connect", "raw_lifecycle"]
+__all__ = [
+    "RESULT",
+    "T0",
+    "lifecycle_docs",
+    "percentile",
+    "raw_connect",
+    "raw_lifecycle",
+    "raw_two_commits",
+]
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RESULT = {"ok": True, "message_id": "msg-0001", "recipients": ["a@example.com"]}
@@ -105,6 +114,33 @@ def raw_lifecycle(
         assert cur.rowcount == 1
         conn.execute(_HISTORY, (namespace, call_id, revision, status, name, action, at, text))
         conn.execute("COMMIT")
+
+
+_TWO_DOC = json.dumps({"status": "executing", "result": RESULT}, separators=(",", ":"))
+
+
+def raw_two_commits(conn: sqlite3.Connection, namespace: str, call_id: str) -> None:
+    """A new call's floor: create+claim (insert + history) and complete (CAS + history).
+
+    The two transactions a guarded call must commit durably, in plain SQL on the store's
+    schema, with a fixed small document: no toolledger code on the path.
+    """
+    at = "2026-01-01T00:00:00.000000Z"
+    conn.execute("BEGIN IMMEDIATE")
+    cur = conn.execute(_INSERT, (namespace, call_id, "executing", 1, "send_email", at, _TWO_DOC))
+    assert cur.rowcount == 1
+    conn.execute(
+        _HISTORY, (namespace, call_id, 1, "executing", "claim_execution", "execute", at, _TWO_DOC)
+    )
+    conn.execute("COMMIT")
+    conn.execute("BEGIN IMMEDIATE")
+    cur = conn.execute(_UPDATE, ("completed", 2, at, _TWO_DOC, namespace, call_id, 1))
+    assert cur.rowcount == 1
+    conn.execute(
+        _HISTORY,
+        (namespace, call_id, 2, "completed", "complete_execution", "deliver", at, _TWO_DOC),
+    )
+    conn.execute("COMMIT")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
