@@ -3,6 +3,7 @@
 This module only re-exports the public API; ``tests/test_public_api.py`` pins ``__all__``.
 """
 
+from ._version import __version__
 from .approvals import Approved, Denied, Pending, decide_approval
 from .checkpoint import (
     Action,
@@ -72,8 +73,6 @@ from .tools import (
     ToolOutcome,
     tool,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Action",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ._common import CONTEXT_SETTINGS, db_option
 
 __all__ = ["main"]

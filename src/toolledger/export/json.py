@@ -21,6 +21,7 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
+from .._version import __version__
 from ..journal._read import get_run_row, iter_rows, run_document, store_for
 from ._common import ExportInfo, Progress, atomic_text
 
@@ -56,8 +57,6 @@ def export_json(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    from .. import __version__
-
     store, owned = store_for(db)
     try:
         row = get_run_row(store, run_id)

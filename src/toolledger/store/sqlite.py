@@ -36,11 +36,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ..checkpoint.model import CheckpointRecord, Status, check_time, format_time
-from ..checkpoint.transitions import transition_between
 from ..errors import (
     CheckpointError,
     InvalidArgumentError,
-    InvalidCheckpointError,
     NotFoundError,
     StoreBusyError,
     StoreSchemaTooNewError,
@@ -52,7 +50,6 @@ from ._sqlcommon import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
     ApplyShortcuts,
-    event_params,
     event_row,
     history_entries,
     iter_event_rows,
@@ -61,125 +58,22 @@ from ._sqlcommon import (
     run_row,
     valid_records,
 )
-from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
+from ._sqlite_ops import execute_op
+from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
+from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
-    AppendEvents,
-    CreateCheckpoint,
     EventRow,
     HistoryEntry,
     Op,
     OperationRow,
     QuarantinedRow,
-    RemoveOperation,
     RunRow,
-    SwapCheckpoint,
     Tombstone,
-    WriteOperation,
 )
 
-__all__ = ["MIGRATIONS", "SQLiteStore"]
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "SQLiteStore"]
 
 T = TypeVar("T")
-
-#: Numbered migrations: (version, name, statements). Append only; never edit a shipped one.
-MIGRATIONS: builtins.list[tuple[int, str, list[str]]] = [
-    (
-        1,
-        "checkpoints_history_operations_runs_events",
-        [
-            """CREATE TABLE checkpoints (
-                namespace TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                status TEXT NOT NULL,
-                revision INTEGER NOT NULL,
-                tool_name TEXT NOT NULL,
-                updated_at TEXT NOT NULL,
-                record TEXT NOT NULL,
-                PRIMARY KEY (namespace, call_id)
-            ) WITHOUT ROWID""",
-            "CREATE INDEX checkpoints_reconcile ON checkpoints (status, updated_at)",
-            "CREATE INDEX checkpoints_ns_updated ON checkpoints (namespace, updated_at)",
-            """CREATE TABLE checkpoint_history (
-                namespace TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                revision INTEGER NOT NULL,
-                status TEXT NOT NULL,
-                transition TEXT NOT NULL,
-                action TEXT NOT NULL,
-                at TEXT NOT NULL,
-                record TEXT NOT NULL,
-                PRIMARY KEY (namespace, call_id, revision)
-            ) WITHOUT ROWID""",
-            """CREATE TABLE operation_journal (
-                namespace TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                data TEXT NOT NULL,
-                written_at TEXT NOT NULL,
-                PRIMARY KEY (namespace, call_id)
-            ) WITHOUT ROWID""",
-            """CREATE TABLE runs (
-                run_id TEXT PRIMARY KEY,
-                namespace TEXT NOT NULL,
-                agent TEXT,
-                goal TEXT,
-                status TEXT NOT NULL,
-                started_at TEXT NOT NULL,
-                ended_at TEXT,
-                head_hash TEXT,
-                event_count INTEGER NOT NULL DEFAULT 0,
-                data TEXT NOT NULL
-            )""",
-            "CREATE INDEX runs_started ON runs (started_at)",
-            """CREATE TABLE events (
-                run_id TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                event_id TEXT NOT NULL,
-                parent_id TEXT,
-                kind TEXT NOT NULL,
-                name TEXT,
-                status TEXT,
-                at TEXT NOT NULL,
-                prev_hash TEXT,
-                hash TEXT NOT NULL,
-                data TEXT NOT NULL,
-                PRIMARY KEY (run_id, seq)
-            ) WITHOUT ROWID""",
-            "CREATE INDEX events_event_id ON events (run_id, event_id)",
-        ],
-    ),
-    (
-        2,
-        "tombstones",
-        [
-            """CREATE TABLE tombstones (
-                namespace TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                erased_at TEXT NOT NULL,
-                data TEXT NOT NULL,
-                PRIMARY KEY (namespace, call_id)
-            ) WITHOUT ROWID""",
-            "CREATE INDEX runs_ended ON runs (ended_at)",
-        ],
-    ),
-    (
-        3,
-        "approvals",
-        [
-            """CREATE TABLE approvals (
-                namespace TEXT NOT NULL,
-                call_id TEXT NOT NULL,
-                status TEXT NOT NULL,
-                revision INTEGER NOT NULL,
-                requested_at TEXT NOT NULL,
-                record TEXT NOT NULL,
-                PRIMARY KEY (namespace, call_id)
-            ) WITHOUT ROWID""",
-            "CREATE INDEX approvals_status ON approvals (status, requested_at)",
-        ],
-    ),
-]
-
-LATEST_VERSION = MIGRATIONS[-1][0]
 
 _BUSY_MARKERS = ("locked", "busy")
 
@@ -456,7 +350,7 @@ class SQLiteStore(ApplyShortcuts):
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
             out: builtins.list[Any] = []
             for op, extra in prepared:
-                out.append(False if gated_off(op, out) else _execute(conn, op, extra))
+                out.append(False if gated_off(op, out) else execute_op(conn, op, extra))
             return out
 
         return self._write(run, durable=durable)
@@ -726,140 +620,6 @@ class SQLiteStore(ApplyShortcuts):
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
         return iter_event_rows(self.read_events, run_id, batch)
-
-
-_STATUSES: dict[Any, Status] = {s.value: s for s in Status}
-
-
-def _execute(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
-    if isinstance(op, CreateCheckpoint):
-        rec = op.record
-        ns, cid = rec.key
-        cur = conn.execute(
-            "INSERT OR IGNORE INTO checkpoints "
-            "(namespace, call_id, status, revision, tool_name, updated_at, record) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                ns,
-                cid,
-                rec.status.value,
-                0,
-                rec.binding.tool_name,
-                format_time(rec.updated_at),
-                extra,
-            ),
-        )
-        if cur.rowcount == 1:
-            tomb = conn.execute(
-                "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
-            ).fetchone()
-            if tomb is not None:  # raising rolls the insert back
-                raise tombstoned_error(load_tombstone(tomb[0], ns, cid))
-            _history(conn, rec, "create_checkpoint", "execute", extra)
-            return (True, rec)
-        row = conn.execute(
-            "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
-        ).fetchone()
-        return (False, load_record(row[0], ns, cid))
-    if isinstance(op, SwapCheckpoint):
-        nxt = op.next
-        ns, cid = nxt.key
-        # The JSON checks run inside SQLite (C): a row whose document is damaged or disagrees
-        # with its columns is quarantined here instead of being overwritten by a CAS.
-        row = conn.execute(
-            "SELECT status, revision, CASE WHEN json_valid(record) THEN "
-            "json_extract(record, '$.revision') IS revision AND "
-            "json_extract(record, '$.status') IS status AND "
-            "json_extract(record, '$.binding.namespace') IS namespace AND "
-            "json_extract(record, '$.binding.call_id') IS call_id ELSE 0 END "
-            "FROM checkpoints WHERE namespace = ? AND call_id = ?",
-            (ns, cid),
-        ).fetchone()
-        if row is None or row[1] != op.expected_revision:
-            return False
-        if not row[2]:
-            raise InvalidCheckpointError(
-                message=f"stored checkpoint {ns}/{cid} is damaged: its JSON is invalid or "
-                "disagrees with its columns (left untouched)",
-                details={"namespace": ns, "call_id": cid, "reason": "damaged record document"},
-            )
-        try:
-            stored_status = _STATUSES.get(row[0]) or Status(row[0])
-        except ValueError as exc:  # a damaged row is quarantined, never overwritten
-            raise InvalidCheckpointError(
-                message=f"stored checkpoint {ns}/{cid} has an unknown status {row[0]!r:.40} "
-                "(left untouched)",
-                details={"namespace": ns, "call_id": cid, "reason": "unknown status column"},
-            ) from exc
-        name, action = transition_between(stored_status, nxt.status)
-        cur = conn.execute(
-            "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
-            "WHERE namespace = ? AND call_id = ? AND revision = ?",
-            (
-                nxt.status.value,
-                nxt.revision,
-                format_time(nxt.updated_at),
-                extra,
-                ns,
-                cid,
-                op.expected_revision,
-            ),
-        )
-        if cur.rowcount != 1:
-            return False
-        _history(conn, nxt, name, action.value, extra)
-        return True
-    if isinstance(op, WriteOperation):
-        conn.execute(
-            "INSERT INTO operation_journal (namespace, call_id, data, written_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, call_id) DO UPDATE SET "
-            "data = excluded.data, written_at = excluded.written_at",
-            (op.namespace, op.call_id, extra, format_time(datetime.now(timezone.utc))),
-        )
-        return None
-    if isinstance(op, RemoveOperation):
-        cur = conn.execute(
-            "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?",
-            (op.namespace, op.call_id),
-        )
-        return cur.rowcount == 1
-    assert isinstance(op, AppendEvents)
-    row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
-    if row[0] != op.expected_count:
-        return False
-    if not op.rows:
-        return True
-    conn.executemany(
-        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [event_params(r) for r in op.rows],
-    )
-    conn.execute(
-        "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",
-        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id),
-    )
-    return True
-
-
-def _history(
-    conn: sqlite3.Connection, rec: CheckpointRecord, name: str, action: str, text: str
-) -> None:
-    conn.execute(
-        "INSERT INTO checkpoint_history "
-        "(namespace, call_id, revision, status, transition, action, at, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            rec.binding.namespace,
-            rec.binding.call_id,
-            rec.revision,
-            rec.status.value,
-            name,
-            action,
-            format_time(rec.updated_at),
-            text,
-        ),
-    )
 
 
 def _set_wal(conn: sqlite3.Connection) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._version import __version__
 from ..checkpoint.transitions import DECISIONS
 from . import _model
 from ._policy import Policy, Redactor, resolve_policy
@@ -122,8 +123,6 @@ def build_spans(
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-
-    from .. import __version__
 
     run, events = _read(store, run_id)
     scope = InstrumentationScope("toolledger", __version__, SCHEMA_URL)

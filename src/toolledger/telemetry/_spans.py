@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from .._version import __version__
 from . import _model
 from ._hooks import NoopSpan, SpanHandle
 from ._policy import Policy
@@ -50,8 +51,6 @@ def report(what: str, exc: BaseException) -> None:
 
 def get_tracer(provider: Any) -> trace.Tracer:
     """Return toolledger's tracer (with version and schema URL) from ``provider``."""
-    from .. import __version__  # late: toolledger/__init__ imports this package
-
     if provider is None:
         return trace.get_tracer("toolledger", __version__, schema_url=SCHEMA_URL)
     tracer: trace.Tracer = provider.get_tracer("toolledger", __version__, schema_url=SCHEMA_URL)

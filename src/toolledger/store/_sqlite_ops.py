@@ -1,0 +1,199 @@
+"""SQLite statements for ``SQLiteStore.apply``: one function per op type. No transactions here.
+
+Rules:
+
+- Callers pass a connection inside their ``BEGIN IMMEDIATE`` transaction; nothing here
+  opens, commits or rolls back: raising rolls the whole batch back.
+- Creation is ``INSERT OR IGNORE`` (refused, and rolled back, when a tombstone holds the
+  key); CAS is ``UPDATE … WHERE … AND revision = ?`` plus a row-count check, only along a
+  legal transition (``transition_between``), with its history row inserted in the same
+  transaction. An append advances the run's count only when it matches (a CAS).
+- A stored row whose JSON is damaged or disagrees with its columns is quarantined
+  (``INVALID_CHECKPOINT``), never overwritten.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from typing import Any
+
+from ..checkpoint.model import CheckpointRecord, Status, format_time
+from ..checkpoint.transitions import transition_between
+from ..errors import InvalidCheckpointError, NotFoundError
+from ._rows import load_record
+from ._sqlcommon import EVENT_COLUMNS, event_params
+from ._tombstone import load_tombstone, tombstoned_error
+from .base import (
+    AppendEvents,
+    CreateCheckpoint,
+    Op,
+    RemoveOperation,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["execute_op"]
+
+_STATUSES: dict[Any, Status] = {s.value: s for s in Status}
+
+
+def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
+    """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
+
+    Raises:
+        TombstonedError: ``TOMBSTONED`` creating under an erased key (the caller rolls back).
+        InvalidCheckpointError: ``INVALID_CHECKPOINT`` swapping a damaged stored row.
+        InvalidTransitionError: ``INVALID_TRANSITION`` when no transition joins the stored
+            status and the target.
+        NotFoundError: ``NOT_FOUND`` appending to an unknown run.
+    """
+    if isinstance(op, CreateCheckpoint):
+        return _create(conn, op, extra)
+    if isinstance(op, SwapCheckpoint):
+        return _swap(conn, op, extra)
+    if isinstance(op, WriteOperation):
+        return _write_operation(conn, op, extra)
+    if isinstance(op, RemoveOperation):
+        return _remove_operation(conn, op)
+    assert isinstance(op, AppendEvents)
+    return _append(conn, op)
+
+
+def _create(
+    conn: sqlite3.Connection, op: CreateCheckpoint, extra: str
+) -> tuple[bool, CheckpointRecord]:
+    rec = op.record
+    ns, cid = rec.key
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO checkpoints "
+        "(namespace, call_id, status, revision, tool_name, updated_at, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            ns,
+            cid,
+            rec.status.value,
+            0,
+            rec.binding.tool_name,
+            format_time(rec.updated_at),
+            extra,
+        ),
+    )
+    if cur.rowcount == 1:
+        tomb = conn.execute(
+            "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
+        ).fetchone()
+        if tomb is not None:  # raising rolls the insert back
+            raise tombstoned_error(load_tombstone(tomb[0], ns, cid))
+        _history(conn, rec, "create_checkpoint", "execute", extra)
+        return (True, rec)
+    row = conn.execute(
+        "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
+    ).fetchone()
+    return (False, load_record(row[0], ns, cid))
+
+
+def _swap(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
+    nxt = op.next
+    ns, cid = nxt.key
+    # The JSON checks run inside SQLite (C): a row whose document is damaged or disagrees
+    # with its columns is quarantined here instead of being overwritten by a CAS.
+    row = conn.execute(
+        "SELECT status, revision, CASE WHEN json_valid(record) THEN "
+        "json_extract(record, '$.revision') IS revision AND "
+        "json_extract(record, '$.status') IS status AND "
+        "json_extract(record, '$.binding.namespace') IS namespace AND "
+        "json_extract(record, '$.binding.call_id') IS call_id ELSE 0 END "
+        "FROM checkpoints WHERE namespace = ? AND call_id = ?",
+        (ns, cid),
+    ).fetchone()
+    if row is None or row[1] != op.expected_revision:
+        return False
+    if not row[2]:
+        raise InvalidCheckpointError(
+            message=f"stored checkpoint {ns}/{cid} is damaged: its JSON is invalid or "
+            "disagrees with its columns (left untouched)",
+            details={"namespace": ns, "call_id": cid, "reason": "damaged record document"},
+        )
+    try:
+        stored_status = _STATUSES.get(row[0]) or Status(row[0])
+    except ValueError as exc:  # a damaged row is quarantined, never overwritten
+        raise InvalidCheckpointError(
+            message=f"stored checkpoint {ns}/{cid} has an unknown status {row[0]!r:.40} "
+            "(left untouched)",
+            details={"namespace": ns, "call_id": cid, "reason": "unknown status column"},
+        ) from exc
+    name, action = transition_between(stored_status, nxt.status)
+    cur = conn.execute(
+        "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
+        "WHERE namespace = ? AND call_id = ? AND revision = ?",
+        (
+            nxt.status.value,
+            nxt.revision,
+            format_time(nxt.updated_at),
+            extra,
+            ns,
+            cid,
+            op.expected_revision,
+        ),
+    )
+    if cur.rowcount != 1:
+        return False
+    _history(conn, nxt, name, action.value, extra)
+    return True
+
+
+def _write_operation(conn: sqlite3.Connection, op: WriteOperation, extra: str) -> None:
+    conn.execute(
+        "INSERT INTO operation_journal (namespace, call_id, data, written_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, call_id) DO UPDATE SET "
+        "data = excluded.data, written_at = excluded.written_at",
+        (op.namespace, op.call_id, extra, format_time(datetime.now(timezone.utc))),
+    )
+
+
+def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation) -> bool:
+    cur = conn.execute(
+        "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?",
+        (op.namespace, op.call_id),
+    )
+    return cur.rowcount == 1
+
+
+def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
+    row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+    if row[0] != op.expected_count:
+        return False
+    if not op.rows:
+        return True
+    conn.executemany(
+        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [event_params(r) for r in op.rows],
+    )
+    conn.execute(
+        "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",
+        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id),
+    )
+    return True
+
+
+def _history(
+    conn: sqlite3.Connection, rec: CheckpointRecord, name: str, action: str, text: str
+) -> None:
+    conn.execute(
+        "INSERT INTO checkpoint_history "
+        "(namespace, call_id, revision, status, transition, action, at, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            rec.binding.namespace,
+            rec.binding.call_id,
+            rec.revision,
+            rec.status.value,
+            name,
+            action,
+            format_time(rec.updated_at),
+            text,
+        ),
+    )

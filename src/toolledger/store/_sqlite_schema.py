@@ -1,0 +1,114 @@
+"""SQLite schema: numbered migrations. No connections here.
+
+Rules:
+
+- ``MIGRATIONS`` is append-only: never edit a shipped one. ``SQLiteStore`` applies the
+  missing ones in one ``BEGIN IMMEDIATE`` transaction and records each version in
+  ``toolledger_schema`` (and ``PRAGMA user_version``) in that same transaction.
+- Columns mirror the PostgreSQL tables (``_pg_schema``) exactly, so a ledger copies between
+  backends byte for byte.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS"]
+
+#: Numbered migrations: (version, name, statements). Append only; never edit a shipped one.
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "checkpoints_history_operations_runs_events",
+        [
+            """CREATE TABLE checkpoints (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                tool_name TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX checkpoints_reconcile ON checkpoints (status, updated_at)",
+            "CREATE INDEX checkpoints_ns_updated ON checkpoints (namespace, updated_at)",
+            """CREATE TABLE checkpoint_history (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                status TEXT NOT NULL,
+                transition TEXT NOT NULL,
+                action TEXT NOT NULL,
+                at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id, revision)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE operation_journal (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                data TEXT NOT NULL,
+                written_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE runs (
+                run_id TEXT PRIMARY KEY,
+                namespace TEXT NOT NULL,
+                agent TEXT,
+                goal TEXT,
+                status TEXT NOT NULL,
+                started_at TEXT NOT NULL,
+                ended_at TEXT,
+                head_hash TEXT,
+                event_count INTEGER NOT NULL DEFAULT 0,
+                data TEXT NOT NULL
+            )""",
+            "CREATE INDEX runs_started ON runs (started_at)",
+            """CREATE TABLE events (
+                run_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                event_id TEXT NOT NULL,
+                parent_id TEXT,
+                kind TEXT NOT NULL,
+                name TEXT,
+                status TEXT,
+                at TEXT NOT NULL,
+                prev_hash TEXT,
+                hash TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (run_id, seq)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX events_event_id ON events (run_id, event_id)",
+        ],
+    ),
+    (
+        2,
+        "tombstones",
+        [
+            """CREATE TABLE tombstones (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                erased_at TEXT NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX runs_ended ON runs (ended_at)",
+        ],
+    ),
+    (
+        3,
+        "approvals",
+        [
+            """CREATE TABLE approvals (
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                requested_at TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (namespace, call_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX approvals_status ON approvals (status, requested_at)",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
