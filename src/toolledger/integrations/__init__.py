@@ -1,9 +1,15 @@
-"""Provider adapters: ``toolledger.integrations.anthropic`` and ``.openai``.
+"""Provider and framework adapters.
 
-Importing this package imports no SDK; each adapter accepts the SDK's objects or plain
-dicts. ``ToolCall`` is the provider-neutral parsed call.
+Provider adapters (``toolledger.integrations.anthropic``, ``.openai``, ``.mcp``,
+``.aisuite``) accept the SDK's objects or plain dicts. Framework adapters guard the tool
+loops frameworks run themselves: ``.anthropic_runner`` (the SDK's tool runners, also
+importable from ``.anthropic``), ``.openai_agents``, ``.langgraph``, ``.pydantic_ai``; each
+imports its framework when it is imported (an ``ImportError`` names the extra to install).
+Importing this package imports no SDK. ``ToolCall`` is the provider-neutral parsed call;
+``ToolGate`` an approval gate for a framework tool.
 """
 
 from ._common import NOT_EXECUTED, OUTCOME_UNKNOWN, ToolCall
+from ._framework import ToolGate
 
-__all__ = ["NOT_EXECUTED", "OUTCOME_UNKNOWN", "ToolCall"]
+__all__ = ["NOT_EXECUTED", "OUTCOME_UNKNOWN", "ToolCall", "ToolGate"]

@@ -4,6 +4,10 @@ Rules this module keeps: the ``anthropic`` SDK is never imported (its objects ar
 through ``model_dump``, plain dicts work the same); the caller's lists and dicts are never
 mutated; results are ``tool_result`` blocks whose content is the stored payload's text
 (``is_error`` set for error results), so a re-sent turn carries the same bytes.
+
+The SDK's own tool loops, guarded (``guarded_tool_runner``, ``guarded_session_tool_runner``),
+are in ``anthropic_runner``, which needs the SDK (``toolledger[anthropic]``); they are
+importable from here too, imported on first use.
 """
 
 from __future__ import annotations
@@ -37,6 +41,21 @@ __all__ = [
     "tool_calls",
     "with_justification",
 ]
+
+#: The SDK's tool runners, guarded: they live in ``anthropic_runner``, which imports the SDK
+#: (so they are not in ``__all__``: a star import must work without it).
+_RUNNERS = ("guarded_session_tool_runner", "guarded_tool_runner")
+
+
+def __getattr__(name: str) -> Any:
+    # The raw-loop adapter above works without the SDK; only the runners need it, so they
+    # are imported on first use (ImportError naming toolledger[anthropic] without the SDK).
+    if name in _RUNNERS:
+        from . import anthropic_runner
+
+        return getattr(anthropic_runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 PROVIDER = "anthropic"
 

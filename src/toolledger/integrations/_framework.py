@@ -1,0 +1,228 @@
+"""What the framework adapters share: per-tool options, one guarded call, the lazy import.
+
+A framework adapter (``anthropic`` tool runners, ``openai_agents``, ``langgraph``,
+``pydantic_ai``) finds the place where its framework runs one tool call, and sends that
+call through ``run.call``/``run.acall`` keyed by the framework's own call id. This module
+holds the part that does not depend on the framework.
+
+Rules this module keeps:
+
+- No framework is imported here; each adapter module imports its framework at its own
+  import, and raises :func:`missing` (naming the extra to install) when it is not there.
+- The framework's tools are not ``toolledger.Tool`` objects: each call gets a ``Tool``
+  named after the framework's tool, with the revision from ``revisions`` (default
+  ``"1"``: bump it when the tool's behaviour changes) and the gate from ``gates``.
+- The binding's input is the model's arguments without ``justification`` (recorded as the
+  model's justification when the tool's schema carries one); the tool itself gets the
+  arguments exactly as the framework would have passed them.
+- What the guard answers besides a result is a typed :class:`Answer`: ``unknown``
+  (``OUTCOME_UNKNOWN``: never re-run), ``awaiting_approval`` or ``denied``; each adapter
+  turns it into what its framework shows the model. Other errors propagate unchanged
+  (``BINDING_CONFLICT``; the tool's own exception with ``on_error="raise"``, the claim
+  released when the operation journal is empty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import InvalidArgumentError, OutcomeUnknownError
+from ..guard import acall, call
+from ..tools import Tool, ToolOutcome
+from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
+
+__all__ = [
+    "DEFAULT_REVISION",
+    "Answer",
+    "FrameworkGuard",
+    "ToolGate",
+    "missing",
+]
+
+#: The revision of a framework tool that ``revisions`` does not name.
+DEFAULT_REVISION = "1"
+#: ``ToolOutcome.status`` of a call denied with ``on_error="result"``.
+DENIED = "denied"
+
+Kind = Literal["result", "unknown", "awaiting_approval", "denied"]
+
+
+def missing(adapter: str, package: str, extra: str) -> ImportError:
+    """The ``ImportError`` an adapter raises (``from`` the original) when its framework is
+    not installed: it names the extra to install."""
+    return ImportError(
+        f"toolledger.integrations.{adapter} needs the {package!r} package: "
+        f"pip install 'toolledger[{extra}]'"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolGate:
+    """An approval gate for a framework tool (see ``toolledger.approvals``).
+
+    Args:
+        approval: ``"effect-only"`` (a call that would execute asks) or ``"always"``.
+        approver: ``approver(request) -> Approved | Denied | Pending`` (sync or async);
+            ``None`` asks the store (a decision made with ``toolledger approve``).
+    """
+
+    approval: str = "effect-only"
+    approver: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.approval not in ("always", "effect-only"):
+            raise InvalidArgumentError(
+                message='ToolGate.approval must be "always" or "effect-only"',
+                details={"argument": "approval", "value": repr(self.approval)[:100]},
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a guarded framework call gives back.
+
+    ``kind`` is ``result`` (``payload`` is the stored result, ``is_error`` its flag),
+    ``unknown`` (the call may have taken effect and is not re-run), ``awaiting_approval``
+    (nothing ran yet) or ``denied`` (nothing ran); for the last three ``payload`` is the
+    text to show the model.
+    """
+
+    kind: Kind
+    payload: Any
+    is_error: bool
+    outcome: ToolOutcome | None = None
+
+
+class FrameworkGuard:
+    """The adapters' settings and their one way through the guard.
+
+    Args:
+        run: The ``toolledger.Run``.
+        revisions: Tool name -> revision (default ``"1"``).
+        gates: Tool name -> :class:`ToolGate`.
+        on_error: ``"raise"`` (the tool's exception reaches the framework, which handles
+            it its own way; the claim is released when the operation journal is empty)
+            or ``"result"`` (stored as an ``is_error`` result, the same on every replay).
+        recover: Tool name -> ``recover(ctx)`` (proves a lost outcome; see ``Tool``).
+    """
+
+    __slots__ = ("_gates", "_recover", "_revisions", "on_error", "run")
+
+    def __init__(
+        self,
+        run: Any,
+        *,
+        revisions: Mapping[str, str] | None = None,
+        gates: Mapping[str, ToolGate] | None = None,
+        on_error: str = "raise",
+        recover: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        if on_error not in ("raise", "result"):
+            raise InvalidArgumentError(
+                message='on_error must be "raise" or "result"',
+                details={"argument": "on_error", "value": repr(on_error)[:100]},
+            )
+        for name, gate in (gates or {}).items():
+            if not isinstance(gate, ToolGate):
+                raise InvalidArgumentError(
+                    message=f"gates[{name!r}] must be a toolledger.integrations.ToolGate",
+                    details={"tool": name},
+                )
+        self.run = run
+        self._revisions = dict(revisions or {})
+        self._gates = dict(gates or {})
+        self._recover = dict(recover or {})
+        self.on_error = on_error
+
+    def revision(self, name: str) -> str:
+        """The revision bound to tool ``name``."""
+        return self._revisions.get(name, DEFAULT_REVISION)
+
+    def tool(self, name: str, execute: Callable[..., Any]) -> Tool:
+        """A ``Tool`` for one call of the framework tool ``name``."""
+        gate = self._gates.get(name)
+        return Tool(
+            name=name,
+            revision=self.revision(name),
+            execute=execute,
+            recover=self._recover.get(name),
+            on_error="raise",
+            approval=gate.approval if gate else None,
+            approver=gate.approver if gate else None,
+        )
+
+    def call(
+        self,
+        name: str,
+        *,
+        call_id: str,
+        arguments: Any,
+        execute: Callable[[], Any],
+    ) -> Answer:
+        """Run one framework tool call through ``run.call``; ``execute()`` does the effect.
+
+        Args:
+            name: The framework tool's name.
+            call_id: The framework's call id.
+            arguments: The model's arguments (JSON).
+            execute: Runs the framework's tool (with the arguments as the framework
+                passes them); raising is a tool error.
+
+        Raises:
+            BindingConflictError: the id was used for another call.
+            Exception: the tool's error (``on_error="raise"``), ``ApprovalDenied``.
+        """
+        bound, why = split_args(arguments)
+        tool = self.tool(name, lambda _input, _ctx: execute())
+        try:
+            outcome = call(
+                self.run,
+                tool,
+                call_id=call_id,
+                input=bound,
+                justification=why,
+                justification_source="model",
+                on_error=self.on_error,
+            )
+        except OutcomeUnknownError:
+            return Answer("unknown", OUTCOME_UNKNOWN, True)
+        return _answer(outcome)
+
+    async def acall(
+        self,
+        name: str,
+        *,
+        call_id: str,
+        arguments: Any,
+        execute: Callable[[], Any],
+    ) -> Answer:
+        """Async :meth:`call`: ``execute()`` returns an awaitable."""
+        bound, why = split_args(arguments)
+
+        async def run_it(_input: Any, _ctx: Any) -> Any:
+            return await execute()
+
+        tool = self.tool(name, run_it)
+        try:
+            outcome = await acall(
+                self.run,
+                tool,
+                call_id=call_id,
+                input=bound,
+                justification=why,
+                justification_source="model",
+                on_error=self.on_error,
+            )
+        except OutcomeUnknownError:
+            return Answer("unknown", OUTCOME_UNKNOWN, True)
+        return _answer(outcome)
+
+
+def _answer(outcome: ToolOutcome) -> Answer:
+    if outcome.status == AWAITING_APPROVAL:
+        return Answer("awaiting_approval", AWAITING_APPROVAL_TEXT, True, outcome)
+    if outcome.status == DENIED:
+        return Answer("denied", outcome.payload, True, outcome)
+    return Answer("result", outcome.payload, outcome.is_error, outcome)
