@@ -14,7 +14,13 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import toolledger
 from toolledger.errors import OutcomeUnknownError
-from toolledger.telemetry import CONTENT_MAX_CHARS, NOOP_TELEMETRY, OTelTelemetry, hooks_for
+from toolledger.telemetry import (
+    CONTENT_MAX_CHARS,
+    NOOP_TELEMETRY,
+    OTelTelemetry,
+    flush_spans,
+    hooks_for,
+)
 from toolledger.telemetry import attributes as a
 
 from .conftest import CLAIM
@@ -51,6 +57,7 @@ def tool_event(**over: Any) -> dict[str, Any]:
 
 
 def finished(exporter: InMemorySpanExporter) -> dict[str, Any]:
+    assert flush_spans()  # spans end on toolledger's telemetry thread
     return {s.name: s for s in exporter.get_finished_spans()}
 
 
@@ -471,6 +478,7 @@ class TestPolicy:
         span.update({"replayed": True})
         span.end(tool_event(), ValueError("x"))
         run.end(RUN)
+        assert flush_spans()
         assert exp.get_finished_spans() == ()
         assert run.trace_id is not None  # ids exist (unsampled), so the journal can link
 
@@ -531,6 +539,7 @@ def test_redact_applies_before_processors_see_attributes(provider, exporter) -> 
     span = hooks.event_started(tool_event(inputs={"key": secret}, justification=secret), None)
     span.update({"tool_description": f"uses {secret}"})
     span.end(tool_event(outputs={"echo": secret}))
+    assert flush_spans()
     assert len(seen) == 2
     assert not any(secret in str(v) for attrs in seen for v in attrs.values())
     assert seen[1][a.GEN_AI_TOOL_CALL_RESULT] == '{"echo":"[key]"}'

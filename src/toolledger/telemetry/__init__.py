@@ -15,7 +15,8 @@ from ._configure import TelemetryHandle, configure
 from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, Policy, Redactor, resolve_policy
 from ._reexport import ReexportReport, reexport
-from ._spans import OTelSpan, OTelTelemetry, get_tracer, report
+from ._report import report
+from ._spans import OTelSpan, OTelTelemetry, flush_spans, get_tracer
 
 __all__ = [
     "CAPTURE_ENV",
@@ -32,6 +33,7 @@ __all__ = [
     "TelemetryHandle",
     "TelemetryHooks",
     "configure",
+    "flush_spans",
     "hooks_for",
     "reexport",
 ]

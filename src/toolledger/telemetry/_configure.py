@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,8 @@ from opentelemetry import trace
 
 from ..errors import InvalidArgumentError
 from ._policy import DEFAULTS, Redactor
-from ._spans import report
+from ._report import report
+from ._spans import flush_spans
 
 __all__ = ["PROTOCOLS", "TelemetryHandle", "configure", "resolve_endpoint"]
 
@@ -51,10 +53,13 @@ class TelemetryHandle:
         Bounded by ``timeout_millis`` even when an exporter blocks (the SDK's own flush
         may wait on a stuck export forever). Never raises: a failure yields ``False``.
         """
+        started = time.monotonic()
+        drained = flush_spans(timeout_millis / 1000)
         flush = getattr(self.tracer_provider, "force_flush", None)
         if flush is None:
-            return True
-        return _bounded(lambda: flush(timeout_millis), timeout_millis / 1000)
+            return drained
+        left = max(0.0, timeout_millis / 1000 - (time.monotonic() - started))
+        return _bounded(lambda: flush(int(left * 1000)), left) and drained
 
     def shutdown(self, timeout: float = _SHUTDOWN_SECONDS) -> None:
         """Flush and stop the pipeline (bounded by ``timeout`` seconds); reset defaults.
@@ -69,7 +74,10 @@ class TelemetryHandle:
         if not self.owned:
             self.force_flush(int(timeout * 1000))
             return
-        _bounded(getattr(self.tracer_provider, "shutdown", None), timeout)
+        started = time.monotonic()
+        flush_spans(timeout)
+        left = max(0.0, timeout - (time.monotonic() - started))
+        _bounded(getattr(self.tracer_provider, "shutdown", None), left)
 
 
 def _bounded(fn: Any, timeout: float) -> bool:

@@ -11,12 +11,17 @@ Rules of this module:
   ``Policy`` (content capture, intent switch, bounds, redact) before anything is set.
 - Spans are ``INTERNAL``; sampling-relevant attributes go in at start; work that only
   feeds a span waits for ``span.is_recording()``.
+- A span is *started* on the caller's thread (the SDK runs samplers and processors'
+  ``on_start`` there, and the ids the journal stores come from it) and *ended* on
+  toolledger's telemetry thread (``_ender``): final attributes, status and ``end()``, so a
+  processor's ``on_end`` or a synchronous exporter never runs on the thread of a tool call.
+  Ending a run's span waits (bounded by ``RUN_END_WAIT``) for the run's endings, so the
+  spans of a run are with the processors when its ``with`` block exits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -28,25 +33,33 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from .._version import __version__
 from . import _model
+from ._ender import ENDER
 from ._hooks import NoopSpan, SpanHandle
 from ._policy import Policy
+from ._report import report
 from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_REVISION, TL_CHECKPOINT_STATUS
 
-__all__ = ["OTelSpan", "OTelTelemetry", "get_tracer", "report"]
+__all__ = ["RUN_END_WAIT", "OTelSpan", "OTelTelemetry", "flush_spans", "get_tracer", "report"]
 
-logger = logging.getLogger("toolledger.telemetry")
-_reported: set[str] = set()
 _NOOP = NoopSpan()
 _TL_STATUS = TL_CHECKPOINT_STATUS
 _TL_REVISION = TL_CHECKPOINT_REVISION
+#: Seconds a run's end waits for its span endings (none once a processor is stuck).
+RUN_END_WAIT = 2.0
+_FLUSH_GRACE = 0.25
 
 
-def report(what: str, exc: BaseException) -> None:
-    """Log a swallowed telemetry failure (a warning the first time per kind, then debug)."""
-    key = f"{what}:{type(exc).__qualname__}"
-    level = logging.DEBUG if key in _reported else logging.WARNING
-    _reported.add(key)
-    logger.log(level, "telemetry %s failed; span data dropped: %r", what, exc)
+def flush_spans(timeout: float = RUN_END_WAIT) -> bool:
+    """Wait until every span toolledger has ended so far reached the span processors.
+
+    Bounded by ``timeout`` seconds; while a processor or exporter is stuck it waits at most
+    a quarter second for progress, then returns ``False``. Never raises.
+    """
+    try:
+        return ENDER.drain(timeout, grace=_FLUSH_GRACE)
+    except Exception as exc:
+        report("flush", exc)
+        return False
 
 
 def get_tracer(provider: Any) -> trace.Tracer:
@@ -90,6 +103,39 @@ class _Activation:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             except Exception as err:
                 report("deactivate", err)
+
+
+class _Ending:
+    """One span's ending, run on the telemetry thread: policy, attributes, status, end."""
+
+    __slots__ = ("_end", "_policy", "_raw", "_span", "_status")
+
+    def __init__(
+        self,
+        span: trace.Span,
+        policy: Policy,
+        raw: Mapping[str, Any],
+        status: Status | None,
+        end: int | None,
+    ) -> None:
+        self._span = span
+        self._policy = policy
+        self._raw = raw
+        self._status = status
+        self._end = end
+
+    def __call__(self) -> None:
+        try:
+            span = self._span
+            if self._status is not None:
+                span.set_status(self._status)
+            if self._raw:
+                attrs = self._policy.apply(self._raw)
+                if attrs:
+                    span.set_attributes(attrs)
+            span.end(end_time=self._end)
+        except Exception as exc:
+            report("end", exc)
 
 
 class OTelSpan:
@@ -175,7 +221,7 @@ class OTelSpan:
                 attributes=attrs,
                 start_time=start,
             )
-            child.end(end_time=now)
+            ENDER.submit(_Ending(child, self._policy, {}, None, now))
             if won and self._kind == "execute_tool":
                 self._pending[_TL_STATUS] = status_to
                 self._pending[_TL_REVISION] = revision
@@ -202,29 +248,34 @@ class OTelSpan:
             report("update", exc)
 
     def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
-        """End the span with the event's final form; an error sets status ERROR."""
+        """End the span with the event's final form; an error sets status ERROR.
+
+        What the event says is read here; the policy, the attributes and ``end()`` run on
+        the telemetry thread. A run's span waits (bounded) for its endings.
+        """
         if self._ended:
             return
         self._ended = True
         try:
             span = self._span
+            raw = self._pending
+            status: Status | None = None
             if span.is_recording():
                 if self._kind == "invoke_agent":
                     end = _model.run_end_attributes(event)
                 else:
                     end = _model.event_end_attributes(event)
-                raw = self._pending
                 start = self._start
                 for key, value in end.items():  # the final event fills gaps, never overrides
                     if value is not None and raw.get(key) is None and start.get(key) != value:
                         raw[key] = value
                 if _model.is_error(event, error):
                     raw[ERROR_TYPE] = _model.error_type(event, error)
-                    span.set_status(Status(StatusCode.ERROR, self._describe(event, error)))
-                attrs = self._policy.apply(raw)
-                if attrs:
-                    span.set_attributes(attrs)
-            span.end(end_time=_model.time_ns(event.get("ended_at")))
+                    status = Status(StatusCode.ERROR, self._describe(event, error))
+            end_time = _model.time_ns(event.get("ended_at"))
+            ENDER.submit(_Ending(span, self._policy, raw, status, end_time))
+            if self._kind == "invoke_agent":
+                ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
         except Exception as exc:
             report("end", exc)
 
