@@ -72,6 +72,10 @@ class GcReport:
         }
 
 
+#: The longest age a ``timedelta`` holds.
+_MAX_AGE_SECONDS = int(timedelta.max.total_seconds())
+
+
 def parse_age(text: str) -> timedelta:
     """Parse an age such as ``30d``, ``12h``, ``1w2d`` or ``90s``.
 
@@ -84,7 +88,13 @@ def parse_age(text: str) -> timedelta:
             message=f"an age is like 30d, 12h, 1w2d, 45m or 90s; got {text!r}",
             details={"argument": "older_than"},
         )
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in _AGE.findall(cleaned)))
+    seconds = sum(int(n) * _UNITS[u] for n, u in _AGE.findall(cleaned))
+    if seconds > _MAX_AGE_SECONDS:
+        raise InvalidArgumentError(
+            message=f"an age must be at most {timedelta.max.days} days; got {text!r:.40}",
+            details={"argument": "older_than"},
+        )
+    return timedelta(seconds=seconds)
 
 
 def gc(
@@ -121,7 +131,10 @@ def gc(
     if isinstance(older_than, timedelta):
         if older_than < timedelta(0):
             raise InvalidArgumentError(message="older_than must not be negative")
-        cutoff = at - older_than
+        try:
+            cutoff = at - older_than
+        except OverflowError:  # before year 1: nothing can be that old
+            cutoff = datetime.min.replace(tzinfo=timezone.utc)
         why = reason or f"retention: terminal for longer than {_human(older_than)}"
     elif isinstance(older_than, datetime):
         cutoff = check_time(older_than, "older_than")

@@ -21,7 +21,7 @@ from ..errors import CheckpointError, InvalidTransitionError, NotFoundError
 from ..retention import parse_age
 from ..store._approval_record import ApprovalRecord
 from . import main
-from ._common import CONTEXT_SETTINGS, UsageError, fail_check, get_store
+from ._common import CONTEXT_SETTINGS, LIMIT, UsageError, fail_check, get_store
 
 __all__ = ["approvals_command", "approve_command", "deny_command"]
 
@@ -175,7 +175,7 @@ def deny_command(
 @main.command("approvals", context_settings=CONTEXT_SETTINGS)
 @click.option("--pending", is_flag=True, help="Only requests that wait for a decision.")
 @click.option("--namespace", default=None, help="Only this namespace.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N rows.")
+@click.option("--limit", type=LIMIT, default=None, help="At most N rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per request).")
 @click.pass_context
 def approvals_command(

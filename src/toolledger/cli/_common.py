@@ -1,7 +1,21 @@
-"""Shared CLI pieces: option stacks, store opening, error mapping."""
+"""Shared CLI pieces: the group class, option stacks, store opening, error mapping, printing.
+
+Rules this module keeps:
+
+- Exit codes: 0 success, 1 a failed check (``fail_check``), 2 an error the user can act on
+  (bad option or argument, unknown id, a database that is missing, not toolledger's,
+  damaged or unreachable: every ``CheckpointError`` and ``OSError``), 3 an unexpected
+  internal error (a bug; ``TOOLLEDGER_DEBUG=1`` shows its traceback). Every error is one
+  line on stderr, never a traceback.
+- Text that came from a database or a user (goals, justifications, names, tickets,
+  reasons, error messages) is printed through ``clean`` (human output) or ``json_line``
+  (JSON output): no control character from stored text reaches the terminal.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,11 +24,117 @@ import click
 from ..errors import CheckpointError, NotFoundError
 from ..store import Store, open_store
 
-__all__ = ["CONTEXT_SETTINGS", "UsageError", "db_option", "fail_check", "get_store"]
+__all__ = [
+    "CONTEXT_SETTINGS",
+    "EXIT_INTERNAL",
+    "LIMIT",
+    "Group",
+    "UsageError",
+    "clean",
+    "db_option",
+    "fail_check",
+    "get_store",
+    "json_line",
+    "not_found",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+#: Exit status of an unexpected internal error (a bug, reported in one line).
+EXIT_INTERNAL = 3
+
+# Every C0 control, DEL and every C1 control (ESC starts CSI/OSC/DCS sequences; 0x9b and
+# 0x9d are one-character CSI/OSC in 8-bit terminals), plus the characters that reorder
+# or break a displayed line (bidirectional overrides and isolates, line/paragraph
+# separators). Each is shown as a visible escape, so nothing is lost and nothing acts.
+_UNSAFE = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+_UNSAFE += [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_CLEAN = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _UNSAFE if c >= 0x7F}
+
+
+def clean(text: object) -> str:
+    """Return ``text`` as one printable line: every control character made a visible escape.
+
+    The one sanitiser for human-readable output: ``"\\x1b]52;c;…\\x07"`` prints as
+    ``\\x1b]52;c;…\\x07``, inert. Newlines and tabs are escaped too (a field is one line).
+    """
+    return str(text).translate(_CLEAN)
+
+
+def json_line(value: Any, **kwargs: Any) -> str:
+    """Return ``json.dumps(value)`` (UTF-8 kept) with C1 and reordering characters escaped.
+
+    ``json.dumps`` already escapes C0 controls; with ``ensure_ascii=False`` it would print
+    C1 controls and bidirectional overrides raw. The escapes are valid JSON for the same
+    string, so a machine reading the line gets exactly the stored text.
+    """
+    kwargs.setdefault("ensure_ascii", False)
+    kwargs.setdefault("sort_keys", True)
+    return json.dumps(value, **kwargs).translate(_JSON_ESCAPES)
+
+
+class UsageError(click.ClickException):
+    """Exit 2 with one line on stderr (``Error: …``), its text cleaned."""
+
+    exit_code = 2
+
+    def format_message(self) -> str:
+        return clean(" ".join(self.message.split()))
+
+
+def _one_line_error(exc: BaseException) -> str:
+    if isinstance(exc, CheckpointError):
+        return f"{exc.code}: {exc.message}"
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Group(click.Group):
+    """The ``toolledger`` group: turns any error a command lets escape into one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except (CheckpointError, OSError) as exc:
+            raise UsageError(_one_line_error(exc)) from exc
+        except Exception as exc:
+            if os.environ.get("TOOLLEDGER_DEBUG"):
+                raise
+            message = clean(" ".join(_one_line_error(exc).split()))[:500]
+            click.echo(
+                f"Error: internal error ({message}); TOOLLEDGER_DEBUG=1 shows the traceback",
+                err=True,
+            )
+            ctx.exit(EXIT_INTERNAL)
+
+
+class _Limit(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A row limit: an integer >= 0; one past any table size means "no limit"."""
+
+    name = "integer"
+
+    #: SQL backends take a signed 64-bit LIMIT; larger asks mean the same thing.
+    MAX = 2**63 - 1
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if number < 0:
+            self.fail(f"{number} is negative", param, ctx)
+        return min(number, self.MAX)
+
+
+#: The type of every ``--limit`` option.
+LIMIT = _Limit()
 
 
 def db_option(fn: F) -> F:
@@ -27,10 +147,6 @@ def db_option(fn: F) -> F:
         help="Database: a SQLite path, sqlite:///path or postgresql:// DSN "
         "(env TOOLLEDGER_DB; default .toolledger.db).",
     )(fn)
-
-
-class UsageError(click.UsageError):
-    """Exit 2 with a message on stderr."""
 
 
 def get_store(ctx: click.Context) -> Store:
@@ -49,6 +165,6 @@ def not_found(exc: NotFoundError) -> UsageError:
 
 
 def fail_check(message: str) -> None:
-    """Print ``message`` to stderr and exit 1 (a failed check)."""
-    click.echo(message, err=True)
+    """Print ``message`` (cleaned, line by line) to stderr and exit 1 (a failed check)."""
+    click.echo("\n".join(clean(line) for line in message.split("\n")), err=True)
     raise SystemExit(1)

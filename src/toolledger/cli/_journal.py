@@ -17,7 +17,7 @@ import click
 
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
 from . import main
-from ._common import UsageError, fail_check, get_store
+from ._common import LIMIT, UsageError, fail_check, get_store
 
 __all__ = ["checkpoints", "export", "replay", "runs", "show", "verify"]
 
@@ -42,7 +42,7 @@ def _dumps(value: Any) -> str:
 
 @main.command()
 @click.option("--namespace", default=None, help="Only runs of this namespace.")
-@click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@click.option("--limit", type=LIMIT, default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -> None:
@@ -379,7 +379,7 @@ def replay(ctx: click.Context, run_id: str, from_event: str | None, other: str |
     "completed, delivering).",
 )
 @click.option("--namespace", default=None, help="Only this namespace.")
-@click.option("--limit", type=int, default=100, show_default=True, help="At most this many.")
+@click.option("--limit", type=LIMIT, default=100, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_context
 def checkpoints(

@@ -12,13 +12,14 @@ Rules this module keeps:
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint._json import canonical_json
-from ..checkpoint.model import Status
-from ..errors import InvalidArgumentError, OutcomeUnknownError
+from ..checkpoint.model import Status, check_identifier, fingerprint
+from ..errors import CheckpointError, InvalidArgumentError, OutcomeUnknownError
 from ..store._open import open_store
 from ..tools import Tool, ToolOutcome
 
@@ -60,7 +61,9 @@ class ToolCall:
     """One tool call parsed from a model response.
 
     ``args`` has the ``justification`` argument removed; ``justification`` is ``None``
-    when the model omitted it. ``error`` explains arguments that could not be parsed.
+    when the model omitted it. ``error`` explains arguments that could not be parsed;
+    ``refused`` explains a call that cannot be run at all (no id). Either becomes that
+    call's error result; nothing is checkpointed for it.
     """
 
     id: str
@@ -69,6 +72,7 @@ class ToolCall:
     justification: str | None
     provider: str
     error: str | None = None
+    refused: str | None = None
 
 
 def as_plain(obj: Any) -> Any:
@@ -135,6 +139,32 @@ def _tools_by_name(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool
     return out
 
 
+def _refusal(call: ToolCall, seen: Mapping[str, int]) -> str | None:
+    """Why ``call`` gets an error result instead of running, or ``None``.
+
+    Decided for the whole turn before anything executes: a call the guard would refuse
+    (a bad id, arguments that are not exact JSON) fails only itself, never the turn, and
+    two calls sharing an id both fail (neither runs: which result answers which would be
+    a guess).
+    """
+    if call.refused is not None:
+        return f"invalid tool call: {call.refused}"
+    if call.error is not None:
+        return f"invalid arguments: {call.error}"
+    if seen.get(call.id, 0) > 1:
+        return f"invalid tool call: duplicate call id {call.id!r:.80} in one response; not run"
+    try:
+        check_identifier(call.id, "call_id")
+    except CheckpointError as exc:
+        return f"invalid tool call: {exc.message}"
+    try:
+        fingerprint(call.args)
+    except (CheckpointError, RecursionError) as exc:
+        reason = exc.message if isinstance(exc, CheckpointError) else "nested too deeply"
+        return f"invalid arguments: {reason}"
+    return None
+
+
 def _prepare(
     calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> tuple[list[tuple[str, bool] | None], list[dict[str, Any]], list[int]]:
@@ -142,9 +172,11 @@ def _prepare(
     results: list[tuple[str, bool] | None] = [None] * len(calls)
     items: list[dict[str, Any]] = []
     where: list[int] = []
+    seen = Counter(c.id for c in calls if c.refused is None)
     for i, c in enumerate(calls):
-        if c.error is not None:
-            results[i] = (f"invalid arguments: {c.error}", True)
+        refusal = _refusal(c, seen)
+        if refusal is not None:
+            results[i] = (refusal, True)
         elif c.name not in table:
             results[i] = (f"unknown tool {c.name!r}", True)
         else:
@@ -271,8 +303,9 @@ def _store_and_namespace(store: Any, namespace: str | None) -> tuple[Any, str]:
 def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:
     """The ids among ``calls`` that have a checkpoint with a result (deliverable)."""
     out = []
+    seen = Counter(c.id for c in calls if c.refused is None)
     for c in calls:
-        rec = run.store.get(run.namespace, c.id) if c.error is None else None
+        rec = None if _refusal(c, seen) is not None else run.store.get(run.namespace, c.id)
         if rec is not None and rec.result is not None:
             out.append(c.id)
     return out

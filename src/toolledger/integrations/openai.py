@@ -78,24 +78,39 @@ def with_justification(tools: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _call(call_id: Any, name: Any, arguments: Any, provider: str) -> ToolCall:
-    """Build the ``ToolCall`` of one function call; ``arguments`` is JSON text or a mapping."""
+    """Build the ``ToolCall`` of one function call; ``arguments`` is JSON text or a mapping.
+
+    Nothing the model sent raises here: arguments that are not JSON (``NaN`` included),
+    nest past the parser's depth, or a call without an id give a ``ToolCall`` carrying
+    the reason, which becomes that call's error result.
+    """
     error = None
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
-            value, error = None, f"arguments are not JSON ({exc})"
-    else:
-        value = as_plain(arguments) if arguments is not None else {}
+    try:
+        if isinstance(arguments, str):
+            value = (
+                json.loads(arguments, parse_constant=_reject_constant) if arguments.strip() else {}
+            )
+        else:
+            value = as_plain(arguments) if arguments is not None else {}
+    except RecursionError:
+        value, error = None, "arguments are nested too deeply"
+    except ValueError as exc:
+        value, error = None, f"arguments are not JSON ({exc})"
     args, why = split_args(value) if error is None else (None, None)
+    has_id = isinstance(call_id, str) and bool(call_id)
     return ToolCall(
-        id=str(call_id),
+        id=call_id if has_id else "",
         name=str(name),
         args=args,
         justification=why,
         provider=provider,
         error=error,
+        refused=None if has_id else f"the call has no id (got {call_id!r:.40}); not run",
     )
 
 
@@ -128,9 +143,10 @@ def _chat_calls(message: Any) -> list[ToolCall]:
 
 
 def _result(call: ToolCall, text: str) -> dict[str, Any]:
+    call_id = call.id or None  # a call without an id is answered without one
     if call.provider == RESPONSES:
-        return {"type": "function_call_output", "call_id": call.id, "output": text}
-    return {"role": "tool", "tool_call_id": call.id, "content": text}
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def run_tool_calls(

@@ -217,7 +217,14 @@ def load_approval(text: str, namespace: str, call_id: str) -> ApprovalRecord:
             decided_at=t("decided_at"),
             expires_at=t("expires_at"),
         )
-    except (ValueError, KeyError, TypeError, AttributeError, InvalidArgumentError) as exc:
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        InvalidArgumentError,
+    ) as exc:
         raise InvalidCheckpointError(
             message=f"stored approval {namespace}/{call_id} is damaged: {exc}",
             details={"namespace": namespace, "call_id": call_id},

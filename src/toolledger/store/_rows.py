@@ -120,6 +120,11 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
     """Parse and validate a stored row; raise ``INVALID_CHECKPOINT`` naming its key."""
     try:
         data = json.loads(text)
+    except RecursionError as exc:  # nested past the parser's depth: quarantined like the rest
+        raise InvalidCheckpointError(
+            message=f"checkpoint {namespace}/{call_id} is nested too deeply to parse",
+            details={"namespace": namespace, "call_id": call_id, "reason": "nested too deeply"},
+        ) from exc
     except (ValueError, TypeError) as exc:
         raise InvalidCheckpointError(
             message=f"checkpoint {namespace}/{call_id} is not valid JSON: {exc}",

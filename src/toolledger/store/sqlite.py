@@ -102,6 +102,11 @@ class SQLiteStore(ApplyShortcuts):
         durability: Literal["full", "normal"] = "full",
         busy_timeout: float = 10.0,
     ) -> None:
+        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise InvalidArgumentError(
+                message=f"path must be a file path (str or os.PathLike), got {path!r:.80}",
+                details={"argument": "path"},
+            )
         if durability not in ("full", "normal"):
             raise InvalidArgumentError(message='durability must be "full" or "normal"')
         if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
@@ -115,7 +120,14 @@ class SQLiteStore(ApplyShortcuts):
         self._pid = os.getpid()
         self._closed = False
         if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a regular file in the way, no permission, read-only fs
+                raise StoreUnavailableError(
+                    message=f"cannot create the directory of {self.path}: "
+                    f"{exc.strerror or exc} ({exc.filename or self.path.parent})",
+                    details={"path": str(self.path), "errno": exc.errno},
+                ) from exc
         self._migrate()
 
     def __repr__(self) -> str:
