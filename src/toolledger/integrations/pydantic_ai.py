@@ -1,0 +1,98 @@
+"""Pydantic AI tools through the guard: ``GuardedToolset`` (``toolledger[pydantic-ai]``).
+
+Wrap any toolset; every call goes through ``run.acall`` keyed by ``RunContext.tool_call_id``:
+
+    agent = Agent(model, toolsets=[GuardedToolset(FunctionToolset([send_email]), run=run)])
+
+Rules this module keeps:
+
+- ``pydantic_ai`` is imported when this module is (``ImportError`` naming the extra).
+- The hook is public: ``WrapperToolset.call_tool(name, tool_args, ctx, tool)``.
+- The binding's input is the validated arguments as JSON (``to_jsonable_python``), without
+  ``justification`` (journaled as the model's when the tool's schema has that argument; the
+  tool still gets it). The stored result is the tool's return value as JSON, and that is what
+  the model gets, the first time and on every replay.
+- ``ModelRetry``, ``ApprovalRequired`` and ``CallDeferred`` pass through with the claim
+  released (nothing ran, so the retried or resumed call, same id, may run). Any other
+  exception is the tool's error: released when the operation journal is empty, re-raised.
+- A call without a ``tool_call_id`` is refused (``INVALID_ARGUMENT``), never run unguarded.
+- A toolledger gate (``gates=``) waiting for a decision defers the call (``CallDeferred``
+  with ``metadata={"toolledger": "awaiting_approval"}``); a denial raises
+  ``ApprovalDenied``. An unknown outcome is answered ``"outcome unknown; not re-run"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from ._framework import FrameworkGuard, ToolGate, missing
+
+try:
+    from pydantic_ai import CallDeferred
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+    from pydantic_core import to_jsonable_python
+except ImportError as exc:
+    raise missing("pydantic_ai", "pydantic-ai-slim", "pydantic-ai") from exc
+
+__all__ = ["GuardedToolset"]
+
+
+@dataclass
+class GuardedToolset(WrapperToolset[Any]):
+    """A toolset whose every call goes through the guard, keyed by the model's call id.
+
+    Args:
+        wrapped: The toolset to guard (``FunctionToolset``, an MCP server, ...).
+        run: The ``toolledger.Run``.
+        revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
+        gates: Tool name -> ``ToolGate``.
+        recover: Tool name -> ``recover(ctx)``.
+    """
+
+    run: Any = field(kw_only=True)
+    revisions: Mapping[str, str] | None = field(default=None, kw_only=True)
+    gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
+    recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        self._guard = FrameworkGuard(
+            self.run, revisions=self.revisions, gates=self.gates, recover=self.recover
+        )
+
+    def visit_and_replace(
+        self, visitor: Callable[[AbstractToolset[Any]], AbstractToolset[Any]]
+    ) -> AbstractToolset[Any]:
+        return GuardedToolset(
+            self.wrapped.visit_and_replace(visitor),
+            run=self.run,
+            revisions=self.revisions,
+            gates=self.gates,
+            recover=self.recover,
+        )
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        call_id = ctx.tool_call_id
+        if not call_id:
+            raise InvalidArgumentError(
+                message=f"tool {name}: the model's call has no tool_call_id; not running it "
+                "unguarded",
+                details={"tool": name},
+            )
+
+        async def execute() -> Any:
+            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            return to_jsonable_python(result)
+
+        answer = await self._guard.acall(
+            name, call_id=call_id, arguments=to_jsonable_python(tool_args), execute=execute
+        )
+        if answer.kind == "awaiting_approval":
+            raise CallDeferred(metadata={"toolledger": "awaiting_approval"})
+        return answer.payload

@@ -1,0 +1,149 @@
+"""Child process of the framework crash tests: one framework run, SIGKILLed after the effect.
+
+Usage: python _framework_child.py ADAPTER DB DIR first|again POINT
+
+``first`` runs the framework with a tool whose effect appends a line to ``DIR/effects.log``
+and SIGKILLs this process at POINT: ``after-effect`` (inside the tool, the effect done, its
+result not stored) or ``after-complete`` (the result stored, at the framework's next model
+request). ``again`` is the restarted process: it takes the framework's resume path (the same
+call id) and prints the model-visible result as JSON on its last line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import toolledger
+
+CALL_ID = "call_crash_1"
+
+
+def append(path: Path, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+class Script:
+    def __init__(self, folder: Path, mode: str, point: str) -> None:
+        self.effects = folder / "effects.log"
+        self.mode = mode
+        self.point = point
+
+    def kill_at(self, name: str) -> None:
+        if self.mode == "first" and name == self.point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def effect(self, to: str) -> str:
+        append(self.effects, to)  # the irreversible effect
+        self.kill_at("after-effect")
+        return f"sent to {to}"
+
+    def recover(self, ctx: toolledger.RecoverContext) -> Any:
+        """Proves the effect from the outbox (the only thing a lost outcome leaves)."""
+        if self.effects.exists() and "ana@example.com" in self.effects.read_text().split():
+            return toolledger.Recovered("sent to ana@example.com")
+        return toolledger.NotRecovered("no effect found")
+
+
+def run_pydantic_ai(run: toolledger.Run, s: Script, folder: Path) -> Any:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from toolledger.integrations.pydantic_ai import GuardedToolset
+
+    saved = folder / "history.json"
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            s.kill_at("after-complete")
+            return ModelResponse(parts=[TextPart(returns[-1].model_response_str())])
+        response = ModelResponse(
+            parts=[ToolCallPart("send_email", {"to": "ana@example.com"}, CALL_ID)]
+        )
+        # The application saves the model's turn before its tools run.
+        saved.write_bytes(ModelMessagesTypeAdapter.dump_json([*messages, response]))
+        return response
+
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return s.effect(to)
+
+    toolset = GuardedToolset(
+        FunctionToolset([send_email]), run=run, recover={"send_email": s.recover}
+    )
+    agent = Agent(FunctionModel(model), toolsets=[toolset])
+    if s.mode == "first":
+        return agent.run_sync("Tell Ana").output
+    history = ModelMessagesTypeAdapter.validate_json(saved.read_bytes())
+    assert isinstance(history[0], ModelRequest)
+    return agent.run_sync(None, message_history=history).output
+
+
+def run_anthropic(run: toolledger.Run, s: Script, folder: Path) -> Any:
+    from anthropic import beta_tool
+
+    from toolledger.integrations.anthropic import guarded_tool_runner
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _fake_messages import MODEL, FakeMessages
+
+    class Killing(FakeMessages):
+        def message(self, body: dict[str, Any]) -> dict[str, Any]:
+            if isinstance(body["messages"][-1]["content"], list):
+                s.kill_at("after-complete")
+            return super().message(body)
+
+    @beta_tool
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return s.effect(to)
+
+    fake = Killing(CALL_ID)
+    # No resume in the SDK: the restart re-runs the conversation, and the model (scripted)
+    # issues the same tool-use id, as a saved assistant turn would give it.
+    runner = guarded_tool_runner(
+        run,
+        fake.client(),
+        tools=[send_email],
+        recover={"send_email": s.recover},
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": "Tell Ana"}],
+    )
+    runner.until_done()
+    return fake.tool_results()[-1]["content"]
+
+
+ADAPTERS = {"pydantic_ai": run_pydantic_ai, "anthropic": run_anthropic}
+
+
+def main() -> None:
+    adapter, db, folder, mode, point = sys.argv[1:6]
+    s = Script(Path(folder), mode, point)
+    with toolledger.run("crash test", db=db, run_id=None) as run:
+        out = ADAPTERS[adapter](run, s, Path(folder))
+    print(json.dumps({"result": out}))
+
+
+if __name__ == "__main__":
+    asyncio.set_event_loop(None)
+    main()

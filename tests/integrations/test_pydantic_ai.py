@@ -1,0 +1,214 @@
+"""``GuardedToolset``: Pydantic AI tool calls through the guard, keyed by ``tool_call_id``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import (
+    Agent,
+    ApprovalRequired,
+    CallDeferred,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelRetry,
+    UnexpectedModelBehavior,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+
+import toolledger
+from toolledger import Pending
+from toolledger.integrations import ToolGate
+from toolledger.integrations.pydantic_ai import GuardedToolset
+from toolledger.journal._read import load_run
+
+
+def scripted(call_id: str = "call_1", args: dict[str, Any] | None = None) -> FunctionModel:
+    """A model that calls ``send_email`` once (id ``call_id``), then answers with the result."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [
+            p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)
+        ]
+        if returns:
+            return ModelResponse(parts=[TextPart(f"done: {returns[-1].model_response_str()}")])
+        return ModelResponse(
+            parts=[ToolCallPart("send_email", args or {"to": "ana@example.com"}, call_id)]
+        )
+
+    return FunctionModel(model)
+
+
+class Email(BaseModel):
+    to: str
+    subject: str
+
+
+class Outbox:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def toolset(self) -> FunctionToolset[Any]:
+        def send_email(to: str) -> dict[str, str]:
+            """Send one email."""
+            self.sent.append(to)
+            return {"sent_to": to}
+
+        return FunctionToolset([send_email])
+
+
+def test_tool_runs_once_and_the_same_call_replays_its_result(run: toolledger.Run) -> None:
+    """Two agent runs whose model issues the same call id: one email, the same result twice."""
+    box = Outbox()
+    agent = Agent(scripted(), toolsets=[GuardedToolset(box.toolset(), run=run)])
+    first = agent.run_sync("Tell Ana")
+    second = agent.run_sync("Tell Ana")
+    assert box.sent == ["ana@example.com"]
+    assert first.output == second.output == 'done: {"sent_to":"ana@example.com"}'
+    rec = run.store.get(run.namespace, "call_1")
+    assert rec.result.payload == {"sent_to": "ana@example.com"}
+    assert rec.binding.input_fingerprint is not None
+
+
+def test_pending_call_in_history_resumes_with_the_stored_result(run: toolledger.Run) -> None:
+    """Resuming from a history that ends with the model's tool call: the call is not re-run."""
+    box = Outbox()
+    agent = Agent(scripted(), toolsets=[GuardedToolset(box.toolset(), run=run)])
+    result = agent.run_sync("Tell Ana")
+    history = result.all_messages()
+    pending = history[: next(i for i, m in enumerate(history) if isinstance(m, ModelResponse)) + 1]
+    assert isinstance(pending[-1].parts[0], ToolCallPart)
+    resumed = agent.run_sync(None, message_history=pending)
+    assert box.sent == ["ana@example.com"]
+    assert resumed.output == result.output
+
+
+def test_inputs_are_bound_as_json(run: toolledger.Run) -> None:
+    """A pydantic-model argument is bound by its JSON; another input under the id conflicts."""
+    sent: list[Email] = []
+
+    def send_email(email: Email) -> str:
+        """Send one email."""
+        sent.append(email)
+        return "ok"
+
+    args = {"email": {"to": "ana@example.com", "subject": "Shipped"}}
+    toolset = GuardedToolset(FunctionToolset([send_email]), run=run)
+    Agent(scripted(args=args), toolsets=[toolset]).run_sync("go")
+    assert [e.to for e in sent] == ["ana@example.com"]
+    run.flush()
+    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    assert event["inputs"] == args
+    other = {"email": {"to": "bob@example.com", "subject": "Shipped"}}
+    with pytest.raises(toolledger.BindingConflictError):
+        Agent(scripted(args=other), toolsets=[toolset]).run_sync("go")
+    assert len(sent) == 1
+
+
+def test_models_justification_is_journaled(run: toolledger.Run) -> None:
+    """A tool whose schema has ``justification``: the model's text is the event's."""
+
+    def send_email(to: str, justification: str) -> str:
+        """Send one email."""
+        return "ok"
+
+    args = {"to": "ana@example.com", "justification": "Ana asked to be told."}
+    toolset = GuardedToolset(FunctionToolset([send_email]), run=run)
+    Agent(scripted(args=args), toolsets=[toolset]).run_sync("go")
+    run.flush()
+    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    assert event["justification"] == "Ana asked to be told."
+    assert event["inputs"] == {"to": "ana@example.com"}
+
+
+@pytest.mark.parametrize(
+    "error", [ModelRetry("try again"), ApprovalRequired(), CallDeferred()], ids=type
+)
+def test_control_flow_exceptions_pass_through_with_the_claim_released(
+    run: toolledger.Run, error: Exception
+) -> None:
+    """ModelRetry, ApprovalRequired and CallDeferred reach the framework; nothing is claimed."""
+    seen: list[Any] = []
+
+    def send_email(to: str) -> str:
+        """Send one email."""
+        seen.append(to)
+        raise error
+
+    toolset = GuardedToolset(FunctionToolset([send_email], max_retries=0), run=run)
+    agent = Agent(
+        scripted(),
+        toolsets=[toolset],
+        output_type=[str, DeferredToolRequests],
+    )
+    if isinstance(error, ModelRetry):  # no retries left: the run fails the framework's way
+        with pytest.raises(UnexpectedModelBehavior, match="send_email"):
+            agent.run_sync("go")
+    else:
+        out = agent.run_sync("go").output
+        assert isinstance(out, DeferredToolRequests)
+        assert [c.tool_call_id for c in [*out.calls, *out.approvals]] == ["call_1"]
+    assert seen == ["ana@example.com"]
+    assert run.store.get(run.namespace, "call_1").status.value == "ready"
+
+
+def test_approval_required_then_approved_runs_once(run: toolledger.Run) -> None:
+    """The SDK's approval flow: deferred, approved on resume, the tool runs once."""
+    box = Outbox()
+
+    def send_email(to: str) -> str:
+        """Send one email."""
+        box.sent.append(to)
+        return "ok"
+
+    toolset = FunctionToolset[Any]()
+    toolset.add_function(send_email, requires_approval=True)
+    agent = Agent(
+        scripted(),
+        toolsets=[GuardedToolset(toolset, run=run)],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = agent.run_sync("go")
+    assert isinstance(first.output, DeferredToolRequests)
+    assert box.sent == []
+    approvals = DeferredToolResults(approvals={"call_1": True})
+    for _ in range(2):
+        done = agent.run_sync(
+            None, message_history=first.all_messages(), deferred_tool_results=approvals
+        )
+        assert done.output == "done: ok"
+    assert box.sent == ["ana@example.com"]
+
+
+def test_toolledger_gate_waiting_defers_the_call(run: toolledger.Run) -> None:
+    """A toolledger gate with no decision yet defers the call; nothing runs."""
+    box = Outbox()
+    gates = {"send_email": ToolGate(approver=lambda request: Pending("HELP-1"))}
+    agent = Agent(
+        scripted(),
+        toolsets=[GuardedToolset(box.toolset(), run=run, gates=gates)],
+        output_type=[str, DeferredToolRequests],
+    )
+    out = agent.run_sync("go").output
+    assert isinstance(out, DeferredToolRequests)
+    assert out.metadata == {"call_1": {"toolledger": "awaiting_approval"}}
+    assert box.sent == []
+
+
+def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pydantic-ai, importing the adapter raises an ImportError naming the extra."""
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)
+    monkeypatch.delitem(sys.modules, "toolledger.integrations.pydantic_ai")
+    with pytest.raises(ImportError, match=r"toolledger\[pydantic-ai\]"):
+        importlib.import_module("toolledger.integrations.pydantic_ai")
