@@ -179,7 +179,7 @@ class Run(Recorder):
             },
             default=self.span,
         )
-        head, count = self._store_run(header)
+        head, count, pending = self._store_run(header)
         genesis = self._doc["genesis"]
         self._writer = ChainWriter(
             self.store,
@@ -189,9 +189,11 @@ class Run(Recorder):
             count=count,
             strict=self.strict,
             on_error=self._record_failure,
+            pending_row=pending,
         )
 
-    def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int]:
+    def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int, RunRow | None]:
+        """Store (or resume) the run; return ``(head, count, row still to store)``."""
         genesis = run_genesis(header)
         self._doc = {
             "header": header,
@@ -201,30 +203,29 @@ class Run(Recorder):
             "pid": os.getpid(),
             **self._span_ids(),
         }
+        row = RunRow(
+            run_id=self.run_id,
+            namespace=self.namespace,
+            agent=self.agent,
+            goal=self.goal,
+            status="running",
+            started_at=self.started_at or now(),
+            data=json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
+        )
         try:
             existing = self.store.get_run(self.run_id)
             if existing is None:
-                self.store.create_run(
-                    RunRow(
-                        run_id=self.run_id,
-                        namespace=self.namespace,
-                        agent=self.agent,
-                        goal=self.goal,
-                        status="running",
-                        started_at=self.started_at or now(),
-                        data=json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
-                    )
-                )
-                return None, 0
+                self.store.create_run(row)
+                return None, 0, None
         except InvalidArgumentError as exc:
             if "exists" not in exc.message:
                 raise
             existing = self.store.get_run(self.run_id)
         except CheckpointError as exc:
             self._record_failure(exc)
-            return None, 0
+            return None, 0, row  # the writer stores the row before its first batch
         assert existing is not None
-        return self._resume(existing)
+        return (*self._resume(existing), None)
 
     def _span_ids(self) -> dict[str, str]:
         """The run span's live ids (``trace_id``, ``span_id``), when telemetry records."""

@@ -40,8 +40,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CheckpointError, StoreUnavailableError
-from ..store.base import AppendEvents, EventRow, Store
+from ..errors import CheckpointError, InvalidArgumentError, StoreUnavailableError
+from ..store.base import AppendEvents, EventRow, RunRow, Store
 from ._events import chain_hash, header_json
 
 __all__ = [
@@ -137,6 +137,8 @@ class ChainWriter:
         count: Records already stored for the run.
         strict: Flush at every record and raise storage failures.
         on_error: Called with each storage failure (non-strict).
+        pending_row: The run's row when storing it failed at start: stored before the
+            first batch.
     """
 
     def __init__(
@@ -149,8 +151,10 @@ class ChainWriter:
         count: int,
         strict: bool,
         on_error: Callable[[BaseException], None],
+        pending_row: RunRow | None = None,
     ) -> None:
         self.store = store
+        self.pending_row = pending_row
         self.run_id = run_id
         self.genesis = genesis
         self.lock = threading.RLock()
@@ -246,6 +250,14 @@ class ChainWriter:
         if self.strict or store is not self.store or (not self._pending and extra is None):
             return None
         self._flush_lock.acquire()
+        if self.pending_row is not None:
+            try:
+                self._ensure_row()
+            except Exception as exc:
+                self._flush_lock.release()
+                with contextlib.suppress(Exception):
+                    self._on_error(exc)
+                return None  # the caller's transaction goes on without the journal
         try:
             with self.lock:
                 last: _Pending | None = None
@@ -325,7 +337,21 @@ class ChainWriter:
             self.stored_head = batch[k - 1].row.hash
         return batch[k:]
 
+    def _ensure_row(self) -> None:
+        """Store the run's row if that failed at start (flush lock held)."""
+        row = self.pending_row
+        if row is None:
+            return
+        try:
+            self.store.create_run(row)
+        except InvalidArgumentError:
+            # Stored already: an attempt whose outcome was unknown did land.
+            if self.store.get_run(self.run_id) is None:
+                raise
+        self.pending_row = None
+
     def _append_batch(self, batch: list[_Pending]) -> None:
+        self._ensure_row()
         for _attempt in range(100):
             rows = [p.row for p in batch]
             if self.store.append_events(
