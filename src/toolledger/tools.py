@@ -14,9 +14,8 @@ Rules this module keeps:
   before the irreversible effect. It must never hold secrets or full outputs: it is
   stored in plain text beside the checkpoint and read back by ``recover``.
 - ``approval`` and ``approver`` gate the tool (``toolledger.approvals``): the guard asks
-  before it runs the call (``run.call``, ``run.acall`` and ``run.call_many`` alike). A
-  decision stored for a call binds it whatever tool object is passed later.
-  ``input_schema`` and ``effects`` are kept for later features.
+  before it runs the call. ``run.call_many`` refuses a gated tool, so a gate is never
+  silently skipped. ``input_schema`` and ``effects`` are kept for later features.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal, Union, overload
 
 from .checkpoint.model import Binding, check_identifier
 from .errors import InvalidArgumentError
@@ -41,6 +40,8 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "result"]
+#: ``"input"`` or a function of the tool input returning the effect key (a str).
+EffectKey = Union[Literal["input"], Callable[[Any], str]]  # noqa: UP007 (runtime alias)
 _ON_ERROR = ("raise", "result")
 
 
@@ -156,6 +157,8 @@ class ToolOutcome:
     status (``completed``, ``delivering``, ``delivered``); ``revision`` its revision.
     ``replayed``: the payload came from the checkpoint and the tool did not run in this
     call. ``recovered``: the payload was proven by ``recover`` after a lost outcome.
+    ``deduplicated_from``: the call id of another call with the same effect key whose
+    stored result this call returned (``replayed`` is then true too); ``None`` otherwise.
     """
 
     call_id: str
@@ -166,6 +169,7 @@ class ToolOutcome:
     revision: int
     replayed: bool = False
     recovered: bool = False
+    deduplicated_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +189,11 @@ class Tool:
             decision) or ``"effect-only"`` (only a call that would execute asks); see
             ``toolledger.approvals``.
         approver: ``approver(request) -> Approved | Denied | Pending`` (sync or async).
+        effect_key: ``None`` (default), ``"input"`` (tool name + revision + input
+            fingerprint) or ``effect_key(input) -> str`` (1-1024 characters): a call
+            under a new call id whose effect key another call of the namespace (and
+            conversation) holds returns that call's result instead of executing (see
+            docs/guard.md, "Re-plan safety").
         input_schema, effects: kept for later features.
     """
 
@@ -199,6 +208,7 @@ class Tool:
     effects: Any = None
     approval: str | None = None
     approver: Callable[..., Any] | None = None
+    effect_key: EffectKey | None = None
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "tool name")
@@ -219,6 +229,12 @@ class Tool:
             )
         if self.approver is not None and not callable(self.approver):
             raise InvalidArgumentError(message=f"tool {self.name}: approver must be callable")
+        if not (self.effect_key is None or self.effect_key == "input" or callable(self.effect_key)):
+            raise InvalidArgumentError(
+                message=f'tool {self.name}: effect_key must be None, "input" or a function '
+                "of the input returning a str",
+                details={"argument": "effect_key", "value": repr(self.effect_key)[:100]},
+            )
 
     @property
     def is_async(self) -> bool:
@@ -242,6 +258,7 @@ def tool(
     effects: Any = None,
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
+    effect_key: EffectKey | None = None,
 ) -> Tool: ...
 
 
@@ -259,6 +276,7 @@ def tool(
     effects: Any = None,
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
+    effect_key: EffectKey | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -275,6 +293,7 @@ def tool(
     effects: Any = None,
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
+    effect_key: EffectKey | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, directly or as a decorator.
 
@@ -292,6 +311,7 @@ def tool(
         max_result_bytes: Bound on the stored result.
         approval: ``None``, ``"always"`` or ``"effect-only"`` (see ``Tool``).
         approver: ``approver(request) -> Approved | Denied | Pending``.
+        effect_key: ``None``, ``"input"`` or ``effect_key(input) -> str`` (see ``Tool``).
         input_schema, effects: kept for later features.
 
     Returns:
@@ -316,6 +336,7 @@ def tool(
             effects=effects,
             approval=approval,
             approver=approver,
+            effect_key=effect_key,
         )
 
     if execute is not None:

@@ -3,14 +3,9 @@
 Rules this module keeps:
 
 - The flow is a generator: it does the store reads and writes itself, and *yields* what
-  the driver must do (``ApprovalRequest``: ask the approver; ``Claim``: commit the
-  create+claim ops, possibly batched with other calls; ``Execute``/``Recover``: call user
-  code, sync or async). The driver sends back the outcome. So one state machine serves
-  ``call``, ``acall`` and ``call_many``.
-- It starts with the approval gate (``GateFlow``) for every call, gated or not: the stored
-  decision for the call binds it whatever the caller's tool says. A call the gate stops
-  (pending, denied) never opens its ``tool_call`` event; the gate's checkpoint read is
-  the flow's first read.
+  the driver must do (``Claim``: commit the create+claim ops, possibly batched with other
+  calls; ``Execute``/``Recover``: call user code, sync or async). The driver sends back the
+  outcome. So one state machine serves ``call``, ``acall`` and ``call_many``.
 - Decide from the stored record, act only after a CAS wins. A lost CAS, or a store error
   whose commit outcome is unknown, is answered by re-reading and deciding again; the
   fences (this attempt's ``attempt_id``) tell whether our own write landed.
@@ -30,9 +25,8 @@ import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..approvals import ApprovalRequest
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,
@@ -62,10 +56,7 @@ from ..tools import (
     Tool,
     ToolOutcome,
 )
-from ._outcomes import outcome
-
-if TYPE_CHECKING:
-    from ._approval_flow import GateFlow
+from ._effect_key import EffectKey, resolve
 
 __all__ = [
     "CANCELLATION",
@@ -166,7 +157,7 @@ class Abandoned(Exception):
     """Thrown into a flow at its ``Execute`` request: give the claim back, do not execute."""
 
 
-Request = ApprovalRequest | Claim | Execute | Recover
+Request = Claim | Execute | Recover
 Flow = Generator[Request, Any, ToolOutcome]
 
 
@@ -211,12 +202,10 @@ class CallFlow:
         binding: The call's binding.
         input: The tool input (exact JSON).
         on_error: ``"raise"`` or ``"result"``.
-        gate: The call's approval gate (its first phase).
-        justification: Passed to ``ExecuteContext`` and the journal event.
-        justification_source: ``"developer"`` or ``"model"``.
-
-    ``handle`` (the journal event: ``span``, ``update``, ``end``) and ``attempt_id`` (this
-    attempt's execution fence) exist once the gate let the call proceed.
+        handle: The journal event handle (``span``, ``update``, ``end``).
+        attempt_id: This attempt's execution fence.
+        justification: Passed to ``ExecuteContext``.
+        effect: The call's effect key (``_effect_key``), or ``None``.
     """
 
     def __init__(
@@ -227,9 +216,10 @@ class CallFlow:
         binding: Binding,
         input: Any,
         on_error: str,
-        gate: GateFlow,
+        handle: Any,
+        attempt_id: str,
         justification: str | None,
-        justification_source: str = "developer",
+        effect: EffectKey | None = None,
     ) -> None:
         self.run = run
         self.store = run.store
@@ -237,11 +227,12 @@ class CallFlow:
         self.binding = binding
         self.input = input
         self.on_error = on_error
-        self.gate = gate
-        self.handle: Any = None
-        self.attempt_id = ""
+        self.handle = handle
+        self.attempt_id = attempt_id
         self.justification = justification
-        self.justification_source = justification_source
+        self.effect = effect
+        #: The call whose stored result this call returned (same effect key), if any.
+        self.deduplicated_from: str | None = None
         self.executed = False
         self.recovered = False
         self.link: dict[str, str] | None = None
@@ -272,17 +263,19 @@ class CallFlow:
         durable: bool,
         remove_op: bool = False,
         end: Any = None,
+        also: tuple[Any, ...] = (),
     ) -> bool:
         """CAS ``t`` from ``source``; ``False`` when lost or when the outcome is unknown.
 
         Either way the caller re-reads and decides again (our fences tell what landed).
         ``end`` (``(prepared journal end record, its fields)``) rides in the same
         transaction with the run's buffered records, appended only if the CAS wins
-        (``requires=0``).
+        (``requires=0``). ``also``: more ops for the same transaction (gated on op 0).
         """
         ops: builtins.list[Any] = [SwapCheckpoint(t.expected_revision, t.next)]
         if remove_op:
             ops.append(RemoveOperation(*self.binding.key))
+        ops.extend(also)
         ride = None
         if end is not None:
             with contextlib.suppress(Exception):  # recording never breaks the call
@@ -351,13 +344,16 @@ class CallFlow:
         )
 
     def end_meta(self, *, replayed: bool, recovered: bool) -> dict[str, Any]:
-        """The meta the end record carries."""
-        return {
+        """The meta the end record carries (``deduplicated_from`` only when set)."""
+        meta: dict[str, Any] = {
             "tool_revision": self.tool.revision,
             "attempt_id": self.attempt_id,
             "replayed": replayed,
             "recovered": recovered,
         }
+        if self.deduplicated_from is not None:
+            meta["deduplicated_from"] = self.deduplicated_from
+        return meta
 
     def checkpoint_link(self, revision: int | None) -> dict[str, Any]:
         """The event's checkpoint link at ``revision``."""
@@ -394,42 +390,20 @@ class CallFlow:
 
     # -- the state machine ----------------------------------------------------------------
 
-    def open_event(self) -> None:
-        """Start the call's ``tool_call`` journal event and pick the attempt id."""
-        binding = self.binding
-        self.handle = handle = self.run._begin_event(
-            "tool_call",
-            self.tool.name,
-            justification=self.justification,
-            justification_source=self.justification_source,
-            inputs=self.input if isinstance(self.input, dict) else {"input": self.input},
-            meta={
-                "tool_revision": self.tool.revision,
-                "input_fingerprint": binding.input_fingerprint,
-            },
-            checkpoint={
-                "namespace": binding.namespace,
-                "call_id": binding.call_id,
-                "revision": None,
-            },
-            carried=True,  # the start record rides in the claim transaction (commit_claims)
-        )
-        span = getattr(handle, "span", None)
-        self.attempt_id = new_attempt_id(
-            getattr(span, "trace_id", None), getattr(span, "span_id", None)
-        )
-
     def run_flow(self) -> Flow:
         """Drive the call to an outcome; see the module docstring for the protocol."""
-        stopped = yield from self.gate.flow()
-        if stopped is not None:
-            return stopped  # waiting or denied: no tool_call event, nothing claimed
-        rec = self.gate.checkpoint
-        self.open_event()
+        rec = self._get()
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.
         self.first_action = Action.EXECUTE.value if rec is None else DECISIONS[rec.status].value
         for _ in range(_MAX_ROUNDS):
+            if rec is None and self.effect is not None:
+                found = yield from resolve(self, None)  # another call holds the key?
+                if isinstance(found, ToolOutcome):
+                    return found
+                rec = found
+                if rec is not None:
+                    continue
             if rec is None:
                 rec, go = yield from self._claim_new()
                 if go:
@@ -449,29 +423,29 @@ class CallFlow:
                         details={"call_id": self.binding.call_id},
                     )
                 t = claim_execution(rec, attempt_id=self.attempt_id, at=_after(rec))
-                reply = yield from self._claim_ops((SwapCheckpoint(t.expected_revision, t.next),))
+                swap = SwapCheckpoint(t.expected_revision, t.next)
+                ops: tuple[Any, ...] = (swap,)
+                if self.effect is not None:  # the key is claimed with the claim
+                    ops = (
+                        self.effect.claim(self.binding.call_id),
+                        dataclasses.replace(swap, requires=0),
+                    )
+                reply = yield from self._claim_ops(ops)
                 if reply is not None:
-                    self._transition(t, status.value, bool(reply[0]))
-                    if reply[0]:
+                    self._transition(t, status.value, bool(reply[-1]))
+                    if reply[-1]:
                         return (yield from self._execute(t.next))
+                    if self.effect is not None and not reply[0]:
+                        found = yield from resolve(self, rec)
+                        if isinstance(found, ToolOutcome):
+                            return found
                 rec = self._get()
                 continue
             if status is Status.EXECUTING:
                 if rec.execution_fence == self.attempt_id and not self.executed:
                     # Our claim landed although its commit reported an error.
                     return (yield from self._execute(rec))
-                self.link = parse_link(rec.execution_fence)
-                claimed = rec.execution_claimed_at
-                t = mark_execution_uncertain(
-                    rec,
-                    attempt_id=rec.execution_fence or self.attempt_id,
-                    at=_after(rec),
-                    reason=_reason(
-                        f"found executing by another caller (attempt {rec.execution_fence}, "
-                        f"claimed {claimed.isoformat() if claimed else '?'}); outcome unknown"
-                    ),
-                )
-                rec = t.next if self._swap(t, rec, durable=False) else self._get()
+                rec = self._found_executing(rec)
                 continue
             # uncertain
             if rec.execution_fence != self.attempt_id:
@@ -482,6 +456,77 @@ class CallFlow:
             f"({_MAX_ROUNDS} rounds); nothing was executed twice",
             details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
         )
+
+    def _found_executing(self, rec: CheckpointRecord) -> CheckpointRecord | None:
+        """Another attempt's claim: mark it uncertain (never execute); return the re-read."""
+        self.link = parse_link(rec.execution_fence)
+        claimed = rec.execution_claimed_at
+        t = mark_execution_uncertain(
+            rec,
+            attempt_id=rec.execution_fence or self.attempt_id,
+            at=_after(rec),
+            reason=_reason(
+                f"found executing by another caller (attempt {rec.execution_fence}, "
+                f"claimed {claimed.isoformat() if claimed else '?'}); outcome unknown"
+            ),
+        )
+        return t.next if self._swap(t, rec, durable=False) else self._get()
+
+    def reconcile_flow(self) -> Generator[Request, Any, CheckpointRecord | None]:
+        """Reconcile this checkpoint without ever executing; return the record it ends on.
+
+        For a call found holding another call's effect key: ``executing`` is marked
+        uncertain, ``uncertain`` goes to ``recover`` (``OUTCOME_UNKNOWN`` unless it proves
+        the outcome). Returns the completed (or later) record, or the absent/``ready``
+        record for the caller to decide on.
+        """
+        rec = self._get()
+        for _ in range(_MAX_ROUNDS):
+            if rec is None or rec.status is Status.READY or rec.status in _DONE:
+                return rec
+            if rec.status is Status.EXECUTING:
+                rec = self._found_executing(rec)
+                continue
+            if rec.execution_fence != self.attempt_id:
+                self.link = parse_link(rec.execution_fence)
+            yield from self._recover(rec, None)
+            return self.last
+        raise self._unknown(self._reread(), "the store kept refusing writes")
+
+    def for_holder(self, binding: Binding, handle: Any) -> CallFlow:
+        """A flow for the call holding this call's effect key (reconciled, never executed)."""
+        return CallFlow(
+            run=self.run,
+            tool=self.tool,
+            binding=binding,
+            input=None,
+            on_error="raise",
+            handle=handle,
+            attempt_id=self.attempt_id,
+            justification=None,
+        )
+
+    # -- what the effect-key resolution (``_effect_key``) uses -----------------------------
+
+    def after(self, rec: CheckpointRecord | None) -> datetime:
+        """Now, never earlier than ``rec.updated_at``."""
+        return now() if rec is None else _after(rec)
+
+    def report_transition(self, t: Transition, status_from: str | None, won: bool) -> None:
+        """Tell the event's span about a CAS (won or lost)."""
+        self._transition(t, status_from, won)
+
+    def count_store_error(self, exc: StoreError) -> None:
+        """Count a store error against this flow's budget; re-raise once it is spent."""
+        self._store_failed(exc)
+
+    def reread_or_none(self) -> CheckpointRecord | None:
+        """This call's stored record, or ``None``."""
+        return self._get()
+
+    def outcome_of(self, rec: CheckpointRecord, *, replayed: bool) -> ToolOutcome:
+        """The outcome of this call ending on ``rec``."""
+        return self._outcome(rec, replayed=replayed)
 
     def _claim_ops(self, ops: tuple[Any, ...]) -> Generator[Request, Any, list[Any] | None]:
         reply = yield Claim(ops)
@@ -498,9 +543,21 @@ class CallFlow:
         new = create_checkpoint(self.binding, at=when)
         t = claim_execution(new, attempt_id=self.attempt_id, at=when)
         _hook("before-claim")
-        reply = yield from self._claim_ops((CreateCheckpoint(new), SwapCheckpoint(0, t.next)))
+        ops: tuple[Any, ...] = (CreateCheckpoint(new), SwapCheckpoint(0, t.next))
+        if self.effect is not None:
+            # The effect key first; the create and the claim only if this call holds it.
+            ops = (
+                self.effect.claim(self.binding.call_id),
+                CreateCheckpoint(new, requires=0),
+                SwapCheckpoint(0, t.next, requires=0),
+            )
+        reply = yield from self._claim_ops(ops)
         if reply is None:  # outcome unknown: the re-read tells
             return self._get(), False
+        if self.effect is not None:
+            if not reply[0]:  # another call holds the key: nothing was written
+                return None, False
+            reply = reply[1:]
         (created, stored), won = reply[0], bool(reply[1])
         create_t = Transition(
             action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
@@ -587,7 +644,13 @@ class CallFlow:
             t = release_execution(
                 rec, attempt_id=self.attempt_id, at=_after(rec), evidence="journal-empty"
             )
-            if self._swap(t, rec, durable=False):
+            # Proven pre-effect: the effect key goes with the claim (same transaction).
+            also = (
+                ()
+                if self.effect is None
+                else (self.effect.release(self.binding.call_id, requires=0),)
+            )
+            if self._swap(t, rec, durable=False, also=also):
                 self.last = t.next
                 return
             rec = self._reread()
@@ -716,7 +779,17 @@ class CallFlow:
     ) -> ToolOutcome:
         self.last = rec
         self.recovered = recovered
-        return outcome(rec, replayed=replayed, recovered=recovered)
+        assert rec.result is not None
+        return ToolOutcome(
+            call_id=self.binding.call_id,
+            tool_name=self.binding.tool_name,
+            payload=rec.result.payload,
+            is_error=rec.result.is_error,
+            status=rec.status.value,
+            revision=rec.revision,
+            replayed=replayed,
+            recovered=recovered,
+        )
 
 
 def _after(rec: CheckpointRecord) -> datetime:

@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from functools import partial
 
 from ..checkpoint import (
     Binding,
@@ -31,8 +32,11 @@ from ._rows import dump_record
 from ._tombstone import build_tombstone
 from .base import (
     AppendEvents,
+    ClaimEffectKey,
     CreateCheckpoint,
     EventRow,
+    Op,
+    ReleaseEffectKey,
     RemoveOperation,
     RunRow,
     Store,
@@ -626,6 +630,122 @@ def check_list_unknown_status_is_invalid_argument(store: Store) -> None:
         lambda: store.list(status="done"),
         "list(status=...) must refuse an unknown status",
     )
+
+
+_KEY = fingerprint({"tool": "send_email", "key": "order-17"})
+
+
+def _claim_ops(call_id: str, at: float = 0) -> list[Op]:
+    """A new call's claim transaction with an effect key: key, create, claim (gated)."""
+    rec = create_checkpoint(_binding(call_id), at=_t(at))
+    claim = claim_execution(rec, attempt_id=f"a-{call_id}", at=_t(at))
+    return [
+        ClaimEffectKey("ns", _KEY, call_id),
+        CreateCheckpoint(rec, requires=0),
+        SwapCheckpoint(0, claim.next, requires=0),
+    ]
+
+
+def check_effect_key_claimed_with_checkpoint_in_one_transaction(store: Store) -> None:
+    out = store.apply(_claim_ops("call-1"))
+    assert out[0] is True and out[1][0] is True and out[2] is True
+    assert store.effect_key_holder("ns", _KEY) == "call-1"
+    got = store.get("ns", "call-1")
+    assert got is not None and got.status is Status.EXECUTING
+    # The holder claiming again (a retry after an unknown commit outcome) is a no-op win.
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-1")]) == [True]
+    rows = store.list_effect_keys()
+    assert [(r.namespace, r.key, r.call_id) for r in rows] == [("ns", _KEY, "call-1")]
+    assert rows[0].claimed_at
+    assert store.list_effect_keys(namespace="other") == []
+    assert store.effect_key_holder("other", _KEY) is None  # scoped by namespace
+
+
+def check_effect_key_held_by_another_call_gates_its_checkpoint_ops(store: Store) -> None:
+    store.apply(_claim_ops("call-1"))
+    out = store.apply(_claim_ops("call-2", at=1))
+    assert out == [False, False, False]
+    assert store.get("ns", "call-2") is None  # nothing was created or claimed
+    assert store.history("ns", "call-2") == []
+    assert store.effect_key_holder("ns", _KEY) == "call-1"
+    # Ungated ops of the same transaction still run.
+    out = store.apply(
+        [ClaimEffectKey("ns", _KEY, "call-3"), WriteOperation("ns", "call-3", {"o": 1})]
+    )
+    assert out == [False, None]
+    assert store.operation_read("ns", "call-3") == {"o": 1}
+
+
+def check_effect_key_release_only_by_its_holder(store: Store) -> None:
+    store.apply(_claim_ops("call-1"))
+    assert store.apply([ReleaseEffectKey("ns", _KEY, "call-2")]) == [False]
+    assert store.effect_key_holder("ns", _KEY) == "call-1"
+    assert store.apply([ReleaseEffectKey("ns", _KEY, "call-1")]) == [True]
+    assert store.effect_key_holder("ns", _KEY) is None
+    assert store.apply([ReleaseEffectKey("ns", _KEY, "call-1")]) == [False]
+    out = store.apply(_claim_ops("call-2", at=1))
+    assert out[0] is True and out[2] is True
+    assert store.effect_key_holder("ns", _KEY) == "call-2"
+
+
+def check_effect_key_claim_rolls_back_with_its_transaction(store: Store) -> None:
+    try:
+        store.apply([*_claim_ops("call-1"), AppendEvents("missing-run", (), 0)])
+    except CheckpointError as exc:
+        assert exc.code == "NOT_FOUND"
+    else:
+        raise AssertionError("appending to a missing run must fail")
+    assert store.effect_key_holder("ns", _KEY) is None
+    assert store.get("ns", "call-1") is None
+
+
+def check_effect_key_survives_erasing_its_holder(store: Store) -> None:
+    rec = _delivered(store)
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-1")]) == [True]
+    assert store.erase_checkpoint(_tombstone_of(rec), expected_revision=4)
+    assert store.effect_key_holder("ns", _KEY) == "call-1"  # retention keeps the key
+    assert store.tombstone("ns", "call-1") is not None
+
+
+def check_effect_key_ops_refuse_bad_values(store: Store) -> None:
+    bad: list[Op] = [
+        ClaimEffectKey("ns", "order-17", "call-1"),  # not a fingerprint: no content stored
+        ClaimEffectKey("ns", "sha256:" + "G" * 64, "call-1"),
+        ClaimEffectKey("bad ns", _KEY, "call-1"),
+        ReleaseEffectKey("ns", _KEY, ""),
+    ]
+    for op in bad:
+        _refused("INVALID_ARGUMENT", partial(store.apply, [op]), f"{op!r} must be refused")
+    rec = create_checkpoint(_binding(), at=_t(0))
+    _refused(
+        "INVALID_ARGUMENT",
+        lambda: store.apply([CreateCheckpoint(rec, requires=0)]),
+        "requires must name an earlier op",
+    )
+    assert store.list_effect_keys() == []
+    assert store.get("ns", "call-1") is None
+
+
+def check_effect_key_threads_race_one_winner(store: Store) -> None:
+    wins: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker(i: int) -> None:
+        ops = _claim_ops(f"call-{i}")
+        barrier.wait()
+        out = store.apply(ops)
+        if out[2]:
+            wins.append(f"call-{i}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(wins) == 1
+    assert store.effect_key_holder("ns", _KEY) == wins[0]
+    claimed = [r for r in store.list(status="executing")]
+    assert [r.binding.call_id for r in claimed] == wins
 
 
 CHECKS: list[Callable[[Store], None]] = [

@@ -29,13 +29,15 @@ from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import NotFoundError
 from ._pg_schema import qualify
-from ._rows import load_record
+from ._rows import load_record, won
 from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
+    ClaimEffectKey,
     CreateCheckpoint,
     Op,
+    ReleaseEffectKey,
     RemoveOperation,
     SwapCheckpoint,
     WriteOperation,
@@ -131,6 +133,13 @@ _TEMPLATES: dict[str, str] = {
     "probe_event": "SELECT hash FROM {s}.events WHERE run_id = %s AND seq = %s",
     "probe_operation": "SELECT data FROM {s}.operation_journal "
     "WHERE namespace = %s AND call_id = %s",
+    # ON CONFLICT DO NOTHING waits for a concurrent claim of the key to commit or roll
+    # back, so of concurrent claims of a free key exactly one inserts.
+    "effect_claim": "INSERT INTO {s}.effect_keys (namespace, effect_key, call_id, claimed_at) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+    "effect_holder": "SELECT call_id FROM {s}.effect_keys WHERE namespace = %s AND effect_key = %s",
+    "effect_release": "DELETE FROM {s}.effect_keys "
+    "WHERE namespace = %s AND effect_key = %s AND call_id = %s",
 }
 
 
@@ -192,8 +201,26 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
     if isinstance(op, RemoveOperation):
         cur.execute(q["op_remove"], (op.namespace, op.call_id))
         return cur.rowcount == 1
+    if isinstance(op, ClaimEffectKey):
+        return _claim_effect_key(cur, q, op)
+    if isinstance(op, ReleaseEffectKey):
+        cur.execute(q["effect_release"], (op.namespace, op.key, op.call_id))
+        return cur.rowcount == 1
     assert isinstance(op, AppendEvents)
     return _append(cur, q, op)
+
+
+def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey) -> bool:
+    from datetime import datetime, timezone
+
+    now = format_time(datetime.now(timezone.utc))
+    cur.execute(q["effect_claim"], (op.namespace, op.key, op.call_id, now))
+    if cur.rowcount == 1:
+        return True
+    # A new statement, a fresh snapshot: it sees the claim that made ours conflict.
+    cur.execute(q["effect_holder"], (op.namespace, op.key))
+    row = cur.fetchone()
+    return row is not None and row[0] == op.call_id
 
 
 def _create(
@@ -273,6 +300,8 @@ def op_key(op: Op) -> dict[str, Any]:
         return {"namespace": ns, "call_id": cid, "revision": op.next.revision}
     if isinstance(op, (WriteOperation, RemoveOperation)):
         return {"namespace": op.namespace, "call_id": op.call_id, "operation_journal": True}
+    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
+        return {"namespace": op.namespace, "call_id": op.call_id, "effect_key": op.key}
     assert isinstance(op, AppendEvents)
     return {"run_id": op.run_id, "expected_count": op.expected_count}
 
@@ -283,10 +312,12 @@ def probe(
     """Say whether the batch committed: ``True``/``False``, or ``None`` if it wrote nothing.
 
     The first op that wrote something distinctive decides (the batch was one transaction).
+    An effect-key claim is not distinctive (the key may have been ours before); the
+    checkpoint ops it gates are.
     """
     weak: bool | None = None
     for (op, extra), outcome in zip(prepared, results, strict=True):
-        if isinstance(op, CreateCheckpoint) and outcome[0]:
+        if isinstance(op, CreateCheckpoint) and won(outcome):
             return _history_is(cur, q, op.record, 0, extra)
         if isinstance(op, SwapCheckpoint) and outcome:
             return _history_is(cur, q, op.next, op.next.revision, extra)
@@ -327,6 +358,13 @@ def probe_one(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> bool:
         cur.execute(q["probe_event"], (last.run_id, last.seq))
         row = cur.fetchone()
         return row is not None and row[0] == last.hash
+    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
+        # Both are idempotent: "landed" when the key is in the state the op leaves it in.
+        cur.execute(q["effect_holder"], (op.namespace, op.key))
+        row = cur.fetchone()
+        if isinstance(op, ClaimEffectKey):
+            return row is not None and row[0] == op.call_id
+        return row is None or row[0] != op.call_id
     cur.execute(q["probe_operation"], (op.namespace, op.call_id))
     row = cur.fetchone()
     if isinstance(op, WriteOperation):

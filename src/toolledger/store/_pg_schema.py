@@ -114,6 +114,19 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE INDEX approvals_status ON {s}.approvals (status, requested_at)",
         ],
     ),
+    (
+        4,
+        "effect_keys",
+        [
+            """CREATE TABLE {s}.effect_keys (
+                namespace TEXT COLLATE "C" NOT NULL,
+                effect_key TEXT COLLATE "C" NOT NULL,
+                call_id TEXT COLLATE "C" NOT NULL,
+                claimed_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, effect_key)
+            )""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -13,6 +13,7 @@ from ..checkpoint.model import (
     Binding,
     CheckpointRecord,
     Status,
+    check_identifier,
     format_time,
     parse_time,
     remember_valid,
@@ -21,8 +22,10 @@ from ..checkpoint.validate import validate_checkpoint, validate_stored
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
 from .base import (
     AppendEvents,
+    ClaimEffectKey,
     CreateCheckpoint,
     Op,
+    ReleaseEffectKey,
     RemoveOperation,
     SwapCheckpoint,
     WriteOperation,
@@ -30,6 +33,7 @@ from .base import (
 
 __all__ = [
     "OPERATION_MAX_BYTES",
+    "check_effect_key_op",
     "check_next",
     "dump_operation",
     "dump_record",
@@ -39,6 +43,7 @@ __all__ = [
     "prepare_op",
     "prepare_ops",
     "status_values",
+    "won",
 ]
 
 #: Operation-journal entries are correlation data (an order id), not outputs.
@@ -200,8 +205,11 @@ def parse_stored_time(value: str) -> Any:
     return parse_time(value, "at")
 
 
+_GATED = (AppendEvents, CreateCheckpoint, SwapCheckpoint, ReleaseEffectKey)
+
+
 def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
-    """``prepare_op`` each op; also check each ``AppendEvents.requires`` index.
+    """``prepare_op`` each op; also check each ``requires`` index.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad op or a ``requires`` that
@@ -209,20 +217,50 @@ def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
     """
     out: list[tuple[Op, Any]] = []
     for i, op in enumerate(ops):
-        if isinstance(op, AppendEvents) and op.requires is not None:
+        if isinstance(op, _GATED) and op.requires is not None:
             req = op.requires
             if type(req) is not int or not 0 <= req < i:
                 raise InvalidArgumentError(
-                    message="AppendEvents.requires must be the index of an earlier op",
+                    message=f"{type(op).__name__}.requires must be the index of an earlier op",
                     details={"requires": repr(req)[:40], "index": i},
                 )
         out.append(prepare_op(op))
     return out
 
 
+def won(outcome: Any) -> bool:
+    """Whether an op's outcome counts as won for ``requires`` (a create: it created)."""
+    if isinstance(outcome, tuple):
+        return bool(outcome[0])
+    return bool(outcome)
+
+
 def gated_off(op: Op, results: list[Any]) -> bool:
-    """Whether ``op`` is an ``AppendEvents`` whose ``requires`` op came out false."""
-    return isinstance(op, AppendEvents) and op.requires is not None and not results[op.requires]
+    """Whether ``op`` has a ``requires`` op that did not win (then it is not run)."""
+    return isinstance(op, _GATED) and op.requires is not None and not won(results[op.requires])
+
+
+#: Effect keys are fingerprints (``sha256:<hex>``): no content is ever stored.
+_EFFECT_KEY_PREFIX = "sha256:"
+_EFFECT_KEY_LENGTH = len(_EFFECT_KEY_PREFIX) + 64
+
+
+def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
+    """Refuse an effect-key op whose key is not a fingerprint or whose ids are malformed."""
+    check_identifier(op.namespace, "namespace")
+    check_identifier(op.call_id, "call_id")
+    key = op.key
+    if not (
+        type(key) is str
+        and len(key) == _EFFECT_KEY_LENGTH
+        and key.startswith(_EFFECT_KEY_PREFIX)
+        and all(c in "0123456789abcdef" for c in key[len(_EFFECT_KEY_PREFIX) :])
+    ):
+        raise InvalidArgumentError(
+            message="an effect key is stored as its fingerprint, sha256:<64 hex>; got "
+            f"{key!r:.100}",
+            details={"argument": "key"},
+        )
 
 
 def prepare_op(op: Op) -> tuple[Op, Any]:
@@ -243,6 +281,9 @@ def prepare_op(op: Op) -> tuple[Op, Any]:
     if isinstance(op, WriteOperation):
         return op, dump_operation(op.data)
     if isinstance(op, RemoveOperation):
+        return op, None
+    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
+        check_effect_key_op(op)
         return op, None
     if isinstance(op, AppendEvents):
         if type(op.expected_count) is not int or op.expected_count < 0:

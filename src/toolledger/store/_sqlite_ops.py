@@ -26,8 +26,10 @@ from ._sqlcommon import EVENT_COLUMNS, event_params
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
+    ClaimEffectKey,
     CreateCheckpoint,
     Op,
+    ReleaseEffectKey,
     RemoveOperation,
     SwapCheckpoint,
     WriteOperation,
@@ -56,6 +58,10 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
         return _write_operation(conn, op, extra)
     if isinstance(op, RemoveOperation):
         return _remove_operation(conn, op)
+    if isinstance(op, ClaimEffectKey):
+        return _claim_effect_key(conn, op)
+    if isinstance(op, ReleaseEffectKey):
+        return _release_effect_key(conn, op)
     assert isinstance(op, AppendEvents)
     return _append(conn, op)
 
@@ -156,6 +162,29 @@ def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation) -> bool:
     cur = conn.execute(
         "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?",
         (op.namespace, op.call_id),
+    )
+    return cur.rowcount == 1
+
+
+def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey) -> bool:
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO effect_keys (namespace, effect_key, call_id, claimed_at) "
+        "VALUES (?, ?, ?, ?)",
+        (op.namespace, op.key, op.call_id, format_time(datetime.now(timezone.utc))),
+    )
+    if cur.rowcount == 1:
+        return True
+    row = conn.execute(
+        "SELECT call_id FROM effect_keys WHERE namespace = ? AND effect_key = ?",
+        (op.namespace, op.key),
+    ).fetchone()
+    return row is not None and row[0] == op.call_id
+
+
+def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
+    cur = conn.execute(
+        "DELETE FROM effect_keys WHERE namespace = ? AND effect_key = ? AND call_id = ?",
+        (op.namespace, op.key, op.call_id),
     )
     return cur.rowcount == 1
 

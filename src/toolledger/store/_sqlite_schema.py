@@ -109,6 +109,19 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE INDEX approvals_status ON approvals (status, requested_at)",
         ],
     ),
+    (
+        4,
+        "effect_keys",
+        [
+            """CREATE TABLE effect_keys (
+                namespace TEXT NOT NULL,
+                effect_key TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                claimed_at TEXT NOT NULL,
+                PRIMARY KEY (namespace, effect_key)
+            ) WITHOUT ROWID""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

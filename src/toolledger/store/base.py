@@ -16,6 +16,9 @@ Guarantees every backend gives:
 - ``durable=True`` writes survive power loss once the call returns (when the store was
   opened with full durability); ``durable=False`` writes may be lost by a power failure, but
   never by a process crash, and never torn.
+- ``ClaimEffectKey`` binds an effect key to one call id: of any number of concurrent
+  claims of a free key exactly one wins, and a key stays bound (retention keeps it) until
+  the holder's own claim is released (``ReleaseEffectKey``, proven pre-effect).
 - A stored row that fails validation raises ``INVALID_CHECKPOINT`` naming its key; it is
   never rewritten, and other rows stay readable.
 - Storage failures surface as ``StoreError`` subclasses (``STORE_BUSY``,
@@ -37,12 +40,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppendEvents",
+    "ClaimEffectKey",
     "CreateCheckpoint",
+    "EffectKeyRow",
     "EventRow",
     "HistoryEntry",
     "Op",
     "OperationRow",
     "QuarantinedRow",
+    "ReleaseEffectKey",
     "RemoveOperation",
     "RunRow",
     "Store",
@@ -154,19 +160,68 @@ class OperationRow:
     written_at: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectKeyRow:
+    """A stored effect key: which call holds it (``key`` is a ``sha256:`` fingerprint)."""
+
+    namespace: str
+    key: str
+    call_id: str
+    claimed_at: str
+
+
 @dataclass(frozen=True, slots=True)
 class CreateCheckpoint:
-    """``apply`` op: ``create_if_absent(record)``; outcome ``(created, stored_record)``."""
+    """``apply`` op: ``create_if_absent(record)``; outcome ``(created, stored_record)``.
+
+    ``requires``: the index of an earlier op of the same ``apply`` that must have won (a
+    won ``ClaimEffectKey``); when it did not, nothing is written and the outcome is
+    ``False``.
+    """
 
     record: CheckpointRecord
+    requires: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SwapCheckpoint:
-    """``apply`` op: ``compare_and_swap(expected_revision, next)``; outcome ``bool``."""
+    """``apply`` op: ``compare_and_swap(expected_revision, next)``; outcome ``bool``.
+
+    ``requires``: as for ``CreateCheckpoint`` (an earlier op that must have won; the
+    created flag of a ``CreateCheckpoint`` counts).
+    """
 
     expected_revision: int
     next: CheckpointRecord
+    requires: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimEffectKey:
+    """``apply`` op: bind the effect ``key`` to ``call_id`` unless another call holds it.
+
+    ``key`` is a fingerprint (``sha256:<hex>``, no content); it is unique per namespace.
+    Outcome ``bool``: ``True`` when ``call_id`` holds the key now (claimed here, or it held
+    it already), ``False`` when another call holds it (nothing written; read the holder
+    with ``effect_key_holder``).
+    """
+
+    namespace: str
+    key: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEffectKey:
+    """``apply`` op: unbind ``key`` iff ``call_id`` holds it; outcome ``bool`` (released).
+
+    ``requires``: as for ``CreateCheckpoint`` (the won release of the holder's claim).
+    """
+
+    namespace: str
+    key: str
+    call_id: str
+    requires: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +258,13 @@ class AppendEvents:
 
 
 Op = Union[  # noqa: UP007 (a runtime alias; X | Y needs 3.10 evaluation of classes)
-    CreateCheckpoint, SwapCheckpoint, WriteOperation, RemoveOperation, AppendEvents
+    CreateCheckpoint,
+    SwapCheckpoint,
+    WriteOperation,
+    RemoveOperation,
+    AppendEvents,
+    ClaimEffectKey,
+    ReleaseEffectKey,
 ]
 
 
@@ -401,6 +462,18 @@ class Store(Protocol):
             NotFoundError: ``NOT_FOUND`` for an unknown run or sequence number (nothing is
                 written).
         """
+        ...
+
+    # -- effect keys (re-plan safety; see docs/guard.md) -------------------------------
+
+    def effect_key_holder(self, namespace: str, key: str) -> str | None:
+        """Return the call id holding the effect ``key`` in ``namespace``, or ``None``."""
+        ...
+
+    def list_effect_keys(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[EffectKeyRow]:
+        """Return stored effect keys ordered by ``(namespace, key)``."""
         ...
 
     # -- approvals (human-in-the-loop gates; see toolledger.approvals) -----------------

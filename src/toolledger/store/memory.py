@@ -18,12 +18,15 @@ from ._sqlcommon import ApplyShortcuts, history_entries, quarantined_rows, run_c
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
+    ClaimEffectKey,
     CreateCheckpoint,
+    EffectKeyRow,
     EventRow,
     HistoryEntry,
     Op,
     OperationRow,
     QuarantinedRow,
+    ReleaseEffectKey,
     RemoveOperation,
     RunRow,
     SwapCheckpoint,
@@ -42,6 +45,8 @@ class MemoryStore(ApplyShortcuts):
 
     #: ``AppendEvents.requires`` is honoured (a gated append).
     gated_append = True
+    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
+    effect_keys = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -53,6 +58,7 @@ class MemoryStore(ApplyShortcuts):
         self._tombstones: dict[tuple[str, str], str] = {}
         self._op_times: dict[tuple[str, str], str] = {}
         self._approvals: dict[tuple[str, str], str] = {}
+        self._effect_keys: dict[tuple[str, str], tuple[str, str]] = {}
         self._closed = False
 
     def __enter__(self) -> MemoryStore:
@@ -135,6 +141,7 @@ class MemoryStore(ApplyShortcuts):
                 dict(self._ops),
                 dict(self._runs),
                 {k: builtins.list(v) for k, v in self._events.items()},
+                dict(self._effect_keys),
             )
             try:
                 out: builtins.list[Any] = []
@@ -142,7 +149,14 @@ class MemoryStore(ApplyShortcuts):
                     out.append(False if gated_off(op, out) else self._execute(op, extra))
                 return out
             except BaseException:
-                (self.rows, self._history, self._ops, self._runs, self._events) = snapshot
+                (
+                    self.rows,
+                    self._history,
+                    self._ops,
+                    self._runs,
+                    self._events,
+                    self._effect_keys,
+                ) = snapshot
                 raise
 
     def _execute(self, op: Op, extra: Any) -> Any:
@@ -173,6 +187,18 @@ class MemoryStore(ApplyShortcuts):
             return None
         if isinstance(op, RemoveOperation):
             return self._ops.pop((op.namespace, op.call_id), None) is not None
+        if isinstance(op, ClaimEffectKey):
+            held = self._effect_keys.setdefault(
+                (op.namespace, op.key),
+                (op.call_id, format_time(datetime.now(timezone.utc))),
+            )
+            return held[0] == op.call_id
+        if isinstance(op, ReleaseEffectKey):
+            held_by = self._effect_keys.get((op.namespace, op.key))
+            if held_by is None or held_by[0] != op.call_id:
+                return False
+            del self._effect_keys[(op.namespace, op.key)]
+            return True
         assert isinstance(op, AppendEvents)
         run = self._runs.get(op.run_id)
         if run is None:
@@ -337,6 +363,29 @@ class MemoryStore(ApplyShortcuts):
                 rows[by_seq[seq]] = dataclasses.replace(rows[by_seq[seq]], data=text)
             self._events[run_id] = rows
             return len(data)
+
+    # -- effect keys -------------------------------------------------------------------
+
+    def effect_key_holder(self, namespace: str, key: str) -> str | None:
+        """Return the call id holding the effect key, or ``None``."""
+        with self._lock:
+            self._check_open()
+            held = self._effect_keys.get((namespace, key))
+        return None if held is None else held[0]
+
+    def list_effect_keys(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[EffectKeyRow]:
+        """Return stored effect keys ordered by ``(namespace, key)``."""
+        with self._lock:
+            self._check_open()
+            items = sorted(self._effect_keys.items())
+        out = [
+            EffectKeyRow(namespace=ns, key=key, call_id=cid, claimed_at=at)
+            for (ns, key), (cid, at) in items
+            if namespace in (None, ns)
+        ]
+        return out if limit is None else out[:limit]
 
     # -- approvals ---------------------------------------------------------------------
 

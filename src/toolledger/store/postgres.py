@@ -57,6 +57,7 @@ from ._sqlcommon import (
 )
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
+    EffectKeyRow,
     EventRow,
     HistoryEntry,
     Op,
@@ -130,6 +131,8 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
 
     #: ``AppendEvents.requires`` is honoured (a gated append).
     gated_append = True
+    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
+    effect_keys = True
 
     def __init__(
         self,
@@ -535,6 +538,29 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             template += " LIMIT %s"
             params.append(int(limit))
         return self._db.read(qualify(template, self.schema), params)
+
+    # -- effect keys -------------------------------------------------------------------
+
+    def effect_key_holder(self, namespace: str, key: str) -> str | None:
+        """Return the call id holding the effect key, or ``None``."""
+        rows = self._db.read(self._q["effect_holder"], (namespace, key))
+        return str(rows[0][0]) if rows else None
+
+    def list_effect_keys(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[EffectKeyRow]:
+        """Return stored effect keys ordered by ``(namespace, key)``."""
+        template = "SELECT namespace, effect_key, call_id, claimed_at FROM {s}.effect_keys"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            template += " WHERE namespace = %s"
+            params.append(namespace)
+        template += " ORDER BY namespace, effect_key"
+        if limit is not None:
+            template += " LIMIT %s"
+            params.append(int(limit))
+        rows = self._db.read(qualify(template, self.schema), params)
+        return [EffectKeyRow(namespace=a, key=b, call_id=c, claimed_at=d) for a, b, c, d in rows]
 
     def rewrite_event_data(self, run_id: str, data: Mapping[int, str]) -> int:
         """Replace the data of the run's events ``{seq: data}``; see ``Store``."""

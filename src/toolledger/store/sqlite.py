@@ -62,6 +62,7 @@ from ._sqlite_ops import execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
+    EffectKeyRow,
     EventRow,
     HistoryEntry,
     Op,
@@ -94,6 +95,8 @@ class SQLiteStore(ApplyShortcuts):
 
     #: ``AppendEvents.requires`` is honoured (a gated append).
     gated_append = True
+    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
+    effect_keys = True
 
     def __init__(
         self,
@@ -632,6 +635,33 @@ class SQLiteStore(ApplyShortcuts):
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
         return iter_event_rows(self.read_events, run_id, batch)
+
+    # -- effect keys -------------------------------------------------------------------
+
+    def effect_key_holder(self, namespace: str, key: str) -> str | None:
+        """Return the call id holding the effect key, or ``None``."""
+        rows = self._read(
+            "SELECT call_id FROM effect_keys WHERE namespace = ? AND effect_key = ?",
+            (namespace, key),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def list_effect_keys(
+        self, *, namespace: str | None = None, limit: int | None = None
+    ) -> builtins.list[EffectKeyRow]:
+        """Return stored effect keys ordered by ``(namespace, key)``."""
+        sql = "SELECT namespace, effect_key, call_id, claimed_at FROM effect_keys"
+        params: builtins.list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        sql += " ORDER BY namespace, effect_key"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [
+            EffectKeyRow(namespace=a, key=b, call_id=c, claimed_at=d)
+            for a, b, c, d in self._read(sql, params)
+        ]
 
 
 def _set_wal(conn: sqlite3.Connection) -> None:

@@ -66,6 +66,7 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
         a.TL_CHECKPOINT_ACTION,
         a.TL_CHECKPOINT_REPLAYED,
         a.TL_CHECKPOINT_RECOVERED,
+        a.TL_CHECKPOINT_DEDUPLICATED_FROM,
         a.GEN_AI_TOOL_CALL_ARGUMENTS,
         a.GEN_AI_TOOL_CALL_RESULT,
         a.ERROR_TYPE,
@@ -122,6 +123,7 @@ UPDATE_KEYS: Mapping[str, str] = {
     "checkpoint.revision": a.TL_CHECKPOINT_REVISION,
     "replayed": a.TL_CHECKPOINT_REPLAYED,
     "recovered": a.TL_CHECKPOINT_RECOVERED,
+    "deduplicated_from": a.TL_CHECKPOINT_DEDUPLICATED_FROM,
     "description": a.GEN_AI_TOOL_DESCRIPTION,
     "tool_description": a.GEN_AI_TOOL_DESCRIPTION,
     "tool.description": a.GEN_AI_TOOL_DESCRIPTION,
@@ -287,6 +289,7 @@ def event_end_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
             a.TL_CHECKPOINT_ACTION: cp.get("action", meta.get("checkpoint_action")),
             a.TL_CHECKPOINT_REPLAYED: meta.get("replayed"),
             a.TL_CHECKPOINT_RECOVERED: meta.get("recovered"),
+            a.TL_CHECKPOINT_DEDUPLICATED_FROM: meta.get("deduplicated_from"),
             a.GEN_AI_TOOL_CALL_RESULT: _result(event),
         }
         return out

@@ -56,6 +56,7 @@ __all__ = [
     "TL_APPROVAL_REASON",
     "TL_CHECKPOINT_ACTION",
     "TL_CHECKPOINT_CAS",
+    "TL_CHECKPOINT_DEDUPLICATED_FROM",
     "TL_CHECKPOINT_EXPECTED_REVISION",
     "TL_CHECKPOINT_NAMESPACE",
     "TL_CHECKPOINT_RECOVERED",
@@ -137,6 +138,8 @@ TL_CHECKPOINT_REVISION: Final = "toolledger.checkpoint.revision"
 TL_CHECKPOINT_ACTION: Final = "toolledger.checkpoint.action"
 TL_CHECKPOINT_REPLAYED: Final = "toolledger.checkpoint.replayed"
 TL_CHECKPOINT_RECOVERED: Final = "toolledger.checkpoint.recovered"
+#: The call id whose stored result an effect-keyed call returned (re-plan safety).
+TL_CHECKPOINT_DEDUPLICATED_FROM: Final = "toolledger.checkpoint.deduplicated_from"
 TL_CHECKPOINT_TRANSITION: Final = "toolledger.checkpoint.transition"
 TL_CHECKPOINT_STATUS_FROM: Final = "toolledger.checkpoint.status_from"
 TL_CHECKPOINT_STATUS_TO: Final = "toolledger.checkpoint.status_to"
