@@ -16,7 +16,7 @@ from toolledger.journal._read import load_run
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
-from toolledger.integrations._journaled import journaled  # noqa: E402
+from toolledger.integrations.anthropic import journaled  # noqa: E402
 
 from ._llm_wire import (  # noqa: E402
     ANTHROPIC_CONTENT,

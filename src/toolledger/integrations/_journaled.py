@@ -1,4 +1,4 @@
-"""Model calls in the journal: ``journaled(client, run)`` and the ``llm_call`` recorder.
+"""Model calls in the journal: the ``llm_call`` recorder behind ``journaled(client, run)``.
 
 Every completion made through a journaled client becomes one journal event of kind
 ``llm_call`` (its span is ``chat {model}``), written by the run's internal event API.
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoint._json import canonical_json
-from ..errors import InvalidArgumentError
 from ._common import as_plain
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "StreamManager",
     "SyncStream",
     "content_sha256",
-    "journaled",
 ]
 
 #: Most tool-call ids remembered per run for parenting (oldest forgotten first).
@@ -375,43 +373,3 @@ class StreamManager:
             call.fail(exc, facts)
         else:
             call.end(facts, closed_early=not complete)
-
-
-# -- the entry point --------------------------------------------------------------------------
-
-
-def journaled(client: Any, run: Any, *, capture_content: bool | None = None) -> Any:
-    """Wrap an Anthropic or OpenAI SDK client so every completion is journaled.
-
-    The returned object is used like the client (everything else is delegated):
-    Anthropic ``messages.create`` (``stream=True`` too) and ``messages.stream``; OpenAI
-    ``chat.completions.create`` (``stream=True`` too), ``chat.completions.stream`` and
-    ``responses.create`` (``stream=True`` too); sync and async clients alike. Each
-    completion becomes an ``llm_call`` event (span ``chat {model}``).
-
-    Args:
-        client: ``anthropic.Anthropic``/``AsyncAnthropic`` (or their Bedrock/Vertex
-            variants), ``openai.OpenAI``/``AsyncOpenAI`` (or ``AzureOpenAI``).
-        run: The ``toolledger`` run.
-        capture_content: Store message content in the journal (``None``: the run's
-            content-capture policy).
-
-    Returns:
-        The wrapped client.
-
-    Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for a client of another SDK.
-    """
-    root = type(client).__module__.split(".", 1)[0]
-    if root == "anthropic":
-        from ._journaled_anthropic import wrap_anthropic
-
-        return wrap_anthropic(client, Recorder(run, "anthropic", capture_content))
-    if root == "openai":
-        from ._journaled_openai import wrap_openai
-
-        provider = "azure.ai.openai" if "Azure" in type(client).__name__ else "openai"
-        return wrap_openai(client, Recorder(run, provider, capture_content))
-    raise InvalidArgumentError(
-        message=f"journaled() wraps anthropic and openai SDK clients; got {type(client).__name__}"
-    )

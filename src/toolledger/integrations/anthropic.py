@@ -29,7 +29,7 @@ from ._common import (
     run_calls,
     split_args,
 )
-from ._journaled import journaled as journaled  # issue 8: model calls in the journal
+from ._journaled_wrap import journaled as journaled
 
 __all__ = [
     "ToolCall",
