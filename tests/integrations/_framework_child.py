@@ -133,7 +133,56 @@ def run_anthropic(run: toolledger.Run, s: Script, folder: Path) -> Any:
     return fake.tool_results()[-1]["content"]
 
 
-ADAPTERS = {"pydantic_ai": run_pydantic_ai, "anthropic": run_anthropic}
+def run_openai_agents(run: toolledger.Run, s: Script, folder: Path) -> Any:
+    from agents import Agent, Runner, RunState, function_tool, set_trace_processors
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from toolledger.integrations.openai_agents import guarded_tools
+
+    set_trace_processors([])
+    saved = folder / "state.json"
+
+    class Killing(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            if any(
+                isinstance(i, dict) and i.get("type") == "function_call_output"
+                for i in kwargs.get("input") or args[1]
+            ):
+                s.kill_at("after-complete")
+            return await super().get_response(*args, **kwargs)
+
+    @function_tool(needs_approval=True)
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return s.effect(to)
+
+    tools = guarded_tools(run, [send_email], recover={"send_email": s.recover})
+
+    async def go() -> Any:
+        if s.mode == "first":
+            model = Killing(
+                [[function_call("send_email", {"to": "ana@example.com"}, call_id=CALL_ID)]]
+            )
+            first = await Runner.run(Agent(name="mailer", model=model, tools=tools), "Tell Ana")
+            state = first.to_state()
+            state.approve(first.interruptions[0])
+            saved.write_text(state.to_string())  # the application saves the approved state
+        agent = Agent(name="mailer", model=Killing([[assistant_message("done")]]), tools=tools)
+        state = await RunState.from_string(agent, saved.read_text())
+        result = await Runner.run(agent, state)
+        outputs = [
+            i.output for i in result.new_items if getattr(i, "type", "") == "tool_call_output_item"
+        ]
+        return outputs[-1]
+
+    return asyncio.run(go())
+
+
+ADAPTERS = {
+    "anthropic": run_anthropic,
+    "openai_agents": run_openai_agents,
+    "pydantic_ai": run_pydantic_ai,
+}
 
 
 def main() -> None:

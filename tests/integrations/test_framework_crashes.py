@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("_framework_child.py")
-ADAPTERS = ["anthropic", "pydantic_ai"]
+ADAPTERS = ["anthropic", "openai_agents", "pydantic_ai"]
 
 
 def _child(

@@ -140,9 +140,13 @@ class FrameworkGuard:
         """The revision bound to tool ``name``."""
         return self._revisions.get(name, DEFAULT_REVISION)
 
-    def tool(self, name: str, execute: Callable[..., Any]) -> Tool:
-        """A ``Tool`` for one call of the framework tool ``name``."""
-        gate = self._gates.get(name)
+    def gate(self, name: str) -> ToolGate | None:
+        """The toolledger gate of tool ``name``, if any."""
+        return self._gates.get(name)
+
+    def tool(self, name: str, execute: Callable[..., Any], gate: ToolGate | None = None) -> Tool:
+        """A ``Tool`` for one call of the framework tool ``name`` (``gate`` overrides its gate)."""
+        gate = gate if gate is not None else self._gates.get(name)
         return Tool(
             name=name,
             revision=self.revision(name),
@@ -160,6 +164,7 @@ class FrameworkGuard:
         call_id: str,
         arguments: Any,
         execute: Callable[[], Any],
+        gate: ToolGate | None = None,
     ) -> Answer:
         """Run one framework tool call through ``run.call``; ``execute()`` does the effect.
 
@@ -169,13 +174,15 @@ class FrameworkGuard:
             arguments: The model's arguments (JSON).
             execute: Runs the framework's tool (with the arguments as the framework
                 passes them); raising is a tool error.
+            gate: A gate for this call instead of the tool's (a decision the framework
+                made, as an approver that answers it).
 
         Raises:
             BindingConflictError: the id was used for another call.
             Exception: the tool's error (``on_error="raise"``), ``ApprovalDenied``.
         """
         bound, why = split_args(arguments)
-        tool = self.tool(name, lambda _input, _ctx: execute())
+        tool = self.tool(name, lambda _input, _ctx: execute(), gate)
         try:
             outcome = call(
                 self.run,
@@ -197,6 +204,7 @@ class FrameworkGuard:
         call_id: str,
         arguments: Any,
         execute: Callable[[], Any],
+        gate: ToolGate | None = None,
     ) -> Answer:
         """Async :meth:`call`: ``execute()`` returns an awaitable."""
         bound, why = split_args(arguments)
@@ -204,7 +212,7 @@ class FrameworkGuard:
         async def run_it(_input: Any, _ctx: Any) -> Any:
             return await execute()
 
-        tool = self.tool(name, run_it)
+        tool = self.tool(name, run_it, gate)
         try:
             outcome = await acall(
                 self.run,

@@ -1,0 +1,173 @@
+"""OpenAI Agents SDK tools through the guard: ``guarded_tools`` (``toolledger[openai-agents]``).
+
+    agent = Agent(name="mailer", tools=guarded_tools(run, [send_email]))
+
+Every call of a returned tool goes through ``run.acall`` keyed by ``ToolContext.tool_call_id``,
+which ``RunState.to_string``/``from_string`` keep: resuming a saved run (once or twice, in
+this process or another) gives the stored result instead of running the tool again.
+
+Rules this module keeps:
+
+- ``agents`` is imported when this module is (``ImportError`` naming the extra).
+- The hook is public: ``FunctionTool.on_invoke_tool(ctx, input_json)``. Each returned tool is
+  a copy of the SDK's (same name, schema, guardrails, timeout, failure policy) whose invoker
+  runs the guard around a second copy with the failure policy turned off, so **errors
+  reach the guard as errors**: with ``on_error="raise"`` (default) the claim is released
+  (when the operation journal is empty) and the SDK's own failure policy then turns the
+  exception into the model's error text (or fails the run, if the tool was made with
+  ``failure_error_function=None``); with ``on_error="result"`` the error is stored and sent
+  on every replay.
+- The stored result is the tool's output as JSON (``str`` as is; other values through
+  ``pydantic_core.to_jsonable_python``): the model gets it, the first time and on replay.
+- Approvals compose, one decision per call. A call the SDK approved (``needs_approval``,
+  then ``RunState.approve``) reaches the guard as approved ``by="openai-agents"`` and is
+  recorded as the call's decision, so a toolledger gate does not ask again. A decision
+  stored in toolledger (``toolledger approve``, ``decide_approval``) answers the SDK's
+  ``needs_approval`` (no interruption): approved runs, denied is refused by the guard. A
+  call the SDK rejected never reaches the tool.
+- Only ``FunctionTool``s can be guarded (``INVALID_ARGUMENT`` otherwise): hosted tools run
+  at the provider, not here.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..approvals import Approved, get_approval
+from ..errors import InvalidArgumentError
+from ..store._approval_record import ApprovalStatus
+from ._common import render
+from ._framework import Answer, FrameworkGuard, ToolGate, missing
+
+try:
+    from agents import FunctionTool
+    from agents.tool import (
+        set_function_tool_failure_error_function,
+        with_function_tool_failure_error_handler,
+    )
+    from agents.tool_context import ToolContext
+    from pydantic_core import to_jsonable_python
+except ImportError as exc:
+    raise missing("openai_agents", "openai-agents", "openai-agents") from exc
+
+__all__ = ["SDK_APPROVER", "guarded_tools"]
+
+#: ``by`` of a decision made through the SDK's ``RunState.approve``.
+SDK_APPROVER = "openai-agents"
+#: The SDK's protocol for a tool invoker that can prepare arguments ahead of approval.
+_PREPARE = "__agents_prepare_arguments__"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # an object only str() can show, as the SDK itself would send it
+        return str(value)
+
+
+def _model_text(answer: Answer) -> Any:
+    if answer.kind == "result" and not answer.is_error:
+        return answer.payload
+    return render(answer.payload)
+
+
+def _ignore_handled(tool: Any, error: Exception, input_json: str) -> None:
+    """The SDK's handled-error callback: the guard has journaled the error already."""
+
+
+def _guard_one(guard: FrameworkGuard, tool: Any) -> Any:
+    if not isinstance(tool, FunctionTool):
+        raise InvalidArgumentError(
+            message=f"guarded_tools guards FunctionTools only; got {type(tool).__name__} "
+            f"({getattr(tool, 'name', '?')!r}), which runs at the provider",
+            details={"tool": getattr(tool, "name", None)},
+        )
+    inner = copy.copy(tool)
+    set_function_tool_failure_error_function(inner, None)  # exceptions reach the guard
+    name = tool.name
+
+    async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+        call_id = getattr(ctx, "tool_call_id", None)
+        if not call_id:
+            raise InvalidArgumentError(
+                message=f"tool {name}: the call has no tool_call_id; not running it unguarded",
+                details={"tool": name},
+            )
+        try:
+            arguments = json.loads(input_json) if input_json else {}
+        except ValueError:
+            arguments = {"arguments": input_json}  # the SDK reports the bad JSON itself
+        gate = None
+        if ctx.is_tool_approved(name, call_id) is True:
+            gate = ToolGate(
+                approval="effect-only",
+                approver=lambda request: Approved(SDK_APPROVER, "approved through RunState"),
+            )
+
+        async def execute() -> Any:
+            return _jsonable(await inner.on_invoke_tool(ctx, input_json))
+
+        answer = await guard.acall(
+            name, call_id=call_id, arguments=arguments, execute=execute, gate=gate
+        )
+        return _model_text(answer)
+
+    prepare = getattr(tool.on_invoke_tool, "prepare_arguments", None)
+    if callable(prepare):  # the SDK inspects arguments before approval through this
+        setattr(invoke, _PREPARE, prepare)
+    changes: dict[str, Any] = {
+        "on_invoke_tool": with_function_tool_failure_error_handler(invoke, _ignore_handled)
+    }
+    if tool.needs_approval is not False or guard.gate(name) is not None:
+        changes["needs_approval"] = _needs_approval(guard, tool.needs_approval)
+    return dataclasses.replace(tool, **changes)
+
+
+def _needs_approval(guard: FrameworkGuard, sdk: Any) -> Callable[..., Any]:
+    """The SDK's ``needs_approval``, answered by a decision toolledger already holds."""
+
+    async def needs(ctx: Any, params: Any, call_id: str) -> bool:
+        rec = get_approval(guard.run.store, guard.run.namespace, call_id)
+        if rec is not None and rec.status in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):
+            return False  # decided: the guard runs (or refuses) the call on that decision
+        if callable(sdk):
+            return bool(await sdk(ctx, params, call_id))
+        return bool(sdk)
+
+    return needs
+
+
+def guarded_tools(
+    run: Any,
+    tools: Iterable[Any],
+    *,
+    revisions: Mapping[str, str] | None = None,
+    gates: Mapping[str, ToolGate] | None = None,
+    on_error: str = "raise",
+    recover: Mapping[str, Callable[..., Any]] | None = None,
+) -> list[Any]:
+    """Return guarded copies of the SDK's ``FunctionTool``s, for ``Agent(tools=...)``.
+
+    Args:
+        run: The ``toolledger.Run``.
+        tools: ``FunctionTool``s (``@function_tool``).
+        revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
+        gates: Tool name -> ``ToolGate`` (a toolledger approval gate; a call waiting for a
+            decision is answered "awaiting approval; not executed yet").
+        on_error: ``"raise"`` or ``"result"`` (see the module's rules).
+        recover: Tool name -> ``recover(ctx)``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a tool that is not a ``FunctionTool``
+            or bad options.
+    """
+    guard = FrameworkGuard(
+        run, revisions=revisions, gates=gates, on_error=on_error, recover=recover
+    )
+    return [_guard_one(guard, t) for t in tools]
