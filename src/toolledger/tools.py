@@ -14,8 +14,9 @@ Rules this module keeps:
   before the irreversible effect. It must never hold secrets or full outputs: it is
   stored in plain text beside the checkpoint and read back by ``recover``.
 - ``approval`` and ``approver`` gate the tool (``toolledger.approvals``): the guard asks
-  before it runs the call. ``run.call_many`` refuses a gated tool, so a gate is never
-  silently skipped. ``input_schema`` and ``effects`` are kept for later features.
+  before it runs the call (``run.call``, ``run.acall`` and ``run.call_many`` alike). A
+  decision stored for a call binds it whatever tool object is passed later.
+  ``input_schema`` and ``effects`` are kept for later features.
 """
 
 from __future__ import annotations

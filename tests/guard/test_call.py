@@ -410,3 +410,31 @@ class TestJournalAndTelemetry:
         fence = db.get("default", "c1").execution_fence
         span = tel.spans[0]
         assert fence.endswith(f".{span.trace_id}.{span.span_id}")
+
+
+class TestSameCallInOneBatch:
+    def test_call_many_identical_items_execute_once_and_replay_the_rest(
+        self, run, db, effects
+    ) -> None:
+        """Five identical items of one turn: one execution, four replays of its result."""
+        tool = effects.tool()
+        items = [{"tool": tool, "call_id": "c1", "input": {"a": 1}} for _ in range(5)]
+        outs = run.call_many(items)
+        assert [o.replayed for o in outs] == [False, True, True, True, True]
+        assert all(o.payload == outs[0].payload for o in outs)
+        assert len(effects.executed) == 1
+        assert db.get("default", "c1").status is Status.COMPLETED
+
+    def test_call_many_same_id_other_input_in_one_batch_conflicts(self, run, db, effects) -> None:
+        """A later item reusing the id with another input is BINDING_CONFLICT, not a run."""
+        tool = effects.tool()
+        outs = run.call_many(
+            [
+                {"tool": tool, "call_id": "c1", "input": {"a": 1}},
+                {"tool": tool, "call_id": "c1", "input": {"a": 2}},
+            ],
+            return_exceptions=True,
+        )
+        assert outs[0].replayed is False
+        assert isinstance(outs[1], toolledger.BindingConflictError)
+        assert effects.executed == [{"a": 1}]

@@ -274,3 +274,34 @@ class TestAsync:
         tool = toolledger.tool("a", revision="1", execute=execute, recover=recover)
         out = asyncio.run(run.acall(tool, call_id="c", input=1))
         assert (out.payload, out.recovered) == ({"order": "o-1"}, True)
+
+
+class TestWriteLocked:
+    def test_deliver_blocked_by_a_write_lock_is_store_busy_and_posts_nothing(
+        self, tmp_path, effects
+    ) -> None:
+        """Another connection holds BEGIN IMMEDIATE: STORE_BUSY, post never called."""
+        import sqlite3
+
+        from toolledger.store import SQLiteStore
+
+        path = tmp_path / "locked.db"
+        store = SQLiteStore(path, busy_timeout=0.1)
+        posted: list[Any] = []
+        with toolledger.run("g", db=store) as run:
+            run.call(effects.tool(), call_id="c1", input={})
+            other = sqlite3.connect(path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                with pytest.raises(toolledger.StoreBusyError) as info:
+                    run.deliver("c1", posted.append)
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            assert info.value.code == "STORE_BUSY"
+            assert posted == []
+            assert store.get("default", "c1").status is Status.COMPLETED
+            run.deliver("c1", posted.append)  # the lock is gone: delivered once
+        assert len(posted) == 1
+        assert store.get("default", "c1").status is Status.DELIVERED
+        store.close()

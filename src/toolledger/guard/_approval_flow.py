@@ -1,7 +1,16 @@
-"""The approval gate's state machine (driven by ``_approval_gate``). No driver code here.
+"""The approval gate's state machine: the first phase of every guarded call's flow.
+
+``CallFlow.run_flow`` starts with ``GateFlow.flow()``, for every call whatever its tool
+declares, so the stored decision is checked where the checkpoint is decided, once. No
+driver code here (the drivers answer its ``ApprovalRequest`` with the approver).
 
 Rules this module keeps:
 
+- A stored decision binds every later attempt at the call, whatever ``Tool`` object the
+  caller passes: a call without a gate (``mode is None``) that would execute still reads
+  the stored approval for its key. Denied: final (``APPROVAL_DENIED``); pending, or an
+  approval that expired: it waits (``awaiting_approval``); another binding under the key:
+  ``BINDING_CONFLICT``; nothing stored: it proceeds, and nothing is written.
 - It decides from stored facts first: the checkpoint (new / replayed / recovered) and the
   stored approval for the key. A stored decision for the same binding counts; a record
   for another binding is ``BINDING_CONFLICT``. The approver is asked at most once per
@@ -78,8 +87,9 @@ class GateFlow:
         binding: Binding,
         input: Any,
         justification: str | None,
-        mode: str,
+        mode: str | None,
         on_error: str,
+        approver: Callable[..., Any] | None = None,
     ) -> None:
         self.run = run
         self.store = run.store
@@ -90,7 +100,8 @@ class GateFlow:
         self.mode = mode
         self.on_error = on_error
         self.checkpoint: CheckpointRecord | None = None
-        self.approver: Callable[..., Any] | None = None
+        # Without a gate nobody is asked: a stored decision is all that counts.
+        self.approver: Callable[..., Any] | None = approver if mode is not None else None
 
     # -- the flow ---------------------------------------------------------------------
 
@@ -100,11 +111,13 @@ class GateFlow:
             decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
         self.checkpoint = rec
         replay = rec is not None and rec.status is not Status.READY
-        if replay and self.mode == "effect-only":
+        if replay and self.mode != "always":
             return None  # a replayed or recovered call does not execute: no question
         answer: Any = None
         for _ in range(_ROUNDS):
             stored = self.store.approval_get(*self.binding.key)
+            if stored is None and self.mode is None:
+                return None  # no gate and no decision stored for the call: proceed
             if stored is not None and stored.binding != self.binding:
                 raise BindingConflictError(
                     message=f"an approval for {self.binding.namespace}/"
@@ -140,6 +153,7 @@ class GateFlow:
         )
 
     def _request(self, replay: bool) -> ApprovalRequest:
+        assert self.mode is not None  # only a gated call has an approver to ask
         return ApprovalRequest(
             binding=self.binding,
             tool_name=self.tool.name,

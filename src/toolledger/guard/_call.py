@@ -23,9 +23,13 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..approvals import ApprovalRequest
 from ..checkpoint.model import Binding, fingerprint
 from ..errors import InvalidArgumentError, InvalidTransitionError, StoreError
+from ..journal._recorder import check_source, check_text
 from ..tools import Tool, ToolOutcome
+from ._approval_flow import GateFlow
+from ._approval_gate import aask, ask, resolve
 from ._effect_key import effect_key_for
 from ._flow import (
     CANCELLATION,
@@ -34,7 +38,6 @@ from ._flow import (
     Claim,
     Execute,
     Recover,
-    new_attempt_id,
 )
 
 __all__ = [
@@ -67,6 +70,14 @@ def start(
     extra: Mapping[str, Any],
     sync: bool,
 ) -> CallFlow:
+    """Validate a call and build its flow; nothing is written yet.
+
+    ``extra`` may hold the call's ``approval`` and ``approver`` (they win over the tool's).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad tool, option, id or
+            justification (before anything is stored or asked).
+    """
     if not isinstance(tool, Tool):
         raise InvalidArgumentError(
             message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
@@ -78,12 +89,7 @@ def start(
             message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
             details={"arguments": sorted(unknown)},
         )
-    if tool.approval is not None or extra.get("approval") is not None:
-        raise InvalidArgumentError(
-            message="this call path does not run approval gates; use run.call, run.acall "
-            "or run.call_many (refusing to run the call ungated)",
-            details={"tool": tool.name},
-        )
+    approval, approver = resolve(tool, extra)
     mode = tool.on_error if on_error is None else on_error
     if mode not in _ON_ERROR:
         raise InvalidArgumentError(
@@ -95,6 +101,11 @@ def start(
             message=f"tool {tool.name} has an async execute/recover; use run.acall",
             details={"tool": tool.name},
         )
+    # The journal event opens only once the gate lets the call proceed: check what it
+    # would refuse now, before the gate stores or asks anything.
+    check_text(justification, "justification")
+    check_source(justification_source)
+    run._require_running()
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
     effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
@@ -104,27 +115,16 @@ def start(
             "not store effect keys (Store.effect_keys); refusing to run it without them",
             details={"tool": tool.name},
         )
-    handle = run._begin_event(
-        "tool_call",
-        tool.name,
-        justification=justification,
-        justification_source=justification_source,
-        inputs=input if isinstance(input, dict) else {"input": input},
-        meta={"tool_revision": tool.revision, "input_fingerprint": binding.input_fingerprint},
-        checkpoint={"namespace": binding.namespace, "call_id": call_id, "revision": None},
-        carried=True,  # the start record rides in the claim transaction (commit_claims)
-    )
-    span = getattr(handle, "span", None)
-    attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))
+    gate = GateFlow(run, tool, binding, input, justification, approval, mode, approver)
     return CallFlow(
         run=run,
         tool=tool,
         binding=binding,
         input=input,
         on_error=mode,
-        handle=handle,
-        attempt_id=attempt,
+        gate=gate,
         justification=justification,
+        justification_source=justification_source,
         effect=effect,
     )
 
@@ -134,9 +134,15 @@ def _first_action(flow: CallFlow) -> str:
 
 
 def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | None) -> None:
-    """Tell telemetry and end the journal event; never raises."""
+    """Tell telemetry and end the journal event; never raises.
+
+    A call its gate stopped (waiting, denied) or that failed before its event opened has
+    no event: there is nothing to end.
+    """
     rec = flow.last
     handle = flow.handle
+    if handle is None:
+        return
     facts: dict[str, Any] = {
         "checkpoint.status": outcome.status if outcome else (rec.status.value if rec else "none"),
         "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
@@ -270,6 +276,8 @@ def commit_claims(store: Any, runs: Sequence[Any], ops: Sequence[Any]) -> Any:
 
 
 def _perform_sync(flow: CallFlow, req: Any, shield: DeferSigint) -> Any:
+    if isinstance(req, ApprovalRequest):
+        return ask(flow.gate, req)
     if isinstance(req, Claim):
         return commit_claims(flow.store, (flow.run,), req.ops)
     if isinstance(req, Execute):
@@ -310,11 +318,17 @@ def drive_sync(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
         shield.__exit__()
 
 
-def begin(flow: CallFlow) -> tuple[Any, Any, ToolOutcome | None]:
-    """Start the flow; return ``(gen, first request, outcome if it finished at once)``."""
+def begin(flow: CallFlow, *, ask_sync: bool = False) -> tuple[Any, Any, ToolOutcome | None]:
+    """Start the flow; return ``(gen, first request, outcome if it finished at once)``.
+
+    With ``ask_sync`` the gate's approval requests are answered here (sync approvers), so
+    the first request returned is past the gate (``call_many`` asks before it claims).
+    """
     gen = flow.run_flow()
     try:
         req = next(gen)
+        while ask_sync and isinstance(req, ApprovalRequest):
+            req = gen.send(ask(flow.gate, req))
     except StopIteration as stop:
         outcome: ToolOutcome = stop.value
         finish(flow, outcome, None)
@@ -338,7 +352,7 @@ def start_item(run: Any, item: Mapping[str, Any], on_error: str | None, *, sync:
         justification=item.get("justification"),
         justification_source=item.get("justification_source", "developer"),
         on_error=item.get("on_error", on_error),
-        extra={},
+        extra={k: item[k] for k in ("approval", "approver") if k in item},
         sync=sync,
     )
 
@@ -346,7 +360,9 @@ def start_item(run: Any, item: Mapping[str, Any], on_error: str | None, *, sync:
 def abandon(flow: CallFlow | None, gen: Any, req: Any, why: BaseException | None) -> None:
     """Give back a claim that will not execute (its flow waits at ``Execute``)."""
     with contextlib.suppress(BaseException):
-        if isinstance(req, Execute):
+        if gen is None:  # never started (a repeated call id waiting its turn)
+            pass
+        elif isinstance(req, Execute):
             gen.throw(Abandoned())
         else:
             gen.close()
@@ -450,6 +466,8 @@ async def drive_async(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
                 except asyncio.CancelledError:
                     fut.add_done_callback(lambda f: _finish_abandoned_claim(gen, f))
                     raise
+            elif isinstance(req, ApprovalRequest):
+                reply = await aask(flow.gate, req)
             elif isinstance(req, Execute):
                 reply = await _call_user_async(flow.tool.execute, flow.input, req.ctx)
             else:

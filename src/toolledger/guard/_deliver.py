@@ -18,24 +18,13 @@ from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
 from ..errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
 from ..store.base import SwapCheckpoint
-from ..tools import ToolOutcome
 from . import _flow as _guard_flow
 from ._flow import now
+from ._outcomes import handed_out
 
 __all__ = ["Delivery"]
 
-
-def _outcome(rec: CheckpointRecord, *, replayed: bool) -> ToolOutcome:
-    assert rec.result is not None
-    return ToolOutcome(
-        call_id=rec.binding.call_id,
-        tool_name=rec.binding.tool_name,
-        payload=rec.result.payload,
-        is_error=rec.result.is_error,
-        status=rec.status.value,
-        revision=rec.revision,
-        replayed=replayed,
-    )
+_STORE_RETRIES = 3  # store errors tolerated while claiming, before the error is raised
 
 
 class Delivery:
@@ -50,6 +39,7 @@ class Delivery:
         self.delivery_id = os.urandom(16).hex()
         self.claimed: dict[str, CheckpointRecord] = {}
         self.records: dict[str, CheckpointRecord] = {}
+        self._store_errors: list[StoreError] = []
 
     def _get(self, call_id: str) -> CheckpointRecord:
         rec: CheckpointRecord | None = self.store.get(self.namespace, call_id)
@@ -81,7 +71,8 @@ class Delivery:
             won = self.store.apply(
                 [SwapCheckpoint(t.expected_revision, t.next) for t, _ in moves], durable=False
             )
-        except StoreError:
+        except StoreError as exc:
+            self._store_errors.append(exc)
             return [False] * len(moves)  # outcome unknown: the re-read tells
         for (t, src), w in zip(moves, won, strict=True):
             self._span_transition(t, src, bool(w))
@@ -132,10 +123,25 @@ class Delivery:
                 if won and t.next.status is Status.DELIVERING:
                     self.claimed[t.next.binding.call_id] = t.next
                     todo.discard(t.next.binding.call_id)
+            if todo and len(self._store_errors) > _STORE_RETRIES:
+                # The store keeps refusing the claim (e.g. STORE_BUSY under another
+                # writer's lock): nothing was posted, so that is the error, not
+                # DELIVERY_UNCERTAIN. A claim that landed anyway is given back first.
+                self._give_back_landed(todo)
+                raise self._store_errors[-1]
             if not todo:
                 _hook_point("after-delivery-claim")
                 return bool(self.claimed)
         raise DeliveryUncertainError(message="the store kept refusing the delivery claim")
+
+    def _give_back_landed(self, todo: set[str]) -> None:
+        """Before raising a claim failure: release what this delivery claimed after all."""
+        with contextlib.suppress(StoreError):
+            for call_id in sorted(todo):
+                rec = self._get(call_id)
+                if rec.status is Status.DELIVERING and rec.delivery_fence == self.delivery_id:
+                    self.claimed[call_id] = rec
+        self.release()
 
     def release(self) -> None:
         moves = []
@@ -170,11 +176,10 @@ class Delivery:
                 return
 
     def payloads(self) -> dict[str, Any]:
+        """``{call_id: a private copy of its stored payload}`` for ``post``."""
         out = {}
         for call_id in self.call_ids:
-            rec = self.claimed.get(call_id) or self.records[call_id]
-            assert rec.result is not None
-            out[call_id] = rec.result.payload
+            out[call_id] = handed_out(self.claimed.get(call_id) or self.records[call_id])
         return out
 
 

@@ -57,9 +57,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ..tools import Tool, ToolOutcome
-from ._approval_gate import agate as approval_agate
-from ._approval_gate import gate as approval_gate
-from ._approval_gate import gate_many, gated_item, ungated
 from ._call import (
     abandon,
     begin,
@@ -114,19 +111,6 @@ def call(
         ApprovalDenied: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
-    if kw or getattr(tool, "approval", None) is not None:  # toolledger.approvals
-        waiting = approval_gate(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            on_error=on_error,
-            extra=kw,
-        )
-        if waiting is not None:
-            return waiting
-        tool, kw = ungated(tool, kw)
     flow = start(
         run,
         tool,
@@ -173,18 +157,21 @@ def call_many(
         The first call's error when ``return_exceptions`` is false; the claims of calls
         that did not execute yet are released first.
     """
-    if any(gated_item(item) for item in calls):  # toolledger.approvals: gates first
-        return gate_many(
-            run, calls, on_error=on_error, return_exceptions=return_exceptions, call_many=call_many
-        )
     flows = [start_item(run, item, on_error, sync=True) for item in calls]
     slots: list[Any] = [None] * len(flows)
-    # Phase 1: decide every call; new ones stop at their Claim request.
+    # Phase 1: gate and decide every call in order; new ones stop at their Claim request.
+    # A later item for a call id already in this turn waits for phase 3 (it then decides
+    # from what the earlier one stored: a replay, or BINDING_CONFLICT for another input).
     waiting: list[tuple[int, Any, Any]] = []
+    seen: set[tuple[str, str]] = set()
     try:
         for i, flow in enumerate(flows):
+            if flow.binding.key in seen:
+                waiting.append((i, None, None))
+                continue
+            seen.add(flow.binding.key)
             try:
-                gen, req, done = begin(flow)
+                gen, req, done = begin(flow, ask_sync=True)
             except BaseException as exc:
                 if return_exceptions and not isinstance(exc, CANCELLATION):
                     slots[i] = exc
@@ -231,6 +218,11 @@ def call_many(
     while ready and failure is None:
         i, gen, req = ready.pop(0)
         try:
+            if gen is None:  # a repeated call id: decided now, after the earlier item
+                gen, req, done = begin(flows[i])
+                if done is not None:
+                    slots[i] = done
+                    continue
             slots[i] = drive_sync(flows[i], gen, req)
         except BaseException as exc:
             if return_exceptions and not isinstance(exc, CANCELLATION):
@@ -261,19 +253,6 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
-    if kw or getattr(tool, "approval", None) is not None:  # toolledger.approvals
-        waiting = await approval_agate(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            on_error=on_error,
-            extra=kw,
-        )
-        if waiting is not None:
-            return waiting
-        tool, kw = ungated(tool, kw)
     flow = start(
         run,
         tool,

@@ -3,9 +3,14 @@
 Rules this module keeps:
 
 - The flow is a generator: it does the store reads and writes itself, and *yields* what
-  the driver must do (``Claim``: commit the create+claim ops, possibly batched with other
-  calls; ``Execute``/``Recover``: call user code, sync or async). The driver sends back the
-  outcome. So one state machine serves ``call``, ``acall`` and ``call_many``.
+  the driver must do (``ApprovalRequest``: ask the approver; ``Claim``: commit the
+  create+claim ops, possibly batched with other calls; ``Execute``/``Recover``: call user
+  code, sync or async). The driver sends back the outcome. So one state machine serves
+  ``call``, ``acall`` and ``call_many``.
+- It starts with the approval gate (``GateFlow``) for every call, gated or not: the stored
+  decision for the call binds it whatever the caller's tool says. A call the gate stops
+  (pending, denied) never opens its ``tool_call`` event; the gate's checkpoint read is
+  the flow's first read.
 - Decide from the stored record, act only after a CAS wins. A lost CAS, or a store error
   whose commit outcome is unknown, is answered by re-reading and deciding again; the
   fences (this attempt's ``attempt_id``) tell whether our own write landed.
@@ -25,8 +30,9 @@ import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..approvals import ApprovalRequest
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,
@@ -57,6 +63,10 @@ from ..tools import (
     ToolOutcome,
 )
 from ._effect_key import EffectKey, resolve
+from ._outcomes import outcome
+
+if TYPE_CHECKING:
+    from ._approval_flow import GateFlow
 
 __all__ = [
     "CANCELLATION",
@@ -157,7 +167,7 @@ class Abandoned(Exception):
     """Thrown into a flow at its ``Execute`` request: give the claim back, do not execute."""
 
 
-Request = Claim | Execute | Recover
+Request = ApprovalRequest | Claim | Execute | Recover
 Flow = Generator[Request, Any, ToolOutcome]
 
 
@@ -202,10 +212,13 @@ class CallFlow:
         binding: The call's binding.
         input: The tool input (exact JSON).
         on_error: ``"raise"`` or ``"result"``.
-        handle: The journal event handle (``span``, ``update``, ``end``).
-        attempt_id: This attempt's execution fence.
-        justification: Passed to ``ExecuteContext``.
+        gate: The call's approval gate (its first phase).
+        justification: Passed to ``ExecuteContext`` and the journal event.
+        justification_source: ``"developer"`` or ``"model"``.
         effect: The call's effect key (``_effect_key``), or ``None``.
+
+    ``handle`` (the journal event: ``span``, ``update``, ``end``) and ``attempt_id`` (this
+    attempt's execution fence) exist once the gate let the call proceed.
     """
 
     def __init__(
@@ -216,9 +229,9 @@ class CallFlow:
         binding: Binding,
         input: Any,
         on_error: str,
-        handle: Any,
-        attempt_id: str,
+        gate: GateFlow,
         justification: str | None,
+        justification_source: str = "developer",
         effect: EffectKey | None = None,
     ) -> None:
         self.run = run
@@ -227,9 +240,11 @@ class CallFlow:
         self.binding = binding
         self.input = input
         self.on_error = on_error
-        self.handle = handle
-        self.attempt_id = attempt_id
+        self.gate = gate
+        self.handle: Any = None
+        self.attempt_id = ""
         self.justification = justification
+        self.justification_source = justification_source
         self.effect = effect
         #: The call whose stored result this call returned (same effect key), if any.
         self.deduplicated_from: str | None = None
@@ -390,9 +405,38 @@ class CallFlow:
 
     # -- the state machine ----------------------------------------------------------------
 
+    def open_event(self) -> None:
+        """Start the call's ``tool_call`` journal event and pick the attempt id."""
+        binding = self.binding
+        self.handle = handle = self.run._begin_event(
+            "tool_call",
+            self.tool.name,
+            justification=self.justification,
+            justification_source=self.justification_source,
+            inputs=self.input if isinstance(self.input, dict) else {"input": self.input},
+            meta={
+                "tool_revision": self.tool.revision,
+                "input_fingerprint": binding.input_fingerprint,
+            },
+            checkpoint={
+                "namespace": binding.namespace,
+                "call_id": binding.call_id,
+                "revision": None,
+            },
+            carried=True,  # the start record rides in the claim transaction (commit_claims)
+        )
+        span = getattr(handle, "span", None)
+        self.attempt_id = new_attempt_id(
+            getattr(span, "trace_id", None), getattr(span, "span_id", None)
+        )
+
     def run_flow(self) -> Flow:
         """Drive the call to an outcome; see the module docstring for the protocol."""
-        rec = self._get()
+        stopped = yield from self.gate.flow()
+        if stopped is not None:
+            return stopped  # waiting or denied: no tool_call event, nothing claimed
+        rec = self.gate.checkpoint
+        self.open_event()
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.
         self.first_action = Action.EXECUTE.value if rec is None else DECISIONS[rec.status].value
@@ -495,16 +539,18 @@ class CallFlow:
 
     def for_holder(self, binding: Binding, handle: Any) -> CallFlow:
         """A flow for the call holding this call's effect key (reconciled, never executed)."""
-        return CallFlow(
+        sub = CallFlow(
             run=self.run,
             tool=self.tool,
             binding=binding,
             input=None,
             on_error="raise",
-            handle=handle,
-            attempt_id=self.attempt_id,
+            gate=self.gate,  # not run: reconcile_flow never passes a gate
             justification=None,
         )
+        sub.handle = handle
+        sub.attempt_id = self.attempt_id
+        return sub
 
     # -- what the effect-key resolution (``_effect_key``) uses -----------------------------
 
@@ -779,17 +825,7 @@ class CallFlow:
     ) -> ToolOutcome:
         self.last = rec
         self.recovered = recovered
-        assert rec.result is not None
-        return ToolOutcome(
-            call_id=self.binding.call_id,
-            tool_name=self.binding.tool_name,
-            payload=rec.result.payload,
-            is_error=rec.result.is_error,
-            status=rec.status.value,
-            revision=rec.revision,
-            replayed=replayed,
-            recovered=recovered,
-        )
+        return outcome(rec, replayed=replayed, recovered=recovered)
 
 
 def _after(rec: CheckpointRecord) -> datetime:

@@ -229,22 +229,11 @@ def run_calls(
         BindingConflictError: a call id was used for another call.
         StoreError, or an interruption: as ``run.call``.
     """
-    from ..guard import call, call_many
+    from ..guard import call_many
 
     results, items, where = _prepare(calls, tools)
-    # Ungated calls claim together; gated ones go one by one through run.call's gate.
-    plain = [k for k, item in enumerate(items) if item["tool"].approval is None]
-    outs: list[Any] = [None] * len(items)
-    if plain:
-        done = call_many(run, [items[k] for k in plain], return_exceptions=True)
-        for k, out in zip(plain, done, strict=True):
-            outs[k] = out
-    for k, item in enumerate(items):
-        if item["tool"].approval is not None:
-            try:
-                outs[k] = call(run, item.pop("tool"), **item)
-            except Exception as exc:
-                outs[k] = exc
+    # Gates are asked first, in order; then the turn's calls claim together.
+    outs = call_many(run, items, return_exceptions=True) if items else []
     return _conclude(calls, results, where, outs)
 
 
