@@ -4,9 +4,10 @@ Usage: python _framework_child.py ADAPTER DB DIR first|again POINT
 
 ``first`` runs the framework with a tool whose effect appends a line to ``DIR/effects.log``
 and SIGKILLs this process at POINT: ``after-effect`` (inside the tool, the effect done, its
-result not stored) or ``after-complete`` (the result stored, at the framework's next model
-request). ``again`` is the restarted process: it takes the framework's resume path (the same
-call id) and prints the model-visible result as JSON on its last line.
+result not stored) or ``after-completion`` (the guard's hook right after the result is
+stored, before the framework saves or sends anything). ``again`` is the restarted process:
+it takes the framework's resume path (the same call id) and prints the model-visible
+result as JSON on its last line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
+from toolledger.guard import _flow as _guard_flow
 
 CALL_ID = "call_crash_1"
 
@@ -37,6 +39,7 @@ class Script:
         self.effects = folder / "effects.log"
         self.mode = mode
         self.point = point
+        _guard_flow.crash_point = self.kill_at
 
     def kill_at(self, name: str) -> None:
         if self.mode == "first" and name == self.point:
@@ -74,7 +77,6 @@ def run_pydantic_ai(run: toolledger.Run, s: Script, folder: Path) -> Any:
     def model(messages: list[Any], info: Any) -> ModelResponse:
         returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
         if returns:
-            s.kill_at("after-complete")
             return ModelResponse(parts=[TextPart(returns[-1].model_response_str())])
         response = ModelResponse(
             parts=[ToolCallPart("send_email", {"to": "ana@example.com"}, CALL_ID)]
@@ -106,18 +108,12 @@ def run_anthropic(run: toolledger.Run, s: Script, folder: Path) -> Any:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _fake_messages import MODEL, FakeMessages
 
-    class Killing(FakeMessages):
-        def message(self, body: dict[str, Any]) -> dict[str, Any]:
-            if isinstance(body["messages"][-1]["content"], list):
-                s.kill_at("after-complete")
-            return super().message(body)
-
     @beta_tool
     def send_email(to: str) -> str:
         """Send one email."""
         return s.effect(to)
 
-    fake = Killing(CALL_ID)
+    fake = FakeMessages(CALL_ID)
     # No resume in the SDK: the restart re-runs the conversation, and the model (scripted)
     # issues the same tool-use id, as a saved assistant turn would give it.
     runner = guarded_tool_runner(
@@ -142,15 +138,6 @@ def run_openai_agents(run: toolledger.Run, s: Script, folder: Path) -> Any:
     set_trace_processors([])
     saved = folder / "state.json"
 
-    class Killing(ScriptedModel):
-        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-            if any(
-                isinstance(i, dict) and i.get("type") == "function_call_output"
-                for i in kwargs.get("input") or args[1]
-            ):
-                s.kill_at("after-complete")
-            return await super().get_response(*args, **kwargs)
-
     @function_tool(needs_approval=True)
     def send_email(to: str) -> str:
         """Send one email."""
@@ -160,14 +147,16 @@ def run_openai_agents(run: toolledger.Run, s: Script, folder: Path) -> Any:
 
     async def go() -> Any:
         if s.mode == "first":
-            model = Killing(
+            model = ScriptedModel(
                 [[function_call("send_email", {"to": "ana@example.com"}, call_id=CALL_ID)]]
             )
             first = await Runner.run(Agent(name="mailer", model=model, tools=tools), "Tell Ana")
             state = first.to_state()
             state.approve(first.interruptions[0])
             saved.write_text(state.to_string())  # the application saves the approved state
-        agent = Agent(name="mailer", model=Killing([[assistant_message("done")]]), tools=tools)
+        agent = Agent(
+            name="mailer", model=ScriptedModel([[assistant_message("done")]]), tools=tools
+        )
         state = await RunState.from_string(agent, saved.read_text())
         result = await Runner.run(agent, state)
         outputs = [
@@ -178,7 +167,44 @@ def run_openai_agents(run: toolledger.Run, s: Script, folder: Path) -> Any:
     return asyncio.run(go())
 
 
+def run_langgraph(run: toolledger.Run, s: Script, folder: Path) -> Any:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from toolledger.integrations.langgraph import guard_tool_calls
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return s.effect(to)
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        if state["messages"][-1].type == "tool":
+            return {"messages": [AIMessage(content="done")]}
+        call = {"name": "send_email", "args": {"to": "ana@example.com"}, "id": CALL_ID}
+        return {"messages": [AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    wrap = guard_tool_calls(run, recover={"send_email": s.recover})
+    g.add_node("tools", ToolNode([send_email], wrap_tool_call=wrap))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition)
+    g.add_edge("tools", "model")
+    config = {"configurable": {"thread_id": "crash"}}
+    with SqliteSaver.from_conn_string(str(folder / "checkpoints.db")) as saver:
+        app = g.compile(checkpointer=saver)
+        # The restart resumes the thread from its last checkpoint (the model's tool call).
+        start = {"messages": [("user", "Tell Ana")]} if s.mode == "first" else None
+        out = app.invoke(start, config, durability="sync")
+    return [m.content for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+
+
 ADAPTERS = {
+    "langgraph": run_langgraph,
     "anthropic": run_anthropic,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("_framework_child.py")
-ADAPTERS = ["anthropic", "openai_agents", "pydantic_ai"]
+ADAPTERS = ["anthropic", "langgraph", "openai_agents", "pydantic_ai"]
 
 
 def _child(
@@ -40,7 +40,7 @@ def _child(
     ("point", "expected"),
     [
         # The result was stored before the kill: the restart replays it.
-        ("after-complete", "sent to ana@example.com"),
+        ("after-completion", "sent to ana@example.com"),
         # Killed inside the tool: the restart finds the call executing and recovers it
         # from the outbox (without recover it would be OUTCOME_UNKNOWN, never re-run).
         ("after-effect", "sent to ana@example.com"),

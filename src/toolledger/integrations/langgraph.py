@@ -1,0 +1,311 @@
+"""LangGraph tool calls through the guard (``toolledger[langgraph]``).
+
+    ToolNode(tools, wrap_tool_call=guard_tool_calls(run), awrap_tool_call=aguard_tool_calls(run))
+    create_agent(model, tools, middleware=[ToolledgerMiddleware(run)])
+
+Every tool call goes through ``run.call``/``run.acall`` keyed by ``tool_call["id"]``.
+Resuming a thread from its checkpoint re-runs the tools node with the same ids: a call that
+already ran returns its stored result instead of running again.
+
+Rules this module keeps:
+
+- ``langgraph`` and ``langchain`` are imported when this module is (``ImportError`` naming
+  the extra).
+- The hooks are public: ``ToolNode(wrap_tool_call=, awrap_tool_call=)`` and
+  ``AgentMiddleware.wrap_tool_call``/``awrap_tool_call`` (``(request, handler)``).
+- **Errors reach the guard as errors**: an error ``ToolMessage`` (``status="error"``, the
+  tool node's handled error) is a failure: with ``on_error="raise"`` (default) the claim is
+  released (when the operation journal is empty) and the same message goes to the model;
+  with ``on_error="result"`` it is stored and sent again on every replay. An exception the
+  tool node does not handle propagates the same way.
+- The stored result is the ``ToolMessage`` (``message_to_dict``) or the ``Command`` (its
+  ``update`` with messages as dicts, ``goto``, ``graph``), rebuilt on replay. A result
+  ``recover`` proved may be any JSON: it becomes the ``ToolMessage``'s content.
+- The model's tool calls are safe across a crash only if the checkpoint that holds them is
+  written before the tools run: a graph without a checkpointer, or with
+  ``durability="async"`` (the default) or ``"exit"``, can lose them, and the model then
+  issues the same action under new ids (use an effect key). Each wrapper warns once
+  (``DurabilityWarning``) when it sees such a graph.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from ..errors import InvalidArgumentError
+from ._common import render
+from ._framework import Answer, FrameworkGuard, ToolGate, missing
+
+try:
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import BaseMessage, ToolMessage, message_to_dict
+    from langchain_core.messages import messages_from_dict as _messages_from_dict
+    from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.types import Command
+    from pydantic_core import to_jsonable_python
+except ImportError as exc:
+    raise missing("langgraph", "langgraph", "langgraph") from exc
+
+__all__ = [
+    "DurabilityWarning",
+    "ToolledgerMiddleware",
+    "aguard_tool_calls",
+    "guard_tool_calls",
+]
+
+_MESSAGE = "__toolledger_message__"
+_SAFE_DURABILITY = "sync"
+
+
+class DurabilityWarning(UserWarning):
+    """The graph may lose the model's tool calls in a crash (see the module's rules)."""
+
+
+class ToolCallFailed(Exception):
+    """The tool node answered with an error ``ToolMessage``: a failed call, for the guard."""
+
+    def __init__(self, message: Any) -> None:
+        super().__init__(str(message.content))
+        self.message = message
+
+
+# -- encoding results -----------------------------------------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return {_MESSAGE: message_to_dict(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # shown to the model as text, as the tool node would show it
+        return str(value)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {_MESSAGE}:
+            return _messages_from_dict([value[_MESSAGE]])[0]
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _dump(out: Any) -> Any:
+    if isinstance(out, Command):
+        return {
+            "command": {
+                "update": _encode(out.update),
+                "goto": _encode(out.goto),
+                "graph": out.graph,
+            }
+        }
+    return {"message": _encode(out)}
+
+
+def _load(payload: Any) -> Any:
+    if isinstance(payload, dict) and "command" in payload:
+        body = payload["command"]
+        return Command(
+            update=_decode(body["update"]), goto=_decode(body["goto"]), graph=body["graph"]
+        )
+    return _decode(payload["message"])
+
+
+def _error_message(tool_call: Mapping[str, Any], text: Any) -> ToolMessage:
+    return ToolMessage(
+        content=render(text), tool_call_id=tool_call["id"], name=tool_call["name"], status="error"
+    )
+
+
+def _answer(answer: Answer, tool_call: Mapping[str, Any]) -> Any:
+    payload = answer.payload
+    if answer.kind == "result" and not answer.is_error:
+        if isinstance(payload, dict) and set(payload) in ({"message"}, {"command"}):
+            return _load(payload)
+        # A result ``recover`` proved: any JSON, sent as the tool's content.
+        return ToolMessage(
+            content=payload if isinstance(payload, str) else render(payload),
+            tool_call_id=tool_call["id"],
+            name=tool_call["name"],
+        )
+    if answer.kind == "result" and isinstance(payload, dict) and "message" in payload:
+        payload = payload["message"]  # a stored ToolCallFailed: the tool node's own text
+    return _error_message(tool_call, payload)
+
+
+# -- the wrappers ---------------------------------------------------------------------------
+
+
+class _Wrapper:
+    """What ``guard_tool_calls``/``aguard_tool_calls``/the middleware share."""
+
+    def __init__(self, guard: FrameworkGuard) -> None:
+        self._guard = guard
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def _check(self, request: ToolCallRequest) -> tuple[Mapping[str, Any], str]:
+        tool_call = request.tool_call
+        call_id = tool_call.get("id")
+        if not call_id:
+            raise InvalidArgumentError(
+                message=f"tool {tool_call.get('name')}: the model's call has no id; not running "
+                "it unguarded",
+                details={"tool": tool_call.get("name")},
+            )
+        self._warn_durability(request)
+        return tool_call, call_id
+
+    def _warn_durability(self, request: ToolCallRequest) -> None:
+        if self._warned:
+            return
+        runtime = getattr(request, "runtime", None)
+        config = getattr(runtime, "config", None) or {}
+        conf = config.get("configurable") or {}
+        if CONFIG_KEY_DURABILITY not in conf and CONFIG_KEY_CHECKPOINTER not in conf:
+            return  # not inside a graph run (a ToolNode invoked directly)
+        durability = conf.get(CONFIG_KEY_DURABILITY, "async")
+        checkpointer = conf.get(CONFIG_KEY_CHECKPOINTER)
+        if checkpointer is not None and durability == _SAFE_DURABILITY:
+            return
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        why = (
+            "the graph has no checkpointer"
+            if checkpointer is None
+            else f'the graph runs with durability="{durability}"'
+        )
+        warnings.warn(
+            f"toolledger: {why}, so a crash can lose the checkpoint that holds the model's tool "
+            "calls; the model is then asked again and issues the same action under new call "
+            "ids, which the call-id checkpoint cannot recognize. Compile with a checkpointer "
+            'and invoke with durability="sync", or give the tools an effect key.',
+            DurabilityWarning,
+            stacklevel=4,
+        )
+
+    def call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        if request.tool is None:
+            return handler(request)  # an unknown tool: the tool node reports it; nothing runs
+        tool_call, call_id = self._check(request)
+
+        def execute() -> Any:
+            out = handler(request)
+            if isinstance(out, ToolMessage) and out.status == "error":
+                raise ToolCallFailed(out)
+            return _dump(out)
+
+        try:
+            answer = self._guard.call(
+                tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
+            )
+        except ToolCallFailed as failed:
+            return failed.message
+        return _answer(answer, tool_call)
+
+    async def acall(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        if request.tool is None:
+            return await handler(request)
+        tool_call, call_id = self._check(request)
+
+        async def execute() -> Any:
+            out = await handler(request)
+            if isinstance(out, ToolMessage) and out.status == "error":
+                raise ToolCallFailed(out)
+            return _dump(out)
+
+        try:
+            answer = await self._guard.acall(
+                tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
+            )
+        except ToolCallFailed as failed:
+            return failed.message
+        return _answer(answer, tool_call)
+
+
+def _wrapper(
+    run: Any,
+    revisions: Mapping[str, str] | None,
+    gates: Mapping[str, ToolGate] | None,
+    on_error: str,
+    recover: Mapping[str, Callable[..., Any]] | None,
+) -> _Wrapper:
+    return _Wrapper(
+        FrameworkGuard(run, revisions=revisions, gates=gates, on_error=on_error, recover=recover)
+    )
+
+
+def guard_tool_calls(
+    run: Any,
+    *,
+    revisions: Mapping[str, str] | None = None,
+    gates: Mapping[str, ToolGate] | None = None,
+    on_error: str = "raise",
+    recover: Mapping[str, Callable[..., Any]] | None = None,
+) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]:
+    """Return a ``wrap_tool_call`` for ``ToolNode``: every call through ``run.call``.
+
+    Args:
+        run: The ``toolledger.Run``.
+        revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
+        gates: Tool name -> ``ToolGate`` (a call waiting for a decision is answered with an
+            error ``ToolMessage`` "awaiting approval; not executed yet").
+        on_error: ``"raise"`` or ``"result"`` (see the module's rules).
+        recover: Tool name -> ``recover(ctx)``.
+    """
+    return _wrapper(run, revisions, gates, on_error, recover).call
+
+
+def aguard_tool_calls(
+    run: Any,
+    *,
+    revisions: Mapping[str, str] | None = None,
+    gates: Mapping[str, ToolGate] | None = None,
+    on_error: str = "raise",
+    recover: Mapping[str, Callable[..., Any]] | None = None,
+) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]]:
+    """Return an ``awrap_tool_call`` for ``ToolNode``: every call through ``run.acall``.
+
+    Same arguments as :func:`guard_tool_calls`.
+    """
+    return _wrapper(run, revisions, gates, on_error, recover).acall
+
+
+class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
+    """``create_agent`` middleware: every tool call of the agent through the guard.
+
+    Args:
+        run: The ``toolledger.Run``.
+        revisions, gates, on_error, recover: as :func:`guard_tool_calls`.
+    """
+
+    def __init__(
+        self,
+        run: Any,
+        *,
+        revisions: Mapping[str, str] | None = None,
+        gates: Mapping[str, ToolGate] | None = None,
+        on_error: str = "raise",
+        recover: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._wrapper = _wrapper(run, revisions, gates, on_error, recover)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+        return self._wrapper.call(request, handler)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+        return await self._wrapper.acall(request, handler)

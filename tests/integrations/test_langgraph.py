@@ -1,0 +1,283 @@
+"""LangGraph: ``guard_tool_calls``/``aguard_tool_calls`` for ``ToolNode``; the middleware."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command
+
+import toolledger
+from toolledger.integrations.langgraph import (
+    DurabilityWarning,
+    ToolledgerMiddleware,
+    aguard_tool_calls,
+    guard_tool_calls,
+)
+from toolledger.journal._read import load_run
+
+CALL = {
+    "name": "send_email",
+    "args": {"to": "ana@example.com"},
+    "id": "call_1",
+    "type": "tool_call",
+}
+
+
+class Outbox:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def tool(self, *, fail: bool = False) -> Any:
+        @tool
+        def send_email(to: str) -> str:
+            """Send one email."""
+            self.sent.append(to)
+            if fail:
+                raise ValueError("mailbox full")
+            return f"sent to {to}"
+
+        return send_email
+
+
+def model_node(state: MessagesState) -> dict[str, Any]:
+    """The model: one tool call (id ``call_1``), then ``done`` once it sees the result."""
+    if state["messages"][-1].type == "tool":
+        return {"messages": [AIMessage(content="done")]}
+    return {"messages": [AIMessage(content="", tool_calls=[CALL])]}
+
+
+def graph(tools_node: ToolNode, checkpointer: Any = None, **compile: Any) -> Any:
+    g = StateGraph(MessagesState)
+    g.add_node("model", model_node)
+    g.add_node("tools", tools_node)
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    return g.compile(checkpointer=checkpointer, **compile)
+
+
+def thread(tid: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": tid}}
+
+
+def tool_messages(out: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in out["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_tool_node_runs_a_call_once_and_replays_it(run: toolledger.Run) -> None:
+    """Two threads whose model issues the same id: one email, the same message twice."""
+    box = Outbox()
+    app = graph(ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    outs = [app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync") for t in "ab"]
+    assert box.sent == ["ana@example.com"]
+    (first,), (second,) = (tool_messages(o) for o in outs)
+    assert first.content == second.content == "sent to ana@example.com"
+    assert (first.tool_call_id, first.name) == ("call_1", "send_email")
+    assert run.store.get(run.namespace, "call_1").status.value == "completed"
+
+
+def test_resuming_from_the_checkpoint_twice_runs_the_tool_once(
+    run: toolledger.Run, tmp_path: Path
+) -> None:
+    """SqliteSaver: resume the thread from the checkpoint before the tools node, twice."""
+    for guarded, expected in ((False, 2), (True, 1)):
+        box = Outbox()
+        node = ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run) if guarded else None)
+        with SqliteSaver.from_conn_string(str(tmp_path / f"cp{guarded}.db")) as saver:
+            app = graph(node, saver, interrupt_before=["tools"])
+            app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+            before_tools = app.get_state(thread("t")).config
+            results = [app.invoke(None, before_tools, durability="sync") for _ in range(2)]
+        assert box.sent == ["ana@example.com"] * expected, guarded
+        assert [m.content for r in results for m in tool_messages(r)] == [
+            "sent to ana@example.com"
+        ] * 2
+
+
+def test_async_tool_node_runs_a_call_once(run: toolledger.Run) -> None:
+    """``awrap_tool_call`` + ``ainvoke``: once, then the stored result."""
+    sent: list[str] = []
+
+    @tool
+    async def send_email(to: str) -> str:
+        """Send one email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    node = ToolNode([send_email], awrap_tool_call=aguard_tool_calls(run))
+    app = graph(node, InMemorySaver())
+
+    async def go() -> list[Any]:
+        return [
+            await app.ainvoke({"messages": [("user", "go")]}, thread(t), durability="sync")
+            for t in "ab"
+        ]
+
+    outs = asyncio.run(go())
+    assert sent == ["ana@example.com"]
+    assert [m.content for o in outs for m in tool_messages(o)] == ["sent to ana@example.com"] * 2
+
+
+class FakeModel(GenericFakeChatModel):
+    """``GenericFakeChatModel`` that accepts tools (``create_agent`` binds them)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+def test_middleware_guards_create_agent(run: toolledger.Run) -> None:
+    """``create_agent(..., middleware=[ToolledgerMiddleware(run)])``: one email for one id."""
+    box = Outbox()
+    middleware = ToolledgerMiddleware(run)
+    for t in "ab":
+        model = FakeModel(
+            messages=iter([AIMessage(content="", tool_calls=[CALL]), AIMessage("done")])
+        )
+        agent = create_agent(
+            model, [box.tool()], middleware=[middleware], checkpointer=InMemorySaver()
+        )
+        out = agent.invoke({"messages": [("user", "go")]}, thread(t), durability="sync")
+        assert [m.content for m in tool_messages(out)] == ["sent to ana@example.com"]
+    assert box.sent == ["ana@example.com"]
+
+
+def test_durability_async_warns_once(run: toolledger.Run) -> None:
+    """A graph whose durability can lose the tool calls: one clear warning per wrapper."""
+    box = Outbox()
+    app = graph(ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in "ab":
+            app.invoke({"messages": [("user", "go")]}, thread(t))
+    (warning,) = [w for w in caught if w.category is DurabilityWarning]
+    assert 'durability="async"' in str(warning.message)
+    assert box.sent == ["ana@example.com"]
+
+
+def test_no_checkpointer_warns(run: toolledger.Run) -> None:
+    """A graph without a checkpointer cannot resume: the warning says so."""
+    app = graph(ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(run)))
+    with pytest.warns(DurabilityWarning, match="no checkpointer"):
+        app.invoke({"messages": [("user", "go")]})
+
+
+def test_durability_sync_does_not_warn(run: toolledger.Run) -> None:
+    """A checkpointer and ``durability="sync"``: silent."""
+    app = graph(ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+
+
+def test_handled_tool_error_releases_the_claim(run: toolledger.Run) -> None:
+    """An error ToolMessage is a failure: released, and the model gets the node's text."""
+    box = Outbox()
+    node = ToolNode(
+        [box.tool(fail=True)], wrap_tool_call=guard_tool_calls(run), handle_tool_errors=True
+    )
+    app = graph(node, InMemorySaver())
+    out = app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    (msg,) = tool_messages(out)
+    assert msg.status == "error"
+    assert "mailbox full" in msg.content
+    assert run.store.get(run.namespace, "call_1").status.value == "ready"
+
+
+def test_unhandled_tool_error_propagates_released(run: toolledger.Run) -> None:
+    """An exception the node does not handle fails the graph; the claim is released."""
+    node = ToolNode(
+        [Outbox().tool(fail=True)], wrap_tool_call=guard_tool_calls(run), handle_tool_errors=False
+    )
+    with pytest.raises(ValueError, match="mailbox full"):
+        graph(node, InMemorySaver()).invoke(
+            {"messages": [("user", "go")]}, thread("t"), durability="sync"
+        )
+    assert run.store.get(run.namespace, "call_1").status.value == "ready"
+
+
+def test_tool_error_as_result_is_stored_and_replayed(run: toolledger.Run) -> None:
+    """``on_error="result"``: the node's error text is stored and sent again, not re-run."""
+    box = Outbox()
+    node = ToolNode(
+        [box.tool(fail=True)],
+        wrap_tool_call=guard_tool_calls(run, on_error="result"),
+        handle_tool_errors=True,
+    )
+    app = graph(node, InMemorySaver())
+    outs = [app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync") for t in "ab"]
+    assert box.sent == ["ana@example.com"]
+    (first,), (second,) = (tool_messages(o) for o in outs)
+    assert first.content == second.content
+    assert "mailbox full" in first.content
+    assert first.status == second.status == "error"
+
+
+def test_command_results_are_stored_and_rebuilt(run: toolledger.Run) -> None:
+    """A tool returning a ``Command``: its update is stored and rebuilt on replay."""
+    sent: list[str] = []
+
+    @tool
+    def send_email(to: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Send one email."""
+        sent.append(to)
+        return Command(
+            update={"messages": [ToolMessage(f"sent to {to}", tool_call_id=tool_call_id)]}
+        )
+
+    app = graph(ToolNode([send_email], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    outs = [app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync") for t in "ab"]
+    assert sent == ["ana@example.com"]
+    assert [m.content for o in outs for m in tool_messages(o)] == ["sent to ana@example.com"] * 2
+
+
+def test_models_justification_is_journaled(run: toolledger.Run) -> None:
+    """A tool whose schema has ``justification``: the model's text is the event's."""
+
+    @tool
+    def send_email(to: str, justification: str) -> str:
+        """Send one email."""
+        return "ok"
+
+    call = {**CALL, "args": {"to": "ana@example.com", "justification": "Ana asked."}}
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        if state["messages"][-1].type == "tool":
+            return {"messages": [AIMessage(content="done")]}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([send_email], wrap_tool_call=guard_tool_calls(run)))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    g.compile(checkpointer=InMemorySaver()).invoke(
+        {"messages": [("user", "go")]}, thread("t"), durability="sync"
+    )
+    run.flush()
+    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    assert event["justification"] == "Ana asked."
+    assert event["inputs"] == {"to": "ana@example.com"}
+
+
+def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without LangGraph, importing the adapter raises an ImportError naming the extra."""
+    for name in [m for m in sys.modules if m == "langgraph" or m.startswith("langgraph.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "toolledger.integrations.langgraph")
+    with pytest.raises(ImportError, match=r"toolledger\[langgraph\]"):
+        importlib.import_module("toolledger.integrations.langgraph")
