@@ -1,13 +1,15 @@
 """Child process of the framework crash tests: one framework run, SIGKILLed after the effect.
 
-Usage: python _framework_child.py ADAPTER DB DIR first|again POINT
+Usage: python _framework_child.py ADAPTER DB DIR first|again|replan POINT
 
 ``first`` runs the framework with a tool whose effect appends a line to ``DIR/effects.log``
 and SIGKILLs this process at POINT: ``after-effect`` (inside the tool, the effect done, its
 result not stored) or ``after-completion`` (the guard's hook right after the result is
 stored, before the framework saves or sends anything). ``again`` is the restarted process:
 it takes the framework's resume path (the same call id) and prints the model-visible
-result as JSON on its last line.
+result as JSON on its last line. ``replan`` is a restart that lost the model's turn: the
+framework asks the model again, which issues the same action under a new id (the tools
+have an effect key).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ import toolledger
 from toolledger.guard import _flow as _guard_flow
 
 CALL_ID = "call_crash_1"
+#: The id the model gives the same action when the restarted framework asks it again.
+REPLAN_ID = "call_replan_2"
+#: Every tool of the child is keyed by its input too (re-plan safety).
+EFFECT_KEYS: dict[str, Any] = {"send_email": "input"}
 
 
 def append(path: Path, line: str) -> None:
@@ -39,6 +45,7 @@ class Script:
         self.effects = folder / "effects.log"
         self.mode = mode
         self.point = point
+        self.call_id = REPLAN_ID if mode == "replan" else CALL_ID
         _guard_flow.crash_point = self.kill_at
 
     def kill_at(self, name: str) -> None:
@@ -79,7 +86,7 @@ def run_pydantic_ai(run: toolledger.Run, s: Script, folder: Path) -> Any:
         if returns:
             return ModelResponse(parts=[TextPart(returns[-1].model_response_str())])
         response = ModelResponse(
-            parts=[ToolCallPart("send_email", {"to": "ana@example.com"}, CALL_ID)]
+            parts=[ToolCallPart("send_email", {"to": "ana@example.com"}, s.call_id)]
         )
         # The application saves the model's turn before its tools run.
         saved.write_bytes(ModelMessagesTypeAdapter.dump_json([*messages, response]))
@@ -90,10 +97,13 @@ def run_pydantic_ai(run: toolledger.Run, s: Script, folder: Path) -> Any:
         return s.effect(to)
 
     toolset = GuardedToolset(
-        FunctionToolset([send_email]), run=run, recover={"send_email": s.recover}
+        FunctionToolset([send_email]),
+        run=run,
+        recover={"send_email": s.recover},
+        effect_keys=EFFECT_KEYS,
     )
     agent = Agent(FunctionModel(model), toolsets=[toolset])
-    if s.mode == "first":
+    if s.mode in ("first", "replan"):
         return agent.run_sync("Tell Ana").output
     history = ModelMessagesTypeAdapter.validate_json(saved.read_bytes())
     assert isinstance(history[0], ModelRequest)
@@ -113,7 +123,7 @@ def run_anthropic(run: toolledger.Run, s: Script, folder: Path) -> Any:
         """Send one email."""
         return s.effect(to)
 
-    fake = FakeMessages(CALL_ID)
+    fake = FakeMessages(s.call_id)
     # No resume in the SDK: the restart re-runs the conversation, and the model (scripted)
     # issues the same tool-use id, as a saved assistant turn would give it.
     runner = guarded_tool_runner(
@@ -121,6 +131,7 @@ def run_anthropic(run: toolledger.Run, s: Script, folder: Path) -> Any:
         fake.client(),
         tools=[send_email],
         recover={"send_email": s.recover},
+        effect_keys=EFFECT_KEYS,
         model=MODEL,
         max_tokens=100,
         messages=[{"role": "user", "content": "Tell Ana"}],
@@ -143,12 +154,14 @@ def run_openai_agents(run: toolledger.Run, s: Script, folder: Path) -> Any:
         """Send one email."""
         return s.effect(to)
 
-    tools = guarded_tools(run, [send_email], recover={"send_email": s.recover})
+    tools = guarded_tools(
+        run, [send_email], recover={"send_email": s.recover}, effect_keys=EFFECT_KEYS
+    )
 
     async def go() -> Any:
-        if s.mode == "first":
+        if s.mode in ("first", "replan"):
             model = ScriptedModel(
-                [[function_call("send_email", {"to": "ana@example.com"}, call_id=CALL_ID)]]
+                [[function_call("send_email", {"to": "ana@example.com"}, call_id=s.call_id)]]
             )
             first = await Runner.run(Agent(name="mailer", model=model, tools=tools), "Tell Ana")
             state = first.to_state()
@@ -184,21 +197,22 @@ def run_langgraph(run: toolledger.Run, s: Script, folder: Path) -> Any:
     def model(state: MessagesState) -> dict[str, Any]:
         if state["messages"][-1].type == "tool":
             return {"messages": [AIMessage(content="done")]}
-        call = {"name": "send_email", "args": {"to": "ana@example.com"}, "id": CALL_ID}
+        call = {"name": "send_email", "args": {"to": "ana@example.com"}, "id": s.call_id}
         return {"messages": [AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])]}
 
     g = StateGraph(MessagesState)
     g.add_node("model", model)
-    wrap = guard_tool_calls(run, recover={"send_email": s.recover})
+    wrap = guard_tool_calls(run, recover={"send_email": s.recover}, effect_keys=EFFECT_KEYS)
     g.add_node("tools", ToolNode([send_email], wrap_tool_call=wrap))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", tools_condition)
     g.add_edge("tools", "model")
-    config = {"configurable": {"thread_id": "crash"}}
+    # A re-plan is a new thread: the checkpoint holding the model's calls was lost.
+    config = {"configurable": {"thread_id": "replan" if s.mode == "replan" else "crash"}}
     with SqliteSaver.from_conn_string(str(folder / "checkpoints.db")) as saver:
         app = g.compile(checkpointer=saver)
         # The restart resumes the thread from its last checkpoint (the model's tool call).
-        start = {"messages": [("user", "Tell Ana")]} if s.mode == "first" else None
+        start = {"messages": [("user", "Tell Ana")]} if s.mode != "again" else None
         out = app.invoke(start, config, durability="sync")
     return [m.content for m in out["messages"] if isinstance(m, ToolMessage)][-1]
 

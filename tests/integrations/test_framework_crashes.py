@@ -46,16 +46,21 @@ def _child(
         ("after-effect", "sent to ana@example.com"),
     ],
 )
-def test_sigkill_after_the_effect_then_resume_runs_the_tool_once(
-    tmp_path: Path, adapter: str, point: str, expected: str
+@pytest.mark.parametrize("restart", ["again", "replan"])
+def test_sigkill_after_the_effect_then_restart_runs_the_tool_once(
+    tmp_path: Path, adapter: str, point: str, expected: str, restart: str
 ) -> None:
-    """The killed process did the effect; the restarted framework gets its result, once."""
+    """The killed process did the effect; the restarted framework gets its result, once.
+
+    ``again``: the framework's resume path (the same call id); ``replan``: the model is asked
+    again and issues the same action under a new id, caught by the tool's effect key.
+    """
     db = tmp_path / "ledger.db"
     first = _child(adapter, db, tmp_path, "first", point)
     assert first.returncode == -signal.SIGKILL, first.stderr
     effects = tmp_path / "effects.log"
     assert effects.read_text().splitlines() == ["ana@example.com"]
-    again = _child(adapter, db, tmp_path, "again", point)
+    again = _child(adapter, db, tmp_path, restart, point)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["result"] == expected
     assert effects.read_text().splitlines() == ["ana@example.com"]

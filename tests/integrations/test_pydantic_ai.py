@@ -212,3 +212,19 @@ def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delitem(sys.modules, "toolledger.integrations.pydantic_ai")
     with pytest.raises(ImportError, match=r"toolledger\[pydantic-ai\]"):
         importlib.import_module("toolledger.integrations.pydantic_ai")
+
+
+def test_replanned_call_with_an_effect_key_returns_the_first_result(run: toolledger.Run) -> None:
+    """A new call id for the same action: executed again without a key, deduplicated with one."""
+    plain = Outbox()
+    for call_id in ("call_1", "call_2"):
+        Agent(scripted(call_id), toolsets=[GuardedToolset(plain.toolset(), run=run)]).run_sync("go")
+    assert plain.sent == ["ana@example.com"] * 2  # a repeated action is legitimate by default
+    keyed = Outbox()
+    toolset = GuardedToolset(keyed.toolset(), run=run, effect_keys={"send_email": "input"})
+    outs = [
+        Agent(scripted(call_id), toolsets=[toolset]).run_sync("go").output
+        for call_id in ("call_3", "call_4")
+    ]
+    assert keyed.sent == ["ana@example.com"]
+    assert outs[0] == outs[1]

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from ..errors import InvalidArgumentError, OutcomeUnknownError
 from ..guard import acall, call
-from ..tools import Tool, ToolOutcome
+from ..tools import EffectKey, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
 
 __all__ = [
@@ -106,9 +106,12 @@ class FrameworkGuard:
             it its own way; the claim is released when the operation journal is empty)
             or ``"result"`` (stored as an ``is_error`` result, the same on every replay).
         recover: Tool name -> ``recover(ctx)`` (proves a lost outcome; see ``Tool``).
+        effect_keys: Tool name -> ``"input"`` or ``effect_key(input) -> str``: a call the
+            framework re-plans under a new call id (after a crash lost the model's turn)
+            returns the first call's result instead of executing (see ``Tool``).
     """
 
-    __slots__ = ("_gates", "_recover", "_revisions", "on_error", "run")
+    __slots__ = ("_effect_keys", "_gates", "_recover", "_revisions", "on_error", "run")
 
     def __init__(
         self,
@@ -118,6 +121,7 @@ class FrameworkGuard:
         gates: Mapping[str, ToolGate] | None = None,
         on_error: str = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
+        effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:
         if on_error not in ("raise", "result"):
             raise InvalidArgumentError(
@@ -134,6 +138,7 @@ class FrameworkGuard:
         self._revisions = dict(revisions or {})
         self._gates = dict(gates or {})
         self._recover = dict(recover or {})
+        self._effect_keys = dict(effect_keys or {})
         self.on_error = on_error
 
     def revision(self, name: str) -> str:
@@ -155,6 +160,7 @@ class FrameworkGuard:
             on_error="raise",
             approval=gate.approval if gate else None,
             approver=gate.approver if gate else None,
+            effect_key=self._effect_keys.get(name),
         )
 
     def call(

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ApprovalDenied, CheckpointError
+from ..tools import EffectKey
 from ._common import render, split_args
 from ._framework import Answer, FrameworkGuard, ToolGate, missing
 
@@ -184,6 +185,7 @@ def guarded_tool_runner(
     gates: Mapping[str, ToolGate] | None = None,
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
+    effect_keys: Mapping[str, EffectKey] | None = None,
     **params: Any,
 ) -> Any:
     """Return ``client.beta.messages.tool_runner(tools=tools, **params)``, guarded.
@@ -203,6 +205,8 @@ def guarded_tool_runner(
         on_error: ``"raise"`` (the SDK's error result; the claim is released) or
             ``"result"`` (the error is stored and sent on every replay).
         recover: Tool name -> ``recover(ctx)``.
+        effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
+            restart without the saved assistant turn gets new tool-use ids).
         params: The runner's parameters (``model``, ``max_tokens``, ``messages``,
             ``stream``, ``max_iterations``, ...).
 
@@ -211,7 +215,12 @@ def guarded_tool_runner(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad options.
     """
     guard = FrameworkGuard(
-        run, revisions=revisions, gates=gates, on_error=on_error, recover=recover
+        run,
+        revisions=revisions,
+        gates=gates,
+        on_error=on_error,
+        recover=recover,
+        effect_keys=effect_keys,
     )
     tools = list(tools)
     runner = client.beta.messages.tool_runner(tools=tools, **params)
@@ -294,6 +303,7 @@ def guarded_session_tool_runner(
     gates: Mapping[str, ToolGate] | None = None,
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
+    effect_keys: Mapping[str, EffectKey] | None = None,
     **params: Any,
 ) -> GuardedSessionToolRunner:
     """Return a session tool runner (``client.beta.sessions.events.tool_runner``), guarded.
@@ -308,11 +318,16 @@ def guarded_session_tool_runner(
         client: An ``AsyncAnthropic`` client.
         session_id: The managed-agents session.
         tools: The SDK's runnable tools.
-        revisions, gates, on_error, recover: as ``guarded_tool_runner``.
+        revisions, gates, on_error, recover, effect_keys: as ``guarded_tool_runner``.
         params: ``SessionToolRunner``'s options (``max_idle``, ``max_concurrent_calls``,
             ``environment_key``, ``extra_headers``).
     """
     guard = FrameworkGuard(
-        run, revisions=revisions, gates=gates, on_error=on_error, recover=recover
+        run,
+        revisions=revisions,
+        gates=gates,
+        on_error=on_error,
+        recover=recover,
+        effect_keys=effect_keys,
     )
     return GuardedSessionToolRunner(client, session_id, guard=guard, tools=list(tools), **params)

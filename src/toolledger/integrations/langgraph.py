@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..tools import EffectKey
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, missing
 
@@ -242,9 +243,17 @@ def _wrapper(
     gates: Mapping[str, ToolGate] | None,
     on_error: str,
     recover: Mapping[str, Callable[..., Any]] | None,
+    effect_keys: Mapping[str, EffectKey] | None,
 ) -> _Wrapper:
     return _Wrapper(
-        FrameworkGuard(run, revisions=revisions, gates=gates, on_error=on_error, recover=recover)
+        FrameworkGuard(
+            run,
+            revisions=revisions,
+            gates=gates,
+            on_error=on_error,
+            recover=recover,
+            effect_keys=effect_keys,
+        )
     )
 
 
@@ -255,6 +264,7 @@ def guard_tool_calls(
     gates: Mapping[str, ToolGate] | None = None,
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
+    effect_keys: Mapping[str, EffectKey] | None = None,
 ) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]:
     """Return a ``wrap_tool_call`` for ``ToolNode``: every call through ``run.call``.
 
@@ -265,8 +275,10 @@ def guard_tool_calls(
             error ``ToolMessage`` "awaiting approval; not executed yet").
         on_error: ``"raise"`` or ``"result"`` (see the module's rules).
         recover: Tool name -> ``recover(ctx)``.
+        effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
+            crash that lost the checkpoint holding the model's calls gets new ids).
     """
-    return _wrapper(run, revisions, gates, on_error, recover).call
+    return _wrapper(run, revisions, gates, on_error, recover, effect_keys).call
 
 
 def aguard_tool_calls(
@@ -276,12 +288,13 @@ def aguard_tool_calls(
     gates: Mapping[str, ToolGate] | None = None,
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
+    effect_keys: Mapping[str, EffectKey] | None = None,
 ) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]]:
     """Return an ``awrap_tool_call`` for ``ToolNode``: every call through ``run.acall``.
 
     Same arguments as :func:`guard_tool_calls`.
     """
-    return _wrapper(run, revisions, gates, on_error, recover).acall
+    return _wrapper(run, revisions, gates, on_error, recover, effect_keys).acall
 
 
 class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
@@ -289,7 +302,7 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
 
     Args:
         run: The ``toolledger.Run``.
-        revisions, gates, on_error, recover: as :func:`guard_tool_calls`.
+        revisions, gates, on_error, recover, effect_keys: as :func:`guard_tool_calls`.
     """
 
     def __init__(
@@ -300,9 +313,10 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
         gates: Mapping[str, ToolGate] | None = None,
         on_error: str = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
+        effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:
         super().__init__()
-        self._wrapper = _wrapper(run, revisions, gates, on_error, recover)
+        self._wrapper = _wrapper(run, revisions, gates, on_error, recover, effect_keys)
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
         return self._wrapper.call(request, handler)

@@ -40,6 +40,7 @@ from typing import Any
 from ..approvals import Approved, get_approval
 from ..errors import InvalidArgumentError
 from ..store._approval_record import ApprovalStatus
+from ..tools import EffectKey
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, missing
 
@@ -151,6 +152,7 @@ def guarded_tools(
     gates: Mapping[str, ToolGate] | None = None,
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
+    effect_keys: Mapping[str, EffectKey] | None = None,
 ) -> list[Any]:
     """Return guarded copies of the SDK's ``FunctionTool``s, for ``Agent(tools=...)``.
 
@@ -162,12 +164,19 @@ def guarded_tools(
             decision is answered "awaiting approval; not executed yet").
         on_error: ``"raise"`` or ``"result"`` (see the module's rules).
         recover: Tool name -> ``recover(ctx)``.
+        effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
+            run started again, not resumed, gets new call ids).
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a tool that is not a ``FunctionTool``
             or bad options.
     """
     guard = FrameworkGuard(
-        run, revisions=revisions, gates=gates, on_error=on_error, recover=recover
+        run,
+        revisions=revisions,
+        gates=gates,
+        on_error=on_error,
+        recover=recover,
+        effect_keys=effect_keys,
     )
     return [_guard_one(guard, t) for t in tools]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..tools import EffectKey
 from ._framework import FrameworkGuard, ToolGate, missing
 
 try:
@@ -52,16 +53,23 @@ class GuardedToolset(WrapperToolset[Any]):
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
         gates: Tool name -> ``ToolGate``.
         recover: Tool name -> ``recover(ctx)``.
+        effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety
+            (``ModelRetry`` and id-less providers re-plan with new ids).
     """
 
     run: Any = field(kw_only=True)
     revisions: Mapping[str, str] | None = field(default=None, kw_only=True)
     gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
     recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
+    effect_keys: Mapping[str, EffectKey] | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         self._guard = FrameworkGuard(
-            self.run, revisions=self.revisions, gates=self.gates, recover=self.recover
+            self.run,
+            revisions=self.revisions,
+            gates=self.gates,
+            recover=self.recover,
+            effect_keys=self.effect_keys,
         )
 
     def visit_and_replace(
@@ -73,6 +81,7 @@ class GuardedToolset(WrapperToolset[Any]):
             revisions=self.revisions,
             gates=self.gates,
             recover=self.recover,
+            effect_keys=self.effect_keys,
         )
 
     async def call_tool(
