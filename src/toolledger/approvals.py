@@ -149,8 +149,8 @@ class ApprovalRequest:
         return self.binding.namespace
 
 
-def _with_store(db: Any) -> tuple[Store, bool]:
-    store = open_store(db)
+def _with_store(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
+    store = open_store(db, readonly=readonly)
     owns = store is not db
     return store, owns
 
@@ -166,7 +166,7 @@ def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None
     Raises:
         StoreError: storage failure.
     """
-    store, owns = _with_store(db)
+    store, owns = _with_store(db, readonly=True)
     try:
         return store.approval_get(namespace, call_id)
     finally:
@@ -193,7 +193,7 @@ def list_approvals(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for an unknown status.
         StoreError: storage failure.
     """
-    store, owns = _with_store(db)
+    store, owns = _with_store(db, readonly=True)
     try:
         return store.list_approvals(status=status, namespace=namespace, limit=limit)
     finally:

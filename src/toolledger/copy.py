@@ -79,12 +79,15 @@ def copy_ledger(src: Any, dst: Any) -> CopyReport:
         names each difference when verification fails.
 
     Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` when the destination is not empty.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when the destination is not empty, or
+            the source is not a toolledger database.
+        NotFoundError: ``NOT_FOUND`` when the source does not exist (it is opened
+            read-only: nothing is created or migrated there).
         StoreError: ``STORE_BUSY`` / ``STORE_UNAVAILABLE`` from either store.
     """
-    source, own_src = _store_for(src)
+    source, own_src = _store_for(src, readonly=True)  # a missing source is NOT_FOUND
     try:
-        target, own_dst = _store_for(dst)
+        target, own_dst = _store_for(dst, readonly=False)
         try:
             _require_empty(target)
             counts = _copy(source, target)
@@ -199,7 +202,7 @@ def _entries(store: Store) -> list[tuple[str, str, Any]]:
     return [(e.namespace, e.call_id, json.loads(e.data)) for e in store.list_operations()]
 
 
-def _store_for(db: Any) -> tuple[Store, bool]:
+def _store_for(db: Any, *, readonly: bool) -> tuple[Store, bool]:
     if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
         return db, False
-    return open_store(db), True
+    return open_store(db, readonly=readonly), True

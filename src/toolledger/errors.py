@@ -127,13 +127,15 @@ class InvalidCheckpointError(CheckpointError):
 
 
 class UnsupportedSchemaError(CheckpointError):
-    """A record carries a schema version this code does not understand."""
+    """A record carries a schema version this code does not understand, or a reader (which
+    never migrates) opened a database written by an older toolledger."""
 
     default_code = "UNSUPPORTED_SCHEMA"
 
 
 class NotFoundError(CheckpointError):
-    """A run, event or checkpoint named by the caller does not exist."""
+    """A run, event or checkpoint named by the caller does not exist, or a reader (which
+    never creates one) found no database where it was pointed."""
 
     default_code = "NOT_FOUND"
 

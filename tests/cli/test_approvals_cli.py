@@ -124,6 +124,7 @@ def test_usage_errors_exit_2_and_decide_nothing(db: Path, args: list[str]) -> No
 
 def test_empty_listing_says_so_on_stderr(tmp_path: Path) -> None:
     """No approvals: nothing on stdout, a note on stderr, exit 0."""
+    SQLiteStore(tmp_path / "empty.db").close()  # a reader needs an existing database
     result = _invoke(tmp_path / "empty.db", "approvals", "--pending")
     assert result.exit_code == 0
     assert result.stdout == ""

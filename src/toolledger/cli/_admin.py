@@ -17,7 +17,7 @@ from ..errors import CheckpointError
 from ..retention import gc, parse_age
 from ..store import open_store
 from . import main
-from ._common import CONTEXT_SETTINGS, UsageError, fail_check, get_store
+from ._common import CONTEXT_SETTINGS, UsageError, clean, fail_check, get_store
 
 __all__ = ["copy_command", "gc_command", "migrate_command"]
 
@@ -57,7 +57,7 @@ def gc_command(
         age = parse_age(older_than)
     except CheckpointError as exc:
         raise UsageError(exc.message) from exc
-    store = get_store(ctx)
+    store = get_store(ctx, write=True)
     try:
         report = gc(
             store, older_than=age, namespace=namespace, include_undelivered=include_undelivered
@@ -70,7 +70,7 @@ def gc_command(
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
     for key, value in report.to_dict().items():
-        click.echo(f"{key}: {value if value is not None else '-'}")
+        click.echo(clean(f"{key}: {value if value is not None else '-'}"))
 
 
 @main.command("copy", context_settings=CONTEXT_SETTINGS)
@@ -94,7 +94,7 @@ def copy_command(src: str, dst: str, as_json: bool) -> None:
     else:
         for key, value in report.to_dict().items():
             if key != "problems":
-                click.echo(f"{key}: {value}")
+                click.echo(clean(f"{key}: {value}"))
     if not report.ok:
         fail_check("copy verification failed:\n  " + "\n  ".join(report.problems))
 

@@ -21,7 +21,7 @@ from ..errors import CheckpointError, InvalidTransitionError, NotFoundError
 from ..retention import parse_age
 from ..store._approval_record import ApprovalRecord
 from . import main
-from ._common import CONTEXT_SETTINGS, LIMIT, UsageError, fail_check, get_store
+from ._common import CONTEXT_SETTINGS, LIMIT, UsageError, clean, fail_check, get_store, json_line
 
 __all__ = ["approvals_command", "approve_command", "deny_command"]
 
@@ -83,7 +83,7 @@ def _decide(
         if span <= timedelta(0):
             raise UsageError("--expires-in must be longer than 0s")
         expires_at = datetime.now(timezone.utc) + span
-    store = get_store(ctx)
+    store = get_store(ctx, write=True)
     try:
         rec = decide_approval(store, namespace, call_id, granted, by, reason, expires_at=expires_at)
     except NotFoundError as exc:
@@ -96,7 +96,7 @@ def _decide(
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps(_as_dict(rec, datetime.now(timezone.utc)), indent=2))
+        click.echo(json_line(_as_dict(rec, datetime.now(timezone.utc)), indent=2, sort_keys=False))
         return
     verdict = "approved" if granted else "denied"
     line = f"{namespace}/{call_id} ({rec.binding.tool_name}) {verdict} by {rec.by}"
@@ -104,8 +104,8 @@ def _decide(
         line += f": {rec.reason}"
     if rec.expires_at is not None:
         line += f" (expires {rec.expires_at.isoformat(timespec='seconds')})"
-    click.echo(line)
-    click.echo(f"bound to input {rec.binding.input_fingerprint}", err=True)
+    click.echo(clean(line))
+    click.echo(clean(f"bound to input {rec.binding.input_fingerprint}"), err=True)
 
 
 _by = click.option("--by", required=True, help="Who decides (recorded with the decision).")
@@ -196,7 +196,7 @@ def approvals_command(
         store.close()
     now = datetime.now(timezone.utc)
     if as_json:
-        click.echo(json.dumps([_as_dict(r, now) for r in rows], indent=2))
+        click.echo(json_line([_as_dict(r, now) for r in rows], indent=2, sort_keys=False))
         return
     if not rows:
         click.echo("no pending approvals" if pending else "no approvals", err=True)
@@ -209,7 +209,8 @@ def approvals_command(
         b = r.binding
         click.echo(
             "\t".join(
-                [
+                clean(field)
+                for field in [
                     _age(r.requested_at, now),
                     status,
                     f"{b.namespace}/{b.call_id}",

@@ -149,12 +149,17 @@ def db_option(fn: F) -> F:
     )(fn)
 
 
-def get_store(ctx: click.Context) -> Store:
-    """Open the store named by ``--db``, mapping failures to a usage error (exit 2)."""
+def get_store(ctx: click.Context, *, write: bool = False) -> Store:
+    """Open the store named by ``--db``, mapping failures to a usage error (exit 2).
+
+    Read-only unless ``write``: a reading command never creates a missing database (or
+    its directory), never migrates one, and never adds tables to another application's
+    SQLite file.
+    """
     root = ctx.find_root()
     db = (root.obj or {}).get("db")
     try:
-        return open_store(db)
+        return open_store(db, readonly=not write)
     except CheckpointError as exc:
         raise UsageError(f"cannot open {db or '.toolledger.db'}: {exc.message}") from exc
 

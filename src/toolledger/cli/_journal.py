@@ -6,7 +6,6 @@ a failed verification or a divergent replay exits 1.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ import click
 
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
 from . import main
-from ._common import LIMIT, UsageError, fail_check, get_store
+from ._common import LIMIT, UsageError, clean, fail_check, get_store, json_line
 
 __all__ = ["checkpoints", "export", "replay", "runs", "show", "verify"]
 
@@ -37,7 +36,7 @@ def _mapped() -> Iterator[None]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return json_line(value)
 
 
 @main.command()
@@ -84,8 +83,11 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
             else:
                 goal = " ".join((row.goal or "").split())
                 click.echo(
-                    f"{row.run_id:<32}  {status:<11} {counts['events']:>6} {counts['failed']:>6} "
-                    f"{counts['refused']:>7}  {row.started_at[:19]}  {goal[:80]}"
+                    clean(
+                        f"{row.run_id:<32}  {status:<11} {counts['events']:>6} "
+                        f"{counts['failed']:>6} {counts['refused']:>7}  "
+                        f"{row.started_at[:19]}  {goal[:80]}"
+                    )
                 )
     finally:
         store.close()
@@ -134,21 +136,21 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
             click.echo(_dumps(ev))
         return
     row = view.row
-    click.echo(f"run {row.run_id}  {view.status}  agent={row.agent or '-'}")
-    click.echo(f"goal: {row.goal}")
+    click.echo(clean(f"run {row.run_id}  {view.status}  agent={row.agent or '-'}"))
+    click.echo(clean(f"goal: {row.goal}"))
     color = sys.stdout.isatty()
     for index, depth in tree_order(view.events):
         ev = view.events[index]
-        status = "interrupted" if ev.get("interrupted") else str(ev.get("status"))
+        status = clean("interrupted" if ev.get("interrupted") else ev.get("status"))
         indent = "  " * min(depth, 30) + (f"[{depth}] " if depth > 30 else "")
         dur = ev.get("duration_ms")
         timing = f" {dur:.1f}ms" if isinstance(dur, (int, float)) and dur else ""
         styled = click.style(status, fg=_status_color(status)) if color else status
-        name = " ".join(str(ev.get("name") or "").split())
-        click.echo(f"{indent}- {ev.get('kind')} {name} [{styled}]{timing}")
+        name = clean(" ".join(str(ev.get("name") or "").split()))
+        click.echo(f"{indent}- {clean(ev.get('kind'))} {name} [{styled}]{timing}")
         extra = _detail_line(ev)
         if extra:
-            click.echo(f"{indent}    {extra}")
+            click.echo(f"{indent}    {clean(extra)}")
 
 
 def _status_color(status: str) -> str:
@@ -220,9 +222,12 @@ def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> Non
                 info = fn(store, run_id, path, progress=progress)
     finally:
         store.close()
-    click.echo(str(info.path))
+    click.echo(clean(info.path))
     click.echo(
-        f"wrote {info.path} ({info.event_count} records, {info.size} bytes, head {info.head_hash})",
+        clean(
+            f"wrote {info.path} ({info.event_count} records, {info.size} bytes, "
+            f"head {info.head_hash})"
+        ),
         err=True,
     )
 
@@ -298,8 +303,10 @@ def verify(
         elif report.ok:
             erased = f", {report.content_erased} erased" if report.content_erased else ""
             click.echo(
-                f"OK {report.source} {report.run_id}: {report.event_count} records{erased}, "
-                f"head {report.head_hash}"
+                clean(
+                    f"OK {report.source} {report.run_id}: {report.event_count} records{erased}, "
+                    f"head {report.head_hash}"
+                )
             )
     failed = [r for r in reports if not r.ok]
     if failed:
@@ -330,7 +337,7 @@ def replay(ctx: click.Context, run_id: str, from_event: str | None, other: str |
             if other is not None:
                 div = replayer.diff(run_id, other)
                 if div is None:
-                    click.echo(f"no divergence between {run_id} and {other}")
+                    click.echo(clean(f"no divergence between {run_id} and {other}"))
                     return
                 click.echo(
                     _dumps(
@@ -416,8 +423,10 @@ def checkpoints(
                 )
             else:
                 click.echo(
-                    f"{ns}/{call_id}  {rec.binding.tool_name}  {rec.status.value}  "
-                    f"rev {rec.revision}  age {_age(age)}"
+                    clean(
+                        f"{ns}/{call_id}  {rec.binding.tool_name}  {rec.status.value}  "
+                        f"rev {rec.revision}  age {_age(age)}"
+                    )
                 )
     finally:
         store.close()

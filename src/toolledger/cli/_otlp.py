@@ -11,7 +11,7 @@ import click
 
 from ..errors import CheckpointError, NotFoundError
 from . import main
-from ._common import CONTEXT_SETTINGS, UsageError, fail_check, get_store, not_found
+from ._common import CONTEXT_SETTINGS, UsageError, clean, fail_check, get_store, not_found
 
 __all__ = ["export_otlp"]
 
@@ -88,4 +88,4 @@ def export_otlp(
         exporter.shutdown()
     if not report.success:
         fail_check(f"export-otlp: {url} did not accept the {report.span_count} spans")
-    click.echo(f"{report.trace_id}\t{report.span_count} spans\t{url}")
+    click.echo(f"{report.trace_id}\t{report.span_count} spans\t{clean(url)}")

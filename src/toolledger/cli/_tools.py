@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -22,7 +21,7 @@ import click
 from ..errors import CheckpointError
 from ..readiness import check_tool, tool_name
 from . import main
-from ._common import CONTEXT_SETTINGS, UsageError
+from ._common import CONTEXT_SETTINGS, UsageError, clean, json_line
 
 __all__ = ["lint_tools", "load_target", "tools_of"]
 
@@ -111,11 +110,11 @@ def lint_tools(targets: tuple[str, ...], as_json: bool) -> None:
                 for d in found
             )
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json_line(rows, indent=2, sort_keys=False))
     else:
         for row in rows:
             click.echo(
-                f"{row['tool']}\t{row['severity']}\t{row['code']}\t{row['path']}\t{row['message']}"
+                "\t".join(clean(row[k]) for k in ("tool", "severity", "code", "path", "message"))
             )
     errors = sum(1 for row in rows if row["severity"] == "error")
     warnings = len(rows) - errors

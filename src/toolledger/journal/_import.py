@@ -53,7 +53,7 @@ def import_json(path: str | os.PathLike[str], db: Any = None) -> str:
             message=f"{os.fspath(path)!r} fails verification: {report.reason}",
             details={"run_id": run_id, "first_bad_seq": report.first_bad_seq},
         )
-    store, owned = store_for(db)
+    store, owned = store_for(db, readonly=False)
     try:
         store.create_run(
             RunRow(

@@ -64,11 +64,15 @@ def _is_live(row: RunRow, doc: dict[str, Any]) -> bool:
     return True
 
 
-def store_for(db: Any) -> tuple[Store, bool]:
-    """Return ``(store, owned)`` for ``db`` (owned stores are closed by the caller)."""
+def store_for(db: Any, *, readonly: bool = True) -> tuple[Store, bool]:
+    """Return ``(store, owned)`` for ``db`` (owned stores are closed by the caller).
+
+    A path or URL is opened read-only unless ``readonly=False``: readers never create or
+    migrate a database.
+    """
     if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
         return db, False
-    return open_store(db), True
+    return open_store(db, readonly=readonly), True
 
 
 def iter_rows(store: Store, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:

@@ -1,10 +1,18 @@
-"""Resolve what users pass as ``db=`` into a ``Store``."""
+"""Resolve what users pass as ``db=`` into a ``Store``.
+
+Rules this module keeps: a string with a URL scheme (``name://``) names a backend by that
+scheme, and an unknown scheme is refused, never taken for a file name (a mistyped
+``postgresq://`` must not quietly become a private SQLite file on each host). A path
+without a scheme is a SQLite file.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from ..errors import InvalidArgumentError
 from .base import Store
@@ -13,18 +21,26 @@ __all__ = ["DEFAULT_DB", "open_store"]
 
 DEFAULT_DB = ".toolledger.db"
 
+#: ``scheme://`` at the start (RFC 3986 scheme characters). One letter is a Windows drive.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+)://")
+_POSTGRES = ("postgresql", "postgres")
 
-def open_store(db: Any = None, **options: Any) -> Store:
+
+def open_store(db: Any = None, *, readonly: bool = False, **options: Any) -> Store:
     """Return a ``Store`` for ``db``.
 
     Args:
-        db: A ``Store`` (returned as is), a path, a ``sqlite:///path`` URL, a
-            ``postgresql://`` DSN, or ``None`` for ``$TOOLLEDGER_DB`` or ``.toolledger.db``
-            in the working directory.
+        db: A ``Store`` (returned as is), a path, a ``sqlite:///path`` or ``file:///path``
+            URL, a ``postgresql://`` (or ``postgres://``) DSN, or ``None`` for
+            ``$TOOLLEDGER_DB`` or ``.toolledger.db`` in the working directory.
+        readonly: Open for reading only: nothing is created or migrated (a missing file
+            is ``NOT_FOUND``, another application's SQLite file ``INVALID_ARGUMENT``, an
+            older schema ``UNSUPPORTED_SCHEMA``). Ignored for a ``Store`` passed in.
         **options: Passed to the store's constructor (e.g. ``durability="normal"``).
 
     Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for something that is none of these.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for something that is none of these,
+            an unknown URL scheme included (``postgresq://``, ``mysql://``).
     """
     if db is None:
         db = os.environ.get("TOOLLEDGER_DB") or DEFAULT_DB
@@ -36,17 +52,42 @@ def open_store(db: Any = None, **options: Any) -> Store:
         raise InvalidArgumentError(
             message=f"db must be a path, a sqlite:/// or postgresql:// URL, or a Store; got {db!r}"
         )
-    if db.startswith(("postgresql://", "postgres://")):
+    if readonly:
+        options["readonly"] = True
+    match = _SCHEME.match(db)
+    scheme = match.group(1).lower() if match else None
+    if scheme in _POSTGRES:
         from .postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
-        store: Store = PostgresStore(db, **options)
+        # libpq reads the scheme case-sensitively; URL schemes are case-insensitive.
+        store: Store = PostgresStore(f"{scheme}{db[len(scheme or '') :]}", **options)
         return store
-    if db.startswith("sqlite://"):
+    if scheme == "sqlite":
         db = db[len("sqlite://") :]
         if db.startswith("/") and not db.startswith("//"):
             db = db[1:] or ":memory:"  # sqlite:///rel.db -> rel.db
         elif db.startswith("//"):
             db = db[1:]  # sqlite:////abs/path.db -> /abs/path.db
+    elif scheme == "file":
+        db = _file_url_path(db)
+    elif scheme is not None:
+        raise InvalidArgumentError(
+            message=f"unknown database URL scheme {scheme + '://'!r:.60}: use a path, "
+            "sqlite:///path, file:///path or postgresql://…",
+            details={"argument": "db", "scheme": scheme[:40]},
+        )
     from .sqlite import SQLiteStore
 
     return SQLiteStore(Path(db), **options)
+
+
+def _file_url_path(url: str) -> str:
+    """The local path of a ``file:`` URL (``file:///abs`` or ``file://localhost/abs``)."""
+    rest = url[len("file://") :]
+    host, sep, path = rest.partition("/")
+    if host not in ("", "localhost") or not sep or "?" in rest or "#" in rest:
+        raise InvalidArgumentError(
+            message=f"a file URL names a local absolute path (file:///path); got {url!r:.80}",
+            details={"argument": "db", "scheme": "file"},
+        )
+    return unquote("/" + path)

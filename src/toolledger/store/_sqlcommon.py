@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..checkpoint.model import Action, CheckpointRecord
-from ..errors import CheckpointError
+from ..errors import CheckpointError, StoreUnavailableError
 from ._rows import load_record
 from .base import (
     AppendEvents,
@@ -128,7 +128,7 @@ def event_row(r: Sequence[Any]) -> EventRow:
     """Return the ``EventRow`` of a row selected in ``EVENT_COLUMNS`` order."""
     return EventRow(
         run_id=r[0],
-        seq=int(r[1]),
+        seq=_event_seq(r),
         event_id=r[2],
         parent_id=r[3],
         kind=r[4],
@@ -139,6 +139,21 @@ def event_row(r: Sequence[Any]) -> EventRow:
         hash=r[9],
         data=r[10],
     )
+
+
+def _event_seq(r: Sequence[Any]) -> int:
+    """An event row's ``seq``; a damaged file's non-integer one is a typed error (readers
+    page by ``seq``, so no stand-in value is safe)."""
+    if type(r[1]) is int:
+        return r[1]
+    try:
+        return int(r[1])
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise StoreUnavailableError(
+            message=f"a stored event row of run {str(r[0])[:80]!r} is damaged: its seq "
+            f"{r[1]!r:.40} is not an integer",
+            details={"run_id": str(r[0])[:200], "reason": "damaged event row"},
+        ) from exc
 
 
 def event_params(r: EventRow) -> tuple[Any, ...]:

@@ -37,6 +37,7 @@ from ..errors import (
     InvalidArgumentError,
     NotFoundError,
     StoreSchemaTooNewError,
+    UnsupportedSchemaError,
 )
 from ._pg_approvals import PgApprovals
 from ._pg_conn import PgConnections
@@ -122,9 +123,13 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         statement_timeout: Seconds one statement may run before ``STORE_BUSY``.
         connect_timeout: Seconds to wait for the server when connecting.
         application_name: Shown in ``pg_stat_activity``.
+        readonly: Open an existing schema for reading only: nothing is created or
+            migrated and every session refuses writes (``default_transaction_read_only``).
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad option.
+        NotFoundError: ``NOT_FOUND``: with ``readonly``, the schema holds no toolledger tables.
+        UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA``: with ``readonly``, an older schema.
         StoreSchemaTooNewError: ``STORE_SCHEMA_TOO_NEW``: a newer toolledger wrote the schema.
         StoreUnavailableError: ``STORE_UNAVAILABLE``: the server cannot be reached.
     """
@@ -146,6 +151,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         statement_timeout: float = 30.0,
         connect_timeout: float = 5.0,
         application_name: str = "toolledger",
+        readonly: bool = False,
     ) -> None:
         if durability not in ("full", "normal"):
             raise InvalidArgumentError(message='durability must be "full" or "normal"')
@@ -164,6 +170,9 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         ):
             if not (isinstance(value, (int, float)) and value > 0):
                 raise InvalidArgumentError(message=f"{name} must be a positive number")
+        if not isinstance(readonly, bool):
+            raise InvalidArgumentError(message="readonly must be a bool")
+        self.readonly = readonly
         dsn, url_schema = _split_schema(dsn)
         if url_schema is not None and schema == "toolledger":
             schema = url_schema
@@ -180,7 +189,9 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 "autocommit": True,
                 "connect_timeout": max(1, round(connect_timeout)),
                 "application_name": application_name,
-                "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+                "options": f"-c statement_timeout={int(statement_timeout * 1000)}"
+                # A reader's sessions refuse every write, server-side.
+                + (" -c default_transaction_read_only=on" if readonly else ""),
             },
         }
         self._q = Queries(schema, _TEMPLATES)
@@ -222,6 +233,19 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 raise self._too_new(current)
             if current == LATEST_VERSION:
                 return
+        if self.readonly:  # readers never create or migrate
+            if not rows[0][0]:
+                raise NotFoundError(
+                    message=f"schema {self.schema!r} holds no toolledger database "
+                    "(readers never create one)",
+                    details={"schema": self.schema, "reason": "missing"},
+                )
+            raise UnsupportedSchemaError(
+                message=f"schema {self.schema!r} has version {current}; this toolledger reads "
+                f"version {LATEST_VERSION}. Run `toolledger migrate` on it (readers never "
+                "migrate).",
+                details={"schema": self.schema, "version": current, "supported": LATEST_VERSION},
+            )
 
         def run(cur: Cursor[Any]) -> None:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key(self.schema),))

@@ -43,6 +43,7 @@ from ..errors import (
     StoreBusyError,
     StoreSchemaTooNewError,
     StoreUnavailableError,
+    UnsupportedSchemaError,
 )
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
@@ -87,8 +88,17 @@ class SQLiteStore(ApplyShortcuts):
         durability: ``"full"`` (default: durable writes are fsync-ed before returning) or
             ``"normal"`` (faster; a power failure may lose the last commits).
         busy_timeout: Seconds to wait for another writer before ``STORE_BUSY``.
+        readonly: Open an existing toolledger database for reading only: nothing is
+            created or migrated, no write is attempted (``file:…?mode=ro``). A WAL file on
+            a read-only mount is opened ``immutable`` when SQLite cannot create its shared
+            memory file there and no un-checkpointed WAL content would be skipped.
 
     Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad argument; with ``readonly``,
+            a file that is not a toolledger database.
+        NotFoundError: ``NOT_FOUND``: with ``readonly``, no file at ``path``.
+        UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA``: with ``readonly``, a database
+            written by an older toolledger (``toolledger migrate`` upgrades it).
         StoreSchemaTooNewError: the file was written by a newer toolledger.
         StoreBusyError, StoreUnavailableError: the file cannot be opened or migrated.
     """
@@ -104,6 +114,7 @@ class SQLiteStore(ApplyShortcuts):
         *,
         durability: Literal["full", "normal"] = "full",
         busy_timeout: float = 10.0,
+        readonly: bool = False,
     ) -> None:
         if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)) or not str(path):
             raise InvalidArgumentError(
@@ -114,6 +125,10 @@ class SQLiteStore(ApplyShortcuts):
             raise InvalidArgumentError(message='durability must be "full" or "normal"')
         if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
             raise InvalidArgumentError(message="busy_timeout must be a non-negative number")
+        if not isinstance(readonly, bool):
+            raise InvalidArgumentError(message="readonly must be a bool")
+        self.readonly = readonly
+        self._immutable = False
         self.path = Path(path)
         self.durability = durability
         self.busy_timeout = float(busy_timeout)
@@ -122,6 +137,9 @@ class SQLiteStore(ApplyShortcuts):
         self._connections: builtins.list[sqlite3.Connection] = []
         self._pid = os.getpid()
         self._closed = False
+        if readonly:
+            self._check_readable()
+            return
         if str(self.path) != ":memory:":
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +152,8 @@ class SQLiteStore(ApplyShortcuts):
         self._migrate()
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self.path)!r}, durability={self.durability!r})"
+        mode = ", readonly=True" if self.readonly else ""
+        return f"SQLiteStore({str(self.path)!r}, durability={self.durability!r}{mode})"
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -145,6 +164,8 @@ class SQLiteStore(ApplyShortcuts):
     # -- connections -------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            return self._connect_readonly()
         try:
             conn = sqlite3.connect(
                 str(self.path),
@@ -167,9 +188,108 @@ class SQLiteStore(ApplyShortcuts):
                 conn.close()
             if isinstance(exc, sqlite3.Error):
                 raise _map_error(exc, f"opening {self.path}") from exc
+            if isinstance(exc, UnicodeDecodeError):
+                raise _not_utf8(self.path, "opening") from exc
             raise
         self._local.sync = "NORMAL"
         return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """Open ``mode=ro``; on a read-only mount, ``immutable`` if that loses nothing."""
+        while True:
+            query = "mode=ro&immutable=1" if self._immutable else "mode=ro"
+            try:
+                conn = sqlite3.connect(
+                    f"{self.path.absolute().as_uri()}?{query}",
+                    uri=True,
+                    timeout=self.busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                raise _map_error(exc, f"opening {self.path} read-only") from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                if version > LATEST_VERSION:
+                    raise _too_new(self.path, version)
+                # The first page read: a WAL file needs its -shm (created if missing).
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+                if isinstance(exc, sqlite3.OperationalError) and self._may_open_immutable():
+                    self._immutable = True
+                    continue
+                if isinstance(exc, sqlite3.Error):
+                    raise _map_error(exc, f"opening {self.path} read-only") from exc
+                if isinstance(exc, UnicodeDecodeError):
+                    raise _not_utf8(self.path, "opening") from exc
+                raise
+            self._local.sync = "NORMAL"
+            return conn
+
+    def _may_open_immutable(self) -> bool:
+        """Whether ``mode=ro`` failed only because the directory is not writable.
+
+        ``immutable`` skips the WAL, so it is used only when there is none to skip; a WAL
+        with content and no shared memory file on a read-only mount cannot be read.
+        """
+        if self._immutable or os.access(self.path.parent, os.W_OK):
+            return False
+        wal = Path(f"{self.path}-wal")
+        try:
+            size = wal.stat().st_size
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        if size == 0:
+            return True
+        raise StoreUnavailableError(
+            message=f"{self.path} has un-checkpointed WAL content ({wal}) and its directory "
+            "is read-only, so SQLite cannot build the shared memory index to read it; open "
+            "it once where it is writable (any toolledger command that writes), or copy the "
+            "three files to a writable place",
+            details={"path": str(self.path), "reason": "wal on read-only mount"},
+        )
+
+    def _check_readable(self) -> None:
+        """Refuse (typed) what a reader must not open: no file, not toolledger's, too old."""
+        if str(self.path) == ":memory:":
+            raise InvalidArgumentError(message="a :memory: database cannot be opened read-only")
+        if not self.path.exists():
+            raise NotFoundError(
+                message=f"no database at {self.path} (readers never create one)",
+                details={"path": str(self.path), "reason": "missing"},
+            )
+        if self.path.is_dir():
+            raise InvalidArgumentError(
+                message=f"{self.path} is a directory, not a database file",
+                details={"path": str(self.path), "reason": "directory"},
+            )
+        (user_version,) = self._read("PRAGMA user_version")[0]
+        has_table = self._read(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'toolledger_schema'"
+        )
+        if not has_table:
+            raise InvalidArgumentError(
+                message=f"{self.path} is not a toolledger database (no toolledger_schema "
+                "table); readers never add toolledger's tables to it",
+                details={"path": str(self.path), "reason": "not a toolledger database"},
+            )
+        have = self._read("SELECT MAX(version) FROM toolledger_schema")[0][0] or 0
+        if not isinstance(have, int):
+            have = 0
+        if have > LATEST_VERSION:
+            raise _too_new(self.path, have)
+        if have < LATEST_VERSION or user_version < LATEST_VERSION:
+            raise UnsupportedSchemaError(
+                message=f"{self.path} has schema version {min(have, user_version)}; this "
+                f"toolledger reads version {LATEST_VERSION}. Run `toolledger migrate` on it "
+                "(readers never migrate).",
+                details={"path": str(self.path), "version": have, "supported": LATEST_VERSION},
+            )
 
     def _conn(self) -> sqlite3.Connection:
         if self._closed:
@@ -225,6 +345,11 @@ class SQLiteStore(ApplyShortcuts):
             self._local.sync = want
 
     def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+        if self.readonly:
+            raise InvalidArgumentError(
+                message=f"{self!r} was opened read-only; open it without readonly to write",
+                details={"path": str(self.path), "reason": "readonly"},
+            )
         conn = self._conn()
         try:
             self._set_sync(conn, durable)
@@ -241,6 +366,8 @@ class SQLiteStore(ApplyShortcuts):
                 raise _map_error(exc, "writing") from exc
             if isinstance(exc, UnicodeEncodeError):
                 raise _unencodable(exc) from exc
+            if isinstance(exc, UnicodeDecodeError):
+                raise _not_utf8(self.path, "writing") from exc
             raise
         return result
 
@@ -252,6 +379,8 @@ class SQLiteStore(ApplyShortcuts):
             raise _map_error(exc, "reading") from exc
         except UnicodeEncodeError as exc:  # e.g. a key with a lone surrogate
             raise _unencodable(exc) from exc
+        except UnicodeDecodeError as exc:  # a damaged file: a text column is not UTF-8
+            raise _not_utf8(self.path, "reading") from exc
 
     # -- migrations --------------------------------------------------------------------
 
@@ -264,6 +393,20 @@ class SQLiteStore(ApplyShortcuts):
         if current > LATEST_VERSION:
             raise _too_new(self.path, current)
         if current == LATEST_VERSION:
+            # user_version alone is not trusted: a newer toolledger records its migrations
+            # in toolledger_schema too, and a file it wrote is never touched.
+            try:
+                row = conn.execute("SELECT MAX(version) FROM toolledger_schema").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return
+                raise _map_error(exc, f"reading {self.path}") from exc
+            except sqlite3.Error as exc:
+                raise _map_error(exc, f"reading {self.path}") from exc
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(self.path, "reading") from exc
+            if isinstance(row[0], int) and row[0] > LATEST_VERSION:
+                raise _too_new(self.path, row[0])
             return
 
         def run(c: sqlite3.Connection) -> None:
@@ -683,6 +826,13 @@ def _map_error(exc: sqlite3.Error, doing: str) -> CheckpointError:
         )
     return StoreUnavailableError(
         message=f"SQLite failed while {doing}: {exc}", details={"doing": doing}
+    )
+
+
+def _not_utf8(path: Path, doing: str) -> StoreUnavailableError:
+    return StoreUnavailableError(
+        message=f"{path} is damaged: a stored text is not UTF-8 (while {doing})",
+        details={"doing": doing, "reason": "text not UTF-8"},
     )
 
 

@@ -345,7 +345,7 @@ def reexport(
     from ..store import Store, open_store
     from ._configure import make_resource
 
-    store = open_store(db)
+    store = open_store(db, readonly=True)
     try:
         policy = resolve_policy(
             capture_content=capture_content, capture_intent=capture_intent, redact=redact
