@@ -4,7 +4,8 @@ Rules:
 
 - Everything moves: checkpoints with their full transition history, operation-journal
   entries, runs, journal events (byte for byte, so hash chains and ``verify`` carry over),
-  tombstones and approval records (with their revisions). Only the public ``Store``
+  tombstones, approval records (with their revisions) and effect keys (their holders;
+  ``claimed_at`` is the copy's own time, as an entry's ``written_at`` is). Only the public ``Store``
   protocol is used, so any two backends work (SQLite to PostgreSQL and back).
 - A checkpoint's history is replayed as its create and compare-and-swap chain in one
   transaction per batch of keys; the destination labels each history row itself, and the
@@ -29,7 +30,14 @@ from typing import Any
 from .approvals import copy_approvals
 from .errors import InvalidArgumentError
 from .store import Store, open_store
-from .store.base import CreateCheckpoint, EventRow, Op, SwapCheckpoint, WriteOperation
+from .store.base import (
+    ClaimEffectKey,
+    CreateCheckpoint,
+    EventRow,
+    Op,
+    SwapCheckpoint,
+    WriteOperation,
+)
 
 __all__ = ["CopyReport", "copy_ledger"]
 
@@ -109,6 +117,7 @@ def _require_empty(store: Store) -> None:
         or store.list_tombstones(limit=1)
         or store.list_operations(limit=1)
         or store.list_approvals(limit=1)
+        or store.list_effect_keys(limit=1)
     ):
         raise InvalidArgumentError(
             message="the destination already holds a ledger; copy only into an empty store",
@@ -132,6 +141,7 @@ def _copy(src: Store, dst: Store) -> dict[str, int]:
             ops = []
     entries = src.list_operations()
     ops.extend(WriteOperation(e.namespace, e.call_id, json.loads(e.data)) for e in entries)
+    ops.extend(ClaimEffectKey(k.namespace, k.key, k.call_id) for k in src.list_effect_keys())
     if ops:
         dst.apply(ops)
     runs = events = 0
@@ -195,7 +205,13 @@ def _verify(src: Store, dst: Store) -> list[str]:
         problems.append("tombstones differ")
     if src.list_approvals() != dst.list_approvals():
         problems.append("approvals differ")
+    if _holders(src) != _holders(dst):  # claimed_at is the copy's own time
+        problems.append("effect keys differ")
     return problems
+
+
+def _holders(store: Store) -> list[tuple[str, str, str]]:
+    return [(k.namespace, k.key, k.call_id) for k in store.list_effect_keys()]
 
 
 def _entries(store: Store) -> list[tuple[str, str, Any]]:

@@ -371,3 +371,124 @@ class TestStores:
             r.call(_keyed(effects), call_id="A", input={})
         assert info.value.code == "INVALID_ARGUMENT"
         assert effects.executed == []
+
+
+class TestCopy:
+    def test_copied_ledger_keeps_refusing_the_action(self, tmp_path: Path, effects) -> None:
+        """copy_ledger moves effect keys: the copy still deduplicates a re-plan."""
+        tool = _keyed(effects)
+        src = toolledger.SQLiteStore(tmp_path / "a.db")
+        with toolledger.run("a", db=src) as r:
+            r.call(tool, call_id="A", input={"to": "ana"})
+        dst = MemoryStore()
+        report = toolledger.copy_ledger(src, dst)
+        assert report.ok, report.problems
+        assert [(k.namespace, k.key, k.call_id) for k in dst.list_effect_keys()] == [
+            (k.namespace, k.key, k.call_id) for k in src.list_effect_keys()
+        ]
+        with toolledger.run("b", db=dst) as r:
+            out = r.call(tool, call_id="B", input={"to": "ana"})
+        assert out.deduplicated_from == "A"
+        assert len(effects.executed) == 1
+        src.close()
+
+    def test_copy_reports_an_effect_key_that_differs(self, tmp_path: Path, effects) -> None:
+        """Verification compares holders: a destination that drops keys fails the copy."""
+
+        class Forgetful(MemoryStore):
+            def list_effect_keys(self, **kw: Any) -> list[Any]:
+                return []
+
+        src = MemoryStore()
+        with toolledger.run("a", db=src) as r:
+            r.call(_keyed(effects), call_id="A", input={})
+        report = toolledger.copy_ledger(src, Forgetful())
+        assert "effect keys differ" in report.problems
+
+
+class TestOneTurn:
+    def test_call_many_with_the_same_action_twice_runs_it_once(self, run, effects) -> None:
+        """A turn repeating an action: the first executes, the second returns its result."""
+        tool = _keyed(effects)
+        first, second = run.call_many(
+            [
+                {"tool": tool, "call_id": "A", "input": {"to": "ana"}},
+                {"tool": tool, "call_id": "B", "input": {"to": "ana"}},
+            ]
+        )
+        assert first.replayed is False
+        assert second.deduplicated_from == "A"
+        assert second.payload == first.payload
+        assert len(effects.executed) == 1
+
+    def test_concurrent_acalls_with_the_same_action_never_run_it_twice(self, run, effects) -> None:
+        """Concurrent acalls claim in one transaction: the loser copies the result."""
+        import asyncio
+
+        tool = _keyed(effects)
+
+        async def turn() -> list[Any]:
+            return await asyncio.gather(
+                run.acall(tool, call_id="A", input={}), run.acall(tool, call_id="B", input={})
+            )
+
+        a, b = asyncio.run(turn())
+        assert a.replayed is False
+        assert b.deduplicated_from == "A"  # A ran to completion before B looked again
+        assert len(effects.executed) == 1
+
+    def test_concurrent_acall_finding_the_holder_mid_execute_reports_unknown(self, run) -> None:
+        """The loser finds the winner inside its async execute: it never executes."""
+        import asyncio
+
+        executed: list[str] = []
+
+        async def execute(input: Any, ctx: Any) -> Any:
+            executed.append(ctx.call_id)
+            await asyncio.sleep(0)  # a yield point: the other call's task runs now
+            return {"by": ctx.call_id}
+
+        tool = toolledger.tool("send", revision="1", execute=execute, effect_key="input")
+
+        async def turn() -> list[Any]:
+            return await asyncio.gather(
+                run.acall(tool, call_id="A", input={}),
+                run.acall(tool, call_id="B", input={}),
+                return_exceptions=True,
+            )
+
+        a, b = asyncio.run(turn())
+        assert a.payload == {"by": "A"}  # the owner completes (uncertain -> completed)
+        assert isinstance(b, CheckpointError)
+        assert b.code == "OUTCOME_UNKNOWN"
+        assert b.details["effect_key_holder"] == "A"
+        assert executed == ["A"]
+        later = asyncio.run(run.acall(tool, call_id="B", input={}))
+        assert later.deduplicated_from == "A"
+
+    def test_claims_joined_into_one_transaction_gate_on_their_own_key(self, db) -> None:
+        """Batched claims: each call's checkpoint ops are gated on its own key claim."""
+        from toolledger import Binding, claim_execution, create_checkpoint, fingerprint
+        from toolledger.guard._effect_key import EffectKey
+        from toolledger.guard._flow import join_claims, now
+        from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
+
+        def claim(call_id: str, key: str) -> tuple[Any, ...]:
+            rec = create_checkpoint(Binding("default", call_id, "t", "1", "sha256:x"), at=now())
+            t = claim_execution(rec, attempt_id=f"a-{call_id}", at=now())
+            ek = EffectKey("default", fingerprint(key))
+            return (
+                ek.claim(call_id),
+                CreateCheckpoint(rec, requires=0),
+                SwapCheckpoint(0, t.next, requires=0),
+            )
+
+        db.apply([claim("X", "taken")[0]])  # another call holds "taken"
+        ops = join_claims([claim("A", "free"), claim("B", "taken"), claim("C", "free-2")])
+        assert [getattr(op, "requires", None) for op in ops] == [None, 0, 0, None, 3, 3, None, 6, 6]
+        out = db.apply(ops)
+        assert [bool(o[0]) if isinstance(o, tuple) else bool(o) for o in out] == [
+            True, True, True, False, False, False, True, True, True,
+        ]  # fmt: skip
+        assert db.get("default", "B") is None
+        assert db.get("default", "A").status.value == "executing"

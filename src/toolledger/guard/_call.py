@@ -38,6 +38,7 @@ from ._flow import (
     Claim,
     Execute,
     Recover,
+    join_claims,
 )
 
 __all__ = [
@@ -402,7 +403,7 @@ class ClaimBatcher:
 
     def _flush(self, key: int) -> None:
         store, items, runs = self.pending.pop(key)
-        ops = [op for batch, _ in items for op in batch]
+        ops = join_claims(batch for batch, _ in items)
         try:
             outcomes: Any = commit_claims(store, runs, ops)
         except BaseException as exc:  # not a store failure: every waiter sees it

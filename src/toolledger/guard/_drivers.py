@@ -68,7 +68,7 @@ from ._call import (
     start_item,
 )
 from ._deliver import Delivery
-from ._flow import CANCELLATION, Claim
+from ._flow import CANCELLATION, Claim, join_claims
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
 
@@ -161,15 +161,20 @@ def call_many(
     slots: list[Any] = [None] * len(flows)
     # Phase 1: gate and decide every call in order; new ones stop at their Claim request.
     # A later item for a call id already in this turn waits for phase 3 (it then decides
-    # from what the earlier one stored: a replay, or BINDING_CONFLICT for another input).
+    # from what the earlier one stored: a replay, or BINDING_CONFLICT for another input);
+    # so does a later item with an effect key already in this turn (it then returns the
+    # earlier one's result instead of finding its claim not yet executed).
     waiting: list[tuple[int, Any, Any]] = []
     seen: set[tuple[str, str]] = set()
+    seen_effects: set[Any] = set()
     try:
         for i, flow in enumerate(flows):
-            if flow.binding.key in seen:
+            if flow.binding.key in seen or flow.effect in seen_effects:
                 waiting.append((i, None, None))
                 continue
             seen.add(flow.binding.key)
+            if flow.effect is not None:
+                seen_effects.add(flow.effect)
             try:
                 gen, req, done = begin(flow, ask_sync=True)
             except BaseException as exc:
@@ -189,7 +194,7 @@ def call_many(
     claims = [(i, gen, req) for i, gen, req in waiting if isinstance(req, Claim)]
     outcomes: Any = []
     if claims:
-        outcomes = commit_claims(run.store, (run,), [op for _, _, r in claims for op in r.ops])
+        outcomes = commit_claims(run.store, (run,), join_claims(r.ops for _, _, r in claims))
     ready: list[tuple[int, Any, Any]] = []
     errors: list[tuple[int, BaseException]] = []
     at = 0

@@ -27,7 +27,7 @@ import builtins
 import contextlib
 import dataclasses
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,7 @@ __all__ = [
     "RecoveryFailed",
     "crash_point",
     "error_payload",
+    "join_claims",
     "new_attempt_id",
     "now",
     "parse_link",
@@ -144,9 +145,26 @@ def _is_hex(value: object, length: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """Request: commit these ops durably in one transaction; reply with outcomes or the error."""
+    """Request: commit these ops durably in one transaction; reply with outcomes or the error.
+
+    An op's ``requires`` (an effect-key claim gating the checkpoint ops) indexes into
+    ``ops``: batching several claims into one transaction goes through ``join_claims``.
+    """
 
     ops: tuple[Any, ...]
+
+
+def join_claims(batches: Iterable[tuple[Any, ...]]) -> builtins.list[Any]:
+    """Concatenate several claims' ops for one transaction, re-basing each ``requires``."""
+    out: builtins.list[Any] = []
+    for ops in batches:
+        base = len(out)
+        for op in ops:
+            requires = getattr(op, "requires", None)
+            if requires is not None and base:
+                op = dataclasses.replace(op, requires=requires + base)
+            out.append(op)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
