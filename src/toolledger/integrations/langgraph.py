@@ -18,9 +18,11 @@ Rules this module keeps:
   released (when the operation journal is empty) and the same message goes to the model;
   with ``on_error="result"`` it is stored and sent again on every replay. An exception the
   tool node does not handle propagates the same way.
-- The stored result is the ``ToolMessage`` (``message_to_dict``) or the ``Command`` (its
-  ``update`` with messages as dicts, ``goto``, ``graph``), rebuilt on replay. A result
-  ``recover`` proved may be any JSON: it becomes the ``ToolMessage``'s content.
+- The stored result is what the model and the graph see of the ``ToolMessage`` (its text
+  alone when it is a plain success; else content, status, artifact) or the ``Command``
+  (its ``update``, messages as dicts, ``goto``, ``graph``), rebuilt on replay (the
+  message's ``tool_call_id`` and ``name`` are the call's). A result ``recover`` proved may
+  be any JSON: it becomes the message's content.
 - The model's tool calls are safe across a crash only if the checkpoint that holds them is
   written before the tools run: a graph without a checkpointer, or with
   ``durability="async"`` (the default) or ``"exit"``, can lose them, and the model then
@@ -109,16 +111,32 @@ def _dump(out: Any) -> Any:
                 "graph": out.graph,
             }
         }
-    return {"message": _encode(out)}
+    if isinstance(out, ToolMessage):  # what the model and the graph see of it
+        if out.status == "success" and out.artifact is None and isinstance(out.content, str):
+            return out.content  # the common case, stored as the bare text
+        body: dict[str, Any] = {"content": _encode(out.content), "status": out.status}
+        if out.artifact is not None:
+            body["artifact"] = _encode(out.artifact)
+        return {"tool_message": body}
+    return {"value": _encode(out)}
 
 
-def _load(payload: Any) -> Any:
-    if isinstance(payload, dict) and "command" in payload:
+def _load(payload: Mapping[str, Any], tool_call: Mapping[str, Any]) -> Any:
+    if "command" in payload:
         body = payload["command"]
         return Command(
             update=_decode(body["update"]), goto=_decode(body["goto"]), graph=body["graph"]
         )
-    return _decode(payload["message"])
+    if "tool_message" in payload:
+        body = payload["tool_message"]
+        return ToolMessage(
+            content=_decode(body["content"]),
+            tool_call_id=tool_call["id"],
+            name=tool_call["name"],
+            status=body["status"],
+            artifact=_decode(body.get("artifact")),
+        )
+    return _decode(payload["value"])
 
 
 def _error_message(tool_call: Mapping[str, Any], text: Any) -> ToolMessage:
@@ -127,12 +145,18 @@ def _error_message(tool_call: Mapping[str, Any], text: Any) -> ToolMessage:
     )
 
 
-def _answer(answer: Answer, tool_call: Mapping[str, Any]) -> Any:
+_SHAPES = ({"tool_message"}, {"command"}, {"value"})
+
+
+def _answer(answer: Answer, tool_call: Mapping[str, Any], fresh: list[Any]) -> Any:
     payload = answer.payload
     if answer.kind == "result" and not answer.is_error:
-        if isinstance(payload, dict) and set(payload) in ({"message"}, {"command"}):
-            return _load(payload)
-        # A result ``recover`` proved: any JSON, sent as the tool's content.
+        outcome = answer.outcome
+        if fresh and outcome is not None and not (outcome.replayed or outcome.recovered):
+            return fresh[0]  # executed now: the tool node's own object, which was stored
+        if isinstance(payload, dict) and set(payload) in _SHAPES:
+            return _load(payload, tool_call)
+        # A plain text result, or one ``recover`` proved (any JSON): the message's content.
         return ToolMessage(
             content=payload if isinstance(payload, str) else render(payload),
             tool_call_id=tool_call["id"],
@@ -201,10 +225,13 @@ class _Wrapper:
             return handler(request)  # an unknown tool: the tool node reports it; nothing runs
         tool_call, call_id = self._check(request)
 
+        fresh: list[Any] = []
+
         def execute() -> Any:
             out = handler(request)
             if isinstance(out, ToolMessage) and out.status == "error":
                 raise ToolCallFailed(out)
+            fresh.append(out)
             return _dump(out)
 
         try:
@@ -213,7 +240,7 @@ class _Wrapper:
             )
         except ToolCallFailed as failed:
             return failed.message
-        return _answer(answer, tool_call)
+        return _answer(answer, tool_call, fresh)
 
     async def acall(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -222,10 +249,13 @@ class _Wrapper:
             return await handler(request)
         tool_call, call_id = self._check(request)
 
+        fresh: list[Any] = []
+
         async def execute() -> Any:
             out = await handler(request)
             if isinstance(out, ToolMessage) and out.status == "error":
                 raise ToolCallFailed(out)
+            fresh.append(out)
             return _dump(out)
 
         try:
@@ -234,7 +264,7 @@ class _Wrapper:
             )
         except ToolCallFailed as failed:
             return failed.message
-        return _answer(answer, tool_call)
+        return _answer(answer, tool_call, fresh)
 
 
 def _wrapper(
