@@ -260,3 +260,15 @@ def test_corrupt_file_in_a_real_process_prints_one_line(tmp_path, good_ledger) -
         assert "Traceback" not in proc.stderr
         if proc.returncode:
             assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_db_parent_without_permission_is_one_line_exit_2(tmp_path, monkeypatch) -> None:
+    """PermissionError creating the parent (a writer): one line, exit 2. Root ignores
+    chmod, so the denial comes from Path.mkdir as the kernel raises it."""
+
+    def denied(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", denied)
+    line = assert_one_line_error(invoke("--db", str(tmp_path / "locked" / "x.db"), "migrate"))
+    assert "Permission denied" in line

@@ -154,3 +154,36 @@ class TestDuplicateIds:
         posted: list[Any] = []
         tl.deliver_results(run, response, lambda payloads: posted.append(json.dumps(payloads)))
         assert [json.loads(p) for p in posted] == [{"ok": {"sent_to": "b"}}]
+
+
+class TestAnthropicShares:
+    """The Anthropic adapter goes through the same per-call refusals."""
+
+    def test_anthropic_deep_missing_id_and_duplicates_are_per_call_errors(self, run, calls) -> None:
+        from toolledger.integrations import anthropic as ta
+
+        deep: Any = []
+        for _ in range(5000):
+            deep = [deep]
+
+        def use(call_id: Any, inp: Any) -> dict[str, Any]:
+            block = {"type": "tool_use", "name": "send_email", "input": inp}
+            if call_id is not None:
+                block["id"] = call_id
+            return block
+
+        message = {
+            "role": "assistant",
+            "content": [
+                use("deep", {"to": deep}),
+                use(None, {"to": "x"}),
+                use("dup", {"to": "y"}),
+                use("dup", {"to": "y"}),
+                use("ok", {"to": "a"}),
+                use("nan", {"to": float("nan")}),
+            ],
+        }
+        out = ta.run_tool_calls(run, message, calls.tools())
+        assert [b["tool_use_id"] for b in out] == ["deep", None, "dup", "dup", "ok", "nan"]
+        assert [b.get("is_error", False) for b in out] == [True, True, True, True, False, True]
+        assert calls.seen == [{"to": "a"}]

@@ -269,3 +269,39 @@ class TestReadOnlyMount:
         with _read_only(d), pytest.raises(tl.StoreUnavailableError) as info:
             open_store(d / "l.db", readonly=True)
         assert info.value.details["reason"] == "wal on read-only mount"
+
+
+class TestPostgresReadonly:
+    def test_postgres_readonly_creates_no_schema_and_refuses_writes(self) -> None:
+        import uuid
+
+        import psycopg
+
+        from _pg_dsn import pg_dsn_or_skip
+
+        dsn = pg_dsn_or_skip()
+        schema = f"tl_ro_{uuid.uuid4().hex[:10]}"
+        url = f"{dsn}?schema={schema}"
+
+        def exists() -> bool:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                    (schema,),
+                ).fetchone()
+            return row is not None
+
+        with pytest.raises(tl.NotFoundError):
+            open_store(url, readonly=True)
+        assert not exists()
+        try:
+            with tl.run("g", db=url):
+                pass
+            reader = open_store(url, readonly=True)
+            (row,) = reader.list_runs()
+            with pytest.raises(tl.StoreError):
+                reader.create_run(row)
+            reader.close()
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

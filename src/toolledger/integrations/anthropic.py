@@ -87,21 +87,33 @@ def tool_calls(response: Any) -> list[ToolCall]:
     for block in content:
         if field(block, "type") != "tool_use":
             continue
-        args, why = split_args(as_plain(field(block, "input")) or {})
+        error = None
+        try:
+            args, why = split_args(as_plain(field(block, "input")) or {})
+        except RecursionError:
+            args, why, error = None, None, "arguments are nested too deeply"
+        call_id = field(block, "id")
+        has_id = isinstance(call_id, str) and bool(call_id)
         calls.append(
             ToolCall(
-                id=str(field(block, "id")),
+                id=call_id if has_id else "",
                 name=str(field(block, "name")),
                 args=args,
                 justification=why,
                 provider=PROVIDER,
+                error=error,
+                refused=None if has_id else f"the call has no id (got {call_id!r:.40}); not run",
             )
         )
     return calls
 
 
 def _result_block(call_id: str, text: str, is_error: bool) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": call_id or None,  # a call without an id is answered without one
+        "content": text,
+    }
     if is_error:
         block["is_error"] = True
     return block
