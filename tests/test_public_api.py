@@ -126,3 +126,82 @@ def test_checkpoint_package_exports_transitions_table() -> None:
         "release_delivery",
         "complete_delivery",
     }
+
+
+#: The journal's read API: reading a run back and searching across runs.
+READ_API = {"Event", "RunView", "SearchWarning", "list_runs", "load_run", "search"}
+
+
+def test_read_api_names_are_exported() -> None:
+    """load_run, list_runs, search and their types are public."""
+    assert set(toolledger.__all__) >= READ_API
+
+
+def test_read_api_types_have_the_documented_fields() -> None:
+    """``Event`` and ``RunView`` are frozen dataclasses with the documented fields."""
+    import dataclasses
+
+    event_fields = {f.name for f in dataclasses.fields(toolledger.Event)}
+    assert event_fields >= {
+        "run_id",
+        "event_id",
+        "parent_id",
+        "kind",
+        "name",
+        "goal",
+        "justification",
+        "justification_source",
+        "justification_missing",
+        "status",
+        "started_at",
+        "ended_at",
+        "duration_ms",
+        "inputs",
+        "outputs",
+        "artifacts",
+        "approval",
+        "error",
+        "meta",
+        "checkpoint",
+        "erased",
+    }
+    assert {"ts_start_ms", "ts_end_ms"} <= set(dir(toolledger.Event))
+    run_fields = {f.name for f in dataclasses.fields(toolledger.RunView)}
+    assert run_fields >= {
+        "run_id",
+        "namespace",
+        "agent",
+        "goal",
+        "status",
+        "started_at",
+        "ended_at",
+        "head_hash",
+        "event_count",
+        "events",
+    }
+    for cls in (toolledger.Event, toolledger.RunView):
+        assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert {"children", "roots", "to_dict"} <= set(dir(toolledger.RunView))
+    params = inspect.signature(toolledger.search).parameters
+    assert list(params) == [
+        "db",
+        "text",
+        "kind",
+        "name",
+        "status",
+        "agent",
+        "namespace",
+        "run_id",
+        "since",
+        "until",
+        "limit",
+    ]
+    assert list(inspect.signature(toolledger.list_runs).parameters) == [
+        "db",
+        "status",
+        "agent",
+        "namespace",
+        "since",
+        "until",
+        "limit",
+    ]

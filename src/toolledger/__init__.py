@@ -48,12 +48,17 @@ from .errors import (
 )
 from .export import ExportInfo, export_html, export_json, export_markdown
 from .journal import (
+    Event,
     JournalWarning,
     Run,
+    RunView,
     Step,
     VerifyReport,
     import_json,
+    list_runs,
+    load_run,
     run,
+    search,
     traced,
     verify,
     verify_export,
@@ -62,6 +67,7 @@ from .readiness import Diagnostic, check_tool
 from .replay import Replayer
 from .retention import GcReport, gc
 from .store import SQLiteStore, Store, open_store
+from .store._search import SearchWarning
 from .store.base import Tombstone
 from .telemetry import configure, reexport
 from .tools import (
@@ -88,6 +94,7 @@ __all__ = [
     "Denied",
     "Diagnostic",
     "ERROR_CODES",
+    "Event",
     "ExecuteContext",
     "ExportInfo",
     "FenceConflictError",
@@ -106,7 +113,9 @@ __all__ = [
     "Replayer",
     "Result",
     "Run",
+    "RunView",
     "SQLiteStore",
+    "SearchWarning",
     "Status",
     "Step",
     "Store",
@@ -138,12 +147,15 @@ __all__ = [
     "fingerprint",
     "gc",
     "import_json",
+    "list_runs",
+    "load_run",
     "mark_execution_uncertain",
     "open_store",
     "reexport",
     "release_delivery",
     "release_execution",
     "run",
+    "search",
     "tool",
     "traced",
     "validate_checkpoint",

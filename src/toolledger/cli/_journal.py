@@ -52,7 +52,7 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
 
     Example: toolledger runs --limit 10
     """
-    from ..journal._read import RunView, iter_rows, run_document
+    from ..journal._read import StoredRun, iter_rows, run_document
 
     store = get_store(ctx)
     try:
@@ -63,7 +63,7 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
             )
         for row in store.list_runs(namespace=namespace, limit=limit):
             doc = run_document(row)
-            status = RunView(row=row, doc=doc, rows=[], events=[], live=_live(row, doc)).status
+            status = StoredRun(row=row, doc=doc, rows=[], events=[], live=_live(row, doc)).status
             counts = _counts(iter_rows(store, row.run_id))
             if as_json:
                 click.echo(
@@ -108,9 +108,9 @@ def _counts(rows: Iterable[Any]) -> dict[str, int]:
 
 
 def _live(row: Any, doc: dict[str, Any]) -> bool:
-    from ..journal._read import _is_live
+    from ..journal._read import is_live
 
-    return _is_live(row, doc)
+    return is_live(row, doc)
 
 
 @main.command()

@@ -63,7 +63,7 @@ _EMPTY_TYPES = (dict, list)
 
 
 def render_html(view: Any) -> str:
-    """Return the self-contained HTML page of a loaded run (``journal._read.RunView``)."""
+    """Return the self-contained HTML page of a loaded run (``journal._read.StoredRun``)."""
     row = view.row
     goal = (view.doc.get("content") or {}).get("goal", row.goal)
     data = {

@@ -6,11 +6,19 @@ Layout (``format: "toolledger-journal"``, ``version: 1``)::
      "head_hash", "event_count",                   # what verify_export checks against
      "run": {"run_id", "namespace", "agent", "goal", "status", "started_at", "ended_at",
              "head_hash", "event_count", "document"},  # document: the stored run JSON
+     "events": [{"run_id", "event_id", "seq", "parent_id", "kind", "name", "status",
+                 "goal", "started_at", "ended_at", "ts_start_ms", "ts_end_ms",
+                 "duration_ms", "justification", "justification_source",
+                 "justification_missing", "inputs", "outputs", "artifacts", "approval",
+                 "error", "text", "meta", "checkpoint", "erased", ...}, ...],
      "records": [{"run_id", "seq", "event_id", "parent_id", "kind", "name", "status",
                   "at", "prev_hash", "hash", "data"}, ...]}   # data: the stored record
 
-Records are the stored journal records unchanged (a step has a start and an end record),
-so the export verifies on its own (``verify_export``) and re-imports byte-for-byte
+``events`` is the merged view readers show (one object per event, ``Event.to_dict()``,
+equal to ``toolledger.load_run(db, run_id).to_dict()["events"]``): derived from the
+records, never hashed, and ignored by ``verify_export`` and ``import_json``.
+``records`` are the stored journal records unchanged (a step has a start and an end
+record), so the export verifies on its own (``verify_export``) and re-imports byte-for-byte
 equivalent (hashes are over canonical JSON, so whitespace does not matter).
 """
 
@@ -22,7 +30,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._version import __version__
-from ..journal._read import get_run_row, iter_rows, run_document, store_for
+from ..journal._read import load_stored_run, store_for
+from ..journal._reader import events_of
 from ._common import ExportInfo, Progress, atomic_text
 
 __all__ = ["FORMAT", "VERSION", "export_json"]
@@ -59,52 +68,56 @@ def export_json(
     """
     store, owned = store_for(db)
     try:
-        row = get_run_row(store, run_id)
-        doc = run_document(row)
-        head: str | None = doc.get("genesis")
-        count = 0
-        with atomic_text(path) as fh:
-            fh.write(f'{{"format":"{FORMAT}","version":{VERSION},')
-            fh.write(f'"toolledger_version":{_dumps(__version__)},')
-            fh.write(f'"exported_at":{_dumps(datetime.now(timezone.utc).isoformat())},')
-            run = {
-                "run_id": row.run_id,
-                "namespace": row.namespace,
-                "agent": row.agent,
-                "goal": row.goal,
-                "status": row.status,
-                "started_at": row.started_at,
-                "ended_at": row.ended_at,
-                "head_hash": row.head_hash,
-                "event_count": row.event_count,
-                "document": doc,
-            }
-            fh.write(f'"run":{_dumps(run)},\n"records":[\n')
-            for r in iter_rows(store, run_id):
-                record = {
-                    "run_id": r.run_id,
-                    "seq": r.seq,
-                    "event_id": r.event_id,
-                    "parent_id": r.parent_id,
-                    "kind": r.kind,
-                    "name": r.name,
-                    "status": r.status,
-                    "at": r.at,
-                    "prev_hash": r.prev_hash,
-                    "hash": r.hash,
-                }
-                fh.write(("," if count else "") + _dumps(record)[:-1])
-                fh.write(',"data":' + _data(r.data) + "}\n")
-                head = r.hash
-                count += 1
-                if progress is not None and count % 1000 == 0:
-                    progress(count, row.event_count)
-            fh.write(f'],\n"head_hash":{_dumps(head)},"event_count":{count}}}\n')
-        if progress is not None:
-            progress(count, row.event_count)
+        stored = load_stored_run(store, run_id)
+        events = events_of(store, stored)
     finally:
         if owned:
             store.close()
+    row, doc = stored.row, stored.doc
+    head: str | None = doc.get("genesis")
+    count = 0
+    with atomic_text(path) as fh:
+        fh.write(f'{{"format":"{FORMAT}","version":{VERSION},')
+        fh.write(f'"toolledger_version":{_dumps(__version__)},')
+        fh.write(f'"exported_at":{_dumps(datetime.now(timezone.utc).isoformat())},')
+        run = {
+            "run_id": row.run_id,
+            "namespace": row.namespace,
+            "agent": row.agent,
+            "goal": row.goal,
+            "status": row.status,
+            "started_at": row.started_at,
+            "ended_at": row.ended_at,
+            "head_hash": row.head_hash,
+            "event_count": row.event_count,
+            "document": doc,
+        }
+        fh.write(f'"run":{_dumps(run)},\n"events":[\n')
+        for i, ev in enumerate(events):
+            fh.write(("," if i else "") + _event_json(ev.to_dict()) + "\n")
+        fh.write('],\n"records":[\n')
+        for r in stored.rows:
+            record = {
+                "run_id": r.run_id,
+                "seq": r.seq,
+                "event_id": r.event_id,
+                "parent_id": r.parent_id,
+                "kind": r.kind,
+                "name": r.name,
+                "status": r.status,
+                "at": r.at,
+                "prev_hash": r.prev_hash,
+                "hash": r.hash,
+            }
+            fh.write(("," if count else "") + _dumps(record)[:-1])
+            fh.write(',"data":' + _data(r.data) + "}\n")
+            head = r.hash
+            count += 1
+            if progress is not None and count % 1000 == 0:
+                progress(count, row.event_count)
+        fh.write(f'],\n"head_hash":{_dumps(head)},"event_count":{count}}}\n')
+    if progress is not None:
+        progress(count, row.event_count)
     return ExportInfo(
         path=_path(path),
         run_id=run_id,
@@ -113,6 +126,17 @@ def export_json(
         event_count=count,
         size=os.path.getsize(path),
     )
+
+
+def _event_json(event: dict[str, Any]) -> str:
+    """Return an event as JSON; content JSON cannot carry (NaN, too deep) is left out."""
+    try:
+        return _dumps(event)
+    except (ValueError, TypeError, RecursionError):
+        keys = ("inputs", "outputs", "artifacts", "approval", "error", "meta", "extra")
+        safe = {**event, **dict.fromkeys(keys)}
+        safe["extra"] = {"unrenderable": "this event's content is not exact JSON"}
+        return _dumps(safe)
 
 
 def _data(text: str) -> str:

@@ -50,7 +50,7 @@ def _event_title(ev: Mapping[str, Any]) -> str:
 
 
 def render_markdown(view: Any) -> str:
-    """Return the Markdown document of a loaded run (``journal._read.RunView``)."""
+    """Return the Markdown document of a loaded run (``journal._read.StoredRun``)."""
     row = view.row
     out: list[str] = [f"# Run {escape_md(row.run_id)}", ""]
     goal = (view.doc.get("content") or {}).get("goal", row.goal)

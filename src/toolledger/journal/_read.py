@@ -19,12 +19,21 @@ from ..store import Store, open_store
 from ..store.base import EventRow, RunRow
 from ._events import merge_records, parse_many
 
-__all__ = ["RunView", "iter_rows", "load_run", "run_document", "store_for"]
+__all__ = [
+    "StoredRun",
+    "get_run_row",
+    "is_live",
+    "iter_rows",
+    "load_run",
+    "load_stored_run",
+    "run_document",
+    "store_for",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunView:
-    """A stored run as readers see it."""
+class StoredRun:
+    """A stored run as read: its row, document, records and merged event dicts."""
 
     row: RunRow
     doc: dict[str, Any]
@@ -49,7 +58,7 @@ def run_document(row: RunRow) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _is_live(row: RunRow, doc: dict[str, Any]) -> bool:
+def is_live(row: RunRow, doc: dict[str, Any]) -> bool:
     if row.status != "running":
         return False
     pid = doc.get("pid")
@@ -104,7 +113,7 @@ def get_run_row(store: Store, run_id: str) -> RunRow:
 
 def load_run(
     db: Any, run_id: str, *, progress: Callable[[int, int], None] | None = None
-) -> RunView:
+) -> StoredRun:
     """Read a run and merge its records into events.
 
     Args:
@@ -117,17 +126,36 @@ def load_run(
     """
     store, owned = store_for(db)
     try:
-        row = get_run_row(store, run_id)
-        rows: list[EventRow] = []
-        for r in iter_rows(store, run_id):
-            rows.append(r)
-            if progress is not None and len(rows) % 5000 == 0:
-                progress(len(rows), row.event_count)
+        return load_stored_run(store, run_id, progress=progress)
     finally:
         if owned:
             store.close()
+
+
+def load_stored_run(
+    store: Store, run_id: str, *, progress: Callable[[int, int], None] | None = None
+) -> StoredRun:
+    """Read a run from an open store and merge its records into events.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+    """
+    row = get_run_row(store, run_id)
+    rows: list[EventRow] = []
+    for r in iter_rows(store, run_id):
+        rows.append(r)
+        if progress is not None and len(rows) % 5000 == 0:
+            progress(len(rows), row.event_count)
     doc = run_document(row)
-    live = _is_live(row, doc)
+    live = is_live(row, doc)
+    events = merged_events(rows, doc, live, default_goal=row.goal)
+    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live)
+
+
+def merged_events(
+    rows: list[EventRow], doc: dict[str, Any], live: bool, *, default_goal: str | None = None
+) -> list[dict[str, Any]]:
+    """Merge stored records (in ``seq`` order) into event dicts; the columns complete headers."""
     docs = parse_many([r.data for r in rows])
     for i, record in enumerate(docs):
         header = record.get("header")
@@ -135,9 +163,9 @@ def load_run(
             docs[i] = {"header": _header_from_row(rows[i]), "content": {}, "unreadable": True}
         else:
             header.update(_header_from_row(rows[i]))  # the columns complete the header
-    goal = (doc.get("content") or {}).get("goal", row.goal)
-    events = merge_records(docs, goal=goal, live=live)
-    return RunView(row=row, doc=doc, rows=rows, events=events, live=live)
+    content = doc.get("content")
+    goal = content.get("goal", default_goal) if isinstance(content, dict) else default_goal
+    return merge_records(docs, goal=goal, live=live)
 
 
 def _header_from_row(r: EventRow) -> dict[str, Any]:

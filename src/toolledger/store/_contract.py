@@ -28,6 +28,7 @@ from ..checkpoint import (
 from ..checkpoint.model import CheckpointRecord
 from ..errors import CheckpointError
 from ._approval_record import ApprovalRecord, ApprovalStatus
+from ._contract_search import SEARCH_CHECKS
 from ._rows import dump_record
 from ._tombstone import build_tombstone
 from .base import (
@@ -750,4 +751,4 @@ def check_effect_key_threads_race_one_winner(store: Store) -> None:
 
 CHECKS: list[Callable[[Store], None]] = [
     value for name, value in sorted(globals().items()) if name.startswith("check_")
-]
+] + SEARCH_CHECKS

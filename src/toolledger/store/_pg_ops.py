@@ -29,6 +29,7 @@ from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import NotFoundError
 from ._pg_schema import qualify
+from ._pg_search import event_index_params
 from ._rows import load_record, won
 from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params
 from ._tombstone import load_tombstone, tombstoned_error
@@ -284,6 +285,10 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
     )
     cur.execute(q["append"], params)
     if cur.rowcount == len(op.rows):
+        cur.execute(
+            q["index_events"],
+            event_index_params((r.run_id, r.seq, r.event_id, r.name, r.data) for r in op.rows),
+        )
         return True
     cur.execute(q["run_count"], (op.run_id,))
     if cur.fetchone() is None:

@@ -14,12 +14,22 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Union
+
 from psycopg import sql
+
+from ._pg_search import MIGRATION as _SEARCH_MIGRATION
+from ._pg_search import backfill as _search_backfill
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "lock_key", "qualify"]
 
-#: Numbered migrations: (version, name, statements with ``{s}`` for the schema).
-MIGRATIONS: list[tuple[int, str, list[str]]] = [
+#: A migration step: a statement with ``{s}`` for the schema, or a function given the
+#: migration's cursor and the store's rendered queries.
+MigrationStep = Union[str, Callable[[Any, Any], None]]  # noqa: UP007 (a runtime alias)
+
+#: Numbered migrations: (version, name, steps).
+MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     (
         1,
         "checkpoints_history_operations_runs_events",
@@ -127,6 +137,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (5, "search_index", [*_SEARCH_MIGRATION, _search_backfill]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -22,6 +22,7 @@ from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
+from ._sqlite_search import index_events
 from ._sqlcommon import EVENT_COLUMNS, event_params
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -40,7 +41,7 @@ __all__ = ["execute_op"]
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
 
 
-def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
+def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = False) -> Any:
     """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
 
     Raises:
@@ -63,7 +64,7 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     if isinstance(op, ReleaseEffectKey):
         return _release_effect_key(conn, op)
     assert isinstance(op, AppendEvents)
-    return _append(conn, op)
+    return _append(conn, op, indexed)
 
 
 def _create(
@@ -189,7 +190,7 @@ def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
     return cur.rowcount == 1
 
 
-def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
+def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
     row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
     if row is None:
         raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
@@ -205,6 +206,8 @@ def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
         "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",
         (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id),
     )
+    if indexed:  # the full-text index, in the same transaction
+        index_events(conn, op.run_id, op.rows)
     return True
 
 

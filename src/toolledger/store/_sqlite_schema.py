@@ -11,10 +11,19 @@ Rules:
 
 from __future__ import annotations
 
-__all__ = ["LATEST_VERSION", "MIGRATIONS"]
+import sqlite3
+from collections.abc import Callable
+from typing import Union
 
-#: Numbered migrations: (version, name, statements). Append only; never edit a shipped one.
-MIGRATIONS: list[tuple[int, str, list[str]]] = [
+from ._sqlite_search import create_search_index
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "MigrationStep"]
+
+#: A migration step: an SQL statement, or a function given the connection.
+MigrationStep = Union[str, Callable[[sqlite3.Connection], None]]  # noqa: UP007 (runtime alias)
+
+#: Numbered migrations: (version, name, steps). Append only; never edit a shipped one.
+MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     (
         1,
         "checkpoints_history_operations_runs_events",
@@ -122,6 +131,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             ) WITHOUT ROWID""",
         ],
     ),
+    (5, "search_index", [create_search_index]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
+from ._search import EventQuery
 
 if TYPE_CHECKING:
     from ._approval_record import ApprovalRecord
@@ -411,6 +412,19 @@ class Store(Protocol):
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
     ) -> builtins.list[EventRow]:
         """Return the run's events with ``seq > after_seq``, in ``seq`` order."""
+        ...
+
+    def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
+        """Return the records of the events matching ``query``, newest event first.
+
+        Each item is one event's records in ``seq`` order (a step's start and end). Events
+        are ordered by their first record's ``at``, then ``run_id``, then ``seq``, all
+        descending; ``query.offset`` events are skipped and at most ``query.limit``
+        returned. Every term of ``query.terms`` must match the text of one of the event's
+        records (its name and content values) or its run's goal; content erased by
+        retention no longer matches. The full-text index behind this is kept in the same
+        transaction as the rows it indexes.
+        """
         ...
 
     # -- retention and copying ---------------------------------------------------------

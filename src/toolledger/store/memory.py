@@ -14,6 +14,7 @@ from ..checkpoint.transitions import transition_between
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._search import EventQuery, run_goal, scan_search, select_in_memory
 from ._sqlcommon import ApplyShortcuts, history_entries, quarantined_rows, run_changes
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
@@ -275,6 +276,34 @@ class MemoryStore(ApplyShortcuts):
             self._check_open()
             rows = [r for r in self._events.get(run_id, []) if r.seq > after_seq]
         return rows if limit is None else rows[:limit]
+
+    # -- search ------------------------------------------------------------------------
+
+    def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
+        """Return the records of matching events, newest first; see ``Store.search_events``."""
+        with self._lock:
+            self._check_open()
+            runs = dict(self._runs)
+            events = {k: builtins.list(v) for k, v in self._events.items()}
+
+        def select(q: EventQuery) -> builtins.list[tuple[str, str]]:
+            return select_in_memory(q, runs, events)
+
+        grouped: dict[tuple[str, str], builtins.list[EventRow]] = {}
+        for run_rows in events.values():
+            for r in run_rows:
+                grouped.setdefault((r.run_id, r.event_id), []).append(r)
+
+        def records(run_id: str, event_id: str) -> tuple[EventRow, ...]:
+            return tuple(grouped.get((run_id, event_id), ()))
+
+        def goal(run_id: str) -> builtins.list[str]:
+            run = runs.get(run_id)
+            return [] if run is None else run_goal(run.data).split()
+
+        if query.terms:
+            return scan_search(query, select=select, records=records, goal=goal)
+        return [records(run_id, event_id) for run_id, event_id in select(query)]
 
     # -- retention and copying (tombstones) --------------------------------------------
 

@@ -39,11 +39,13 @@ from ..errors import (
     StoreSchemaTooNewError,
     UnsupportedSchemaError,
 )
+from . import _pg_search
 from ._pg_approvals import PgApprovals
 from ._pg_conn import PgConnections
 from ._pg_ops import Queries, execute_op, op_key, probe
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._search import EventQuery
 from ._sqlcommon import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
@@ -194,7 +196,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 + (" -c default_transaction_read_only=on" if readonly else ""),
             },
         }
-        self._q = Queries(schema, _TEMPLATES)
+        self._q = Queries(schema, {**_TEMPLATES, **_pg_search.TEMPLATES})
         self._db = PgConnections(
             dsn,
             schema=schema,
@@ -261,7 +263,10 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 if version <= have:
                     continue
                 for statement in statements:
-                    cur.execute(qualify(statement, self.schema))
+                    if callable(statement):
+                        statement(cur, self._q)
+                    else:
+                        cur.execute(qualify(statement, self.schema))
                 cur.execute(self._q["version_insert"], (version, name, now))
 
         self._db.write(run, durable=True)
@@ -386,6 +391,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 raise InvalidArgumentError(
                     message=f"run {run.run_id} exists already", details={"run_id": run.run_id}
                 ) from exc
+            cur.execute(self._q["index_run"], _pg_search.run_index_params(run.run_id, run.data))
 
         def check(cur: Cursor[Any], _: None) -> bool:
             cur.execute(self._q["run_get"], (run.run_id,))
@@ -417,6 +423,8 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             if template is not None:
                 cur.execute(qualify(template, self.schema), (*changes.values(), run_id))
                 found = cur.rowcount == 1
+                if found and data is not None:
+                    cur.execute(self._q["index_run"], _pg_search.run_index_params(run_id, data))
             else:
                 cur.execute(self._q["run_exists"], (run_id,))
                 found = cur.fetchone() is not None
@@ -454,6 +462,17 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         """Return the run's events after ``after_seq`` in order."""
         rows = self._db.read(self._q["events"], (run_id, after_seq, limit))
         return [event_row(r) for r in rows]
+
+    def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
+        """Return the records of matching events, newest first; see ``Store.search_events``."""
+        select = _pg_search.search_select(
+            lambda t: qualify(t, self.schema).as_string(None), self._db.read
+        )
+        return [self._event_records(run_id, event_id) for run_id, event_id in select(query)]
+
+    def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
+        rows = self._db.read(self._q["event_records"], (run_id, event_id))
+        return tuple(event_row(r) for r in rows)
 
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
@@ -602,6 +621,15 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                         message=f"run {run_id} has no event {seq}",
                         details={"run_id": run_id, "seq": seq},
                     )
+            if items:
+                cur.execute(q["event_names"], (run_id, [seq for seq, _ in items]))
+                names = {seq: (eid, name) for seq, eid, name in cur.fetchall()}
+                cur.execute(
+                    q["index_events"],
+                    _pg_search.event_index_params(
+                        (run_id, seq, *names[seq], text) for seq, text in items
+                    ),
+                )
             return len(items)
 
         def check(cur: Cursor[Any], _: int) -> bool | None:

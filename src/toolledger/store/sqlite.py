@@ -45,6 +45,7 @@ from ..errors import (
     StoreUnavailableError,
     UnsupportedSchemaError,
 )
+from . import _sqlite_search
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._sqlcommon import (
@@ -62,6 +63,7 @@ from ._sqlcommon import (
 from ._sqlite_ops import execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
+from ._search import EventQuery
 from .base import (
     EffectKeyRow,
     EventRow,
@@ -150,6 +152,14 @@ class SQLiteStore(ApplyShortcuts):
                     details={"path": str(self.path), "errno": exc.errno},
                 ) from exc
         self._migrate()
+        self._indexed = self._probe_index()
+
+    def _probe_index(self) -> bool:
+        conn = self._conn()
+        try:
+            return _sqlite_search.has_search_index(conn)
+        except sqlite3.Error as exc:
+            raise _map_error(exc, f"reading {self.path}") from exc
 
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.readonly else ""
@@ -423,7 +433,10 @@ class SQLiteStore(ApplyShortcuts):
                 if version <= have:
                     continue
                 for statement in statements:
-                    c.execute(statement)
+                    if callable(statement):
+                        statement(c)
+                    else:
+                        c.execute(statement)
                 c.execute(
                     "INSERT INTO toolledger_schema (version, name, applied_at) VALUES (?, ?, ?)",
                     (version, name, now),
@@ -508,7 +521,11 @@ class SQLiteStore(ApplyShortcuts):
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
             out: builtins.list[Any] = []
             for op, extra in prepared:
-                out.append(False if gated_off(op, out) else execute_op(conn, op, extra))
+                out.append(
+                    False
+                    if gated_off(op, out)
+                    else execute_op(conn, op, extra, indexed=self._indexed)
+                )
             return out
 
         return self._write(run, durable=durable)
@@ -550,6 +567,8 @@ class SQLiteStore(ApplyShortcuts):
                 raise InvalidArgumentError(
                     message=f"run {run.run_id} exists already", details={"run_id": run.run_id}
                 ) from exc
+            if self._indexed:
+                _sqlite_search.index_run(conn, run.run_id, run.data)
 
         self._write(write, durable=durable)
 
@@ -577,6 +596,8 @@ class SQLiteStore(ApplyShortcuts):
                     f"UPDATE runs SET {', '.join(sets)} WHERE run_id = ?", (*params, run_id)
                 )
                 found = cur.rowcount == 1
+                if found and data is not None and self._indexed:
+                    _sqlite_search.reindex_run(conn, run_id, data)
             else:
                 found = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if not found:
@@ -714,6 +735,17 @@ class SQLiteStore(ApplyShortcuts):
                         message=f"run {run_id} has no event {seq}",
                         details={"run_id": run_id, "seq": seq},
                     )
+            if self._indexed:
+                names = dict(
+                    conn.execute(
+                        "SELECT seq, name FROM events WHERE run_id = ? AND seq IN "
+                        f"({', '.join('?' * len(items))})",
+                        (run_id, *(seq for seq, _ in items)),
+                    ).fetchall()
+                )
+                _sqlite_search.reindex_events(
+                    conn, run_id, [(seq, names.get(seq), text) for seq, text in items]
+                )
             return len(items)
 
         return self._write(write, durable=True)
@@ -778,6 +810,18 @@ class SQLiteStore(ApplyShortcuts):
     def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
         """Yield the run's events in order, reading ``batch`` rows at a time."""
         return iter_event_rows(self.read_events, run_id, batch)
+
+    # -- search ------------------------------------------------------------------------
+
+    def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
+        """Return the records of matching events, newest first; see ``Store.search_events``."""
+        return _sqlite_search.search_events(
+            query, read=self._read, records=self._event_records, indexed=self._indexed
+        )
+
+    def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
+        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND event_id = ? ORDER BY seq"
+        return tuple(event_row(r) for r in self._read(sql, (run_id, event_id)))
 
     # -- effect keys -------------------------------------------------------------------
 

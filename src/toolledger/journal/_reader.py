@@ -1,0 +1,426 @@
+"""The public read API: ``load_run``, ``list_runs`` and ``search``.
+
+Rules this module keeps:
+
+- Readers only read: ``db`` is a ``Store`` (used, not closed), or a path or DSN opened for
+  this call and closed again.
+- What a reader shows of a run comes from the hashed run document (its header and goal),
+  not from the ``runs`` table's free columns, which ``verify`` does not cover.
+- Times are aware datetimes or ages (``"7d"``, parsed by ``retention.parse_age``); a bad
+  one is ``INVALID_ARGUMENT``. An unknown run id is ``NOT_FOUND``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..checkpoint.model import format_time
+from ..errors import CheckpointError, InvalidArgumentError
+from ..store import Store
+from ..store._search import EventQuery, parse_query
+from ..store.base import RunRow
+from ._read import StoredRun, load_stored_run, merged_events, run_document, store_for
+from ._read import is_live as _is_live
+from ._view import Event, RunView, event_from_merged
+
+__all__ = [
+    "checkpoint_status",
+    "events_of",
+    "list_runs",
+    "load_run",
+    "run_view",
+    "search",
+    "to_time",
+]
+
+_RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+
+
+def to_time(value: Any, name: str, *, now: datetime | None = None) -> str | None:
+    """Return the stored (ISO-8601 UTC) form of a datetime or an age before ``now``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for anything else (a naive datetime
+            included).
+    """
+    from ..retention import parse_age
+
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidArgumentError(
+                message=f"{name} must be an aware datetime (with a timezone)",
+                details={"argument": name},
+            )
+        return format_time(value)
+    if isinstance(value, timedelta):
+        age = value
+    elif isinstance(value, str):
+        try:
+            age = parse_age(value)
+        except OverflowError as exc:
+            raise InvalidArgumentError(
+                message=f"{name}: the age {value!r:.60} is too large", details={"argument": name}
+            ) from exc
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(
+                message=f"{name}: {exc.message}", details={"argument": name}
+            ) from exc
+    else:
+        raise InvalidArgumentError(
+            message=f"{name} must be a datetime or an age such as '7d'; got {value!r:.60}",
+            details={"argument": name},
+        )
+    try:
+        return format_time((now or datetime.now(timezone.utc)) - age)
+    except OverflowError as exc:
+        raise InvalidArgumentError(
+            message=f"{name}: the age {value!r:.60} reaches before year 1",
+            details={"argument": name},
+        ) from exc
+
+
+def _run_fields(row: RunRow, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's displayed fields: hashed values from its document, else the row's."""
+    header = _section(doc, "header")
+    content = _section(doc, "content")
+    end = _section(doc, "end")
+    return {
+        "namespace": str(header.get("namespace", row.namespace)),
+        "agent": header.get("agent", row.agent),
+        "goal": content.get("goal", row.goal),
+        "started_at": header.get("started_at", row.started_at),
+        "ended_at": row.ended_at,
+        "error": end.get("error"),
+    }
+
+
+def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
+    """Return the ``RunView`` of a stored run and its events."""
+    from ._view import _time
+
+    fields = _run_fields(stored.row, stored.doc)
+    return RunView(
+        run_id=stored.row.run_id,
+        namespace=fields["namespace"],
+        agent=fields["agent"],
+        goal=fields["goal"],
+        status=stored.status,
+        started_at=_time(fields["started_at"]),
+        ended_at=_time(fields["ended_at"]),
+        head_hash=stored.rows[-1].hash if stored.rows else stored.row.head_hash,
+        event_count=len(stored.rows) if stored.rows else stored.row.event_count,
+        error=fields["error"],
+        events=tuple(events),
+    )
+
+
+def checkpoint_status(store: Store, link: Mapping[str, Any]) -> str:
+    """Return the linked checkpoint's status now (``erased``, ``missing``, ``invalid``)."""
+    ns, cid = link.get("namespace"), link.get("call_id")
+    if not isinstance(ns, str) or not isinstance(cid, str):
+        return "missing"
+    try:
+        record = store.get(ns, cid)
+        if record is not None:
+            return record.status.value
+        return "erased" if store.tombstone(ns, cid) is not None else "missing"
+    except CheckpointError:
+        return "invalid"
+
+
+def events_of(store: Store, stored: StoredRun) -> list[Event]:
+    """Return the stored run's merged events as ``Event`` values."""
+    fields = _run_fields(stored.row, stored.doc)
+    statuses: dict[tuple[Any, Any], str] = {}
+    out: list[Event] = []
+    for ev in stored.events:
+        status = None
+        link = ev.get("checkpoint")
+        if isinstance(link, dict):
+            key = (link.get("namespace"), link.get("call_id"))
+            status = statuses.get(key)
+            if status is None:
+                status = statuses[key] = checkpoint_status(store, link)
+        out.append(
+            event_from_merged(
+                ev, agent=fields["agent"], namespace=fields["namespace"], checkpoint_status=status
+            )
+        )
+    return out
+
+
+def load_run(db: Any, run_id: str) -> RunView:
+    """Read a run and its merged events.
+
+    Args:
+        db: A ``Store`` (left open), a SQLite path, ``sqlite:///`` URL or PostgreSQL DSN.
+        run_id: The run.
+
+    Returns:
+        A ``RunView``; ``view.events`` in recorded order, ``view.roots()`` /
+        ``view.children(event_id)`` walk the tree, ``view.to_dict()`` is the JSON form.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a malformed ``db`` or run id.
+        StoreError: the store cannot be read.
+    """
+    store, owned = store_for(db)
+    try:
+        stored = load_stored_run(store, run_id)
+        return run_view(stored, events_of(store, stored))
+    finally:
+        if owned:
+            store.close()
+
+
+def list_runs(
+    db: Any,
+    *,
+    status: str | None = None,
+    agent: str | None = None,
+    namespace: str | None = None,
+    since: datetime | timedelta | str | None = None,
+    until: datetime | timedelta | str | None = None,
+    limit: int = 100,
+) -> list[RunView]:
+    """Return runs, newest start first, matching every given filter.
+
+    The views carry the run's fields, head hash and record count; their ``events`` are
+    not loaded (``load_run`` reads them).
+
+    Args:
+        db: A ``Store``, path or DSN.
+        status: ``running``, ``completed``, ``failed`` or ``interrupted``.
+        agent, namespace: Exact matches.
+        since, until: Runs started at or after ``since`` and before ``until``: aware
+            datetimes or ages (``"7d"``: seven days ago).
+        limit: At most this many (1 to 100,000).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad filter or limit.
+    """
+    check_choice(status, _RUN_STATUSES, "status")
+    for name, value in (("agent", agent), ("namespace", namespace)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(message=f"{name} must be a str", details={"argument": name})
+    low, high = to_time(since, "since"), to_time(until, "until")
+    limit = check_limit(limit)
+    store, owned = store_for(db)
+    out: list[RunView] = []
+    try:
+        page = min(max(limit * 2, 100), 5000)
+        offset = 0
+        while len(out) < limit:
+            rows = store.list_runs(namespace=namespace, limit=offset + page)[offset:]
+            for row in rows:
+                doc = run_document(row)
+                view = run_view(
+                    StoredRun(row=row, doc=doc, rows=[], events=[], live=_is_live(row, doc))
+                )
+                if _run_matches(view, status, agent, namespace, low, high):
+                    out.append(view)
+                    if len(out) >= limit:
+                        break
+            if len(rows) < page:
+                break
+            offset += page
+    finally:
+        if owned:
+            store.close()
+    return out
+
+
+def _run_matches(
+    view: RunView,
+    status: str | None,
+    agent: str | None,
+    namespace: str | None,
+    low: str | None,
+    high: str | None,
+) -> bool:
+    if status is not None and view.status != status:
+        return False
+    if agent is not None and view.agent != agent:
+        return False
+    if namespace is not None and view.namespace != namespace:
+        return False
+    started = format_time(view.started_at) if view.started_at is not None else None
+    if low is not None and (started is None or started < low):
+        return False
+    return not (high is not None and (started is None or started >= high))
+
+
+def check_choice(value: Any, choices: Iterable[str], name: str) -> None:
+    """Raise ``INVALID_ARGUMENT`` unless ``value`` is ``None`` or one of ``choices``."""
+    options = tuple(choices)
+    if value is not None and value not in options:
+        raise InvalidArgumentError(
+            message=f"{name} must be one of {', '.join(options)}; got {value!r:.60}",
+            details={"argument": name},
+        )
+
+
+def check_limit(limit: Any) -> int:
+    """Return ``limit`` if it is an int from 1 to 100,000, else raise ``INVALID_ARGUMENT``."""
+    if type(limit) is not int or not 1 <= limit <= 100_000:
+        raise InvalidArgumentError(
+            message=f"limit must be an int from 1 to 100000; got {limit!r:.40}",
+            details={"argument": "limit"},
+        )
+    return limit
+
+
+def search(
+    db: Any,
+    text: str | None = None,
+    *,
+    kind: str | Iterable[str] | None = None,
+    name: str | None = None,
+    status: str | None = None,
+    agent: str | None = None,
+    namespace: str | None = None,
+    run_id: str | None = None,
+    since: datetime | timedelta | str | None = None,
+    until: datetime | timedelta | str | None = None,
+    limit: int = 100,
+) -> list[Event]:
+    """Find events across runs, newest first.
+
+    Args:
+        db: A ``Store``, path or DSN.
+        text: Full-text: words and ``"quoted phrases"`` (a trailing ``*`` matches a
+            prefix), each of which must appear in the event (its name, justification,
+            inputs, outputs, approval, error or note text, artifacts) or its run's goal.
+            Case-insensitive; punctuation separates words (``A-1001`` is the phrase
+            ``a 1001``). Nothing in it is query syntax, so no input is a syntax error.
+        kind: An event kind (``step``, ``tool_call``, ``approval``, ``note``, ...) or several.
+        name: The event's exact name (e.g. the tool name).
+        status: The event's status (``completed``, ``failed``, ``refused``, ``granted``,
+            ``running``, ``interrupted``, ...).
+        agent, namespace, run_id: The event's run.
+        since, until: Events that started at or after ``since`` and before ``until``:
+            aware datetimes or ages (``"7d"``: seven days ago).
+        limit: At most this many (1 to 100,000).
+
+    Returns:
+        ``Event`` values; each knows its run (``run_id``, ``goal``, ``agent``).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad argument (a malformed age, a
+            naive datetime, text with no words).
+        StoreError: the store cannot be read.
+
+    Warns:
+        SearchWarning: the SQLite build has no FTS5, so the events were scanned.
+    """
+    terms = () if text is None else parse_query(text)
+    kinds: tuple[str, ...] | None
+    if kind is None:
+        kinds = None
+    elif isinstance(kind, str):
+        kinds = (kind,)
+    else:
+        kinds = tuple(kind)
+        if not kinds or not all(isinstance(k, str) for k in kinds):
+            raise InvalidArgumentError(
+                message="kind must be a str or strings", details={"argument": "kind"}
+            )
+    for arg, value in (
+        ("name", name),
+        ("status", status),
+        ("agent", agent),
+        ("namespace", namespace),
+        ("run_id", run_id),
+    ):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(message=f"{arg} must be a str", details={"argument": arg})
+    limit = check_limit(limit)
+    # ``running`` and ``interrupted`` are one stored status; liveness tells them apart.
+    stored_status = "running" if status == "interrupted" else status
+    query = EventQuery(
+        terms=terms,
+        kinds=kinds,
+        name=name,
+        status=stored_status,
+        run_id=run_id,
+        namespace=namespace,
+        agent=agent,
+        since=to_time(since, "since"),
+        until=to_time(until, "until"),
+        limit=limit,
+    )
+    store, owned = store_for(db)
+    try:
+        return _search(store, query, status, limit)
+    finally:
+        if owned:
+            store.close()
+
+
+def _search(store: Store, query: EventQuery, status: str | None, limit: int) -> list[Event]:
+    runs: dict[str, StoredRun | None] = {}
+    statuses: dict[tuple[Any, Any], str] = {}
+    out: list[Event] = []
+    offset = 0
+    while True:
+        page = replace(query, offset=offset)
+        groups = store.search_events(page)
+        for rows in groups:
+            if not rows:
+                continue
+            stored = _run_of(store, runs, rows[0].run_id)
+            if stored is None:
+                continue
+            fields = _run_fields(stored.row, stored.doc)
+            if query.agent is not None and fields["agent"] != query.agent:
+                continue
+            if query.namespace is not None and fields["namespace"] != query.namespace:
+                continue
+            merged = merged_events(
+                list(rows), stored.doc, stored.live, default_goal=stored.row.goal
+            )
+            if not merged:
+                continue
+            ev = merged[0]
+            link = ev.get("checkpoint")
+            cp_status = None
+            if isinstance(link, dict):
+                key = (link.get("namespace"), link.get("call_id"))
+                cp_status = statuses.get(key) or checkpoint_status(store, link)
+                statuses[key] = cp_status
+            event = event_from_merged(
+                ev,
+                agent=fields["agent"],
+                namespace=fields["namespace"],
+                checkpoint_status=cp_status,
+            )
+            if status is not None and event.status != status:
+                continue
+            out.append(event)
+            if len(out) >= limit:
+                return out
+        if len(groups) < page.limit:
+            return out
+        offset += page.limit
+
+
+def _run_of(store: Store, cache: dict[str, StoredRun | None], run_id: str) -> StoredRun | None:
+    if run_id not in cache:
+        row = store.get_run(run_id)
+        if row is None:
+            cache[run_id] = None
+        else:
+            doc = run_document(row)
+            cache[run_id] = StoredRun(row=row, doc=doc, rows=[], events=[], live=_is_live(row, doc))
+    return cache[run_id]

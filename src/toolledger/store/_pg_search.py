@@ -1,0 +1,126 @@
+"""PostgreSQL's full-text index over journal events (tsvector + GIN), and search on it.
+
+Rules this module keeps:
+
+- ``event_search`` holds one ``tsvector`` per record (``to_tsvector('simple', …)`` of the
+  token text ``_search.search_body`` returns: names and content values, split as SQLite's
+  ``unicode61`` splits them); ``run_search`` one per run (its goal). Both carry GIN indexes.
+- The store's own write paths (appends, run creation and updates, retention's rewrites)
+  write them in the same transaction as the rows they index; the migration that creates
+  them indexes the rows already there.
+- The text is computed in Python, not by a SQL function: a damaged record (not JSON) is
+  indexed by its name instead of failing the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ._search import EventQuery, run_goal, search_body, search_sql, tsquery_text
+from ._sqlcommon import EVENT_COLUMNS
+
+__all__ = [
+    "MIGRATION",
+    "TEMPLATES",
+    "backfill",
+    "event_index_params",
+    "run_index_params",
+    "search_select",
+]
+
+#: Statements of the migration that adds the index (``{s}`` is the schema).
+MIGRATION = [
+    """CREATE TABLE {s}.event_search (
+        run_id TEXT COLLATE "C" NOT NULL,
+        seq BIGINT NOT NULL,
+        event_id TEXT NOT NULL,
+        tsv TSVECTOR NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    "CREATE INDEX event_search_tsv ON {s}.event_search USING GIN (tsv)",
+    """CREATE TABLE {s}.run_search (
+        run_id TEXT COLLATE "C" PRIMARY KEY,
+        tsv TSVECTOR NOT NULL
+    )""",
+    "CREATE INDEX run_search_tsv ON {s}.run_search USING GIN (tsv)",
+]
+
+#: Statements the store runs (rendered per schema by ``_pg_ops.Queries``).
+TEMPLATES = {
+    "index_events": "INSERT INTO {s}.event_search (run_id, seq, event_id, tsv) "
+    "SELECT u.r, u.s, u.e, to_tsvector('simple', u.t) FROM unnest(%s::text[], %s::bigint[], "
+    "%s::text[], %s::text[]) AS u(r, s, e, t) "
+    "ON CONFLICT (run_id, seq) DO UPDATE SET tsv = EXCLUDED.tsv, event_id = EXCLUDED.event_id",
+    "index_run": "INSERT INTO {s}.run_search (run_id, tsv) VALUES (%s, to_tsvector('simple', %s)) "
+    "ON CONFLICT (run_id) DO UPDATE SET tsv = EXCLUDED.tsv",
+    "event_names": "SELECT seq, event_id, name FROM {s}.events WHERE run_id = %s AND seq = ANY(%s)",
+    "backfill_events": "SELECT run_id, seq, event_id, name, data FROM {s}.events "
+    "WHERE (run_id, seq) > (%s, %s) ORDER BY run_id, seq LIMIT 2000",
+    "backfill_runs": "SELECT run_id, data FROM {s}.runs",
+    "event_records": f"SELECT {EVENT_COLUMNS} FROM {{s}}.events "
+    "WHERE run_id = %s AND event_id = %s ORDER BY seq",
+}
+
+
+def event_index_params(
+    items: Iterable[tuple[str, int, str, str | None, str]],
+) -> tuple[list[Any], ...]:
+    """Return the ``index_events`` parameters of ``(run_id, seq, event_id, name, data)``."""
+    runs: list[Any] = []
+    seqs: list[Any] = []
+    ids: list[Any] = []
+    texts: list[Any] = []
+    for run_id, seq, event_id, name, data in items:
+        runs.append(run_id)
+        seqs.append(seq)
+        ids.append(event_id)
+        texts.append(search_body(name, data))
+    return runs, seqs, ids, texts
+
+
+def run_index_params(run_id: str, data: str) -> tuple[str, str]:
+    """Return the ``index_run`` parameters of a run."""
+    return run_id, run_goal(data)
+
+
+def backfill(cur: Any, q: Any) -> None:
+    """Index every run and record already stored (inside the migration's transaction)."""
+    cur.execute(q["backfill_runs"])
+    for run_id, data in cur.fetchall():
+        cur.execute(q["index_run"], run_index_params(run_id, data))
+    after: tuple[str, int] = ("", -1)
+    while True:
+        cur.execute(q["backfill_events"], after)
+        batch = cur.fetchall()
+        if not batch:
+            return
+        cur.execute(q["index_events"], event_index_params(batch))
+        after = (batch[-1][0], batch[-1][1])
+
+
+def search_select(
+    schema_sql: Callable[[str], str], read: Callable[[str, Sequence[Any]], list[Any]]
+) -> Callable[[EventQuery], list[tuple[str, str]]]:
+    """Return the ``(run_id, event_id)`` selector for a schema (``schema_sql`` qualifies)."""
+    events, runs = schema_sql("{s}.events"), schema_sql("{s}.runs")
+    event_hits = schema_sql(
+        "SELECT run_id, event_id FROM {s}.event_search WHERE tsv @@ to_tsquery('simple', %s)"
+    )
+    goal_hits = schema_sql(
+        "SELECT run_id FROM {s}.run_search WHERE tsv @@ to_tsquery('simple', %s)"
+    )
+
+    def select(query: EventQuery) -> list[tuple[str, str]]:
+        sql, params = search_sql(
+            query,
+            ph="%s",
+            events=events,
+            runs=runs,
+            event_hits=event_hits,
+            goal_hits=goal_hits,
+            match_value=tsquery_text,
+        )
+        return [(str(a), str(b)) for a, b in read(sql, params)]
+
+    return select

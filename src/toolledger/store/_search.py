@@ -1,0 +1,350 @@
+"""Full-text search over journal events, the parts every backend shares. No I/O here.
+
+Rules this module keeps:
+
+- One tokenizer for all backends: a token is a run of Unicode letters and digits,
+  lower-cased; everything else separates tokens. SQLite's FTS5 index uses ``unicode61``
+  with diacritics kept (the same split), PostgreSQL indexes the text ``search_body``
+  returns with the ``simple`` configuration, and ``MemoryStore`` (and the scan used where
+  a SQLite build lacks FTS5) match with ``event_matches``.
+- What is indexed for a record: its ``name`` and every string and number under its
+  ``content`` (inputs, outputs, justification, approval, error, note text, artifacts, meta),
+  in document order; for a run, its goal. Erased records keep only their name.
+- A query is parsed here, never handed to a search engine as syntax: words and
+  ``"quoted phrases"`` (an unbalanced quote closes at the end), a trailing ``*`` for a
+  prefix. Every term must match the event (any of its records) or its run's goal.
+- ``EventQuery`` is what ``Store.search_events`` answers; its SQL is built here once for
+  both SQL backends, which differ only in placeholders and the match expressions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InvalidArgumentError
+
+__all__ = [
+    "EventQuery",
+    "SearchTerm",
+    "SearchWarning",
+    "event_matches",
+    "fts5_expression",
+    "parse_query",
+    "run_goal",
+    "scan_search",
+    "search_body",
+    "search_sql",
+    "select_in_memory",
+    "tokens",
+    "tsquery_text",
+]
+
+_TOKEN = re.compile(r"[^\W_]+")
+_QUERY = re.compile(r'"([^"]*)("?)(\*?)|(\S+)')
+
+
+class SearchWarning(UserWarning):
+    """Search ran without its full-text index (a slower scan): the build lacks FTS5."""
+
+
+def tokens(text: str) -> list[str]:
+    """Return the search tokens of ``text`` (letters and digits, lower-cased)."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerm:
+    """One term of a query: a phrase of tokens (one word is a phrase of one)."""
+
+    tokens: tuple[str, ...]
+    prefix: bool = False
+
+
+def parse_query(text: str) -> tuple[SearchTerm, ...]:
+    """Parse user text into terms; never fails on syntax.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``text`` is not a str or holds no
+            letters or digits at all.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(
+            message=f"text must be a str; got {type(text).__name__}", details={"argument": "text"}
+        )
+    terms: list[SearchTerm] = []
+    for quoted, _closed, star, word in _QUERY.findall(text):
+        raw = word or quoted
+        prefix = word.endswith("*") if word else bool(star)
+        toks = tuple(tokens(raw))
+        if toks:
+            terms.append(SearchTerm(toks, prefix))
+    if not terms:
+        raise InvalidArgumentError(
+            message=f"search text has no words to look for: {text!r:.80}",
+            details={"argument": "text"},
+        )
+    return tuple(terms)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventQuery:
+    """What ``Store.search_events`` selects: events (not records) matching every field.
+
+    ``status`` is the event's last recorded status; ``since``/``until`` (stored ISO-8601
+    UTC text) bound its first record's time; ``agent``/``namespace`` are its run's.
+    """
+
+    terms: tuple[SearchTerm, ...] = ()
+    kinds: tuple[str, ...] | None = None
+    name: str | None = None
+    status: str | None = None
+    run_id: str | None = None
+    namespace: str | None = None
+    agent: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+# -- what is indexed -------------------------------------------------------------------
+
+
+def _atoms(value: Any, out: list[str]) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        tp = type(item)
+        if tp is str:
+            out.append(item)
+        elif tp is int or tp is float:
+            out.append(repr(item))
+        elif tp is dict:
+            stack.extend(reversed(list(item.values())))
+        elif tp is list:
+            stack.extend(reversed(item))
+
+
+def search_body(name: str | None, data: str) -> str:
+    """Return the indexed text of a stored record: its name and its content's values."""
+    parts = [name or ""]
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("content"), dict):
+        _atoms(doc["content"], parts)
+    return " ".join(tokens(" ".join(parts)))
+
+
+def run_goal(data: str) -> str:
+    """Return the indexed text of a run: its goal (from the stored run document)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return ""
+    content = doc.get("content") if isinstance(doc, dict) else None
+    goal = content.get("goal") if isinstance(content, dict) else None
+    return " ".join(tokens(goal)) if isinstance(goal, str) else ""
+
+
+# -- matching without an index (MemoryStore, SQLite without FTS5) -----------------------
+
+
+def _has(term: SearchTerm, toks: Sequence[str]) -> bool:
+    n = len(term.tokens)
+    last = n - 1
+    for i in range(len(toks) - last):
+        if all(toks[i + j] == term.tokens[j] for j in range(last)) and (
+            toks[i + last] == term.tokens[last]
+            or (term.prefix and toks[i + last].startswith(term.tokens[last]))
+        ):
+            return True
+    return False
+
+
+def event_matches(
+    terms: Iterable[SearchTerm], bodies: Sequence[Sequence[str]], goal: Sequence[str]
+) -> bool:
+    """Whether every term is in one of the event's record bodies (token lists) or the goal."""
+    return all(_has(t, goal) or any(_has(t, b) for b in bodies) for t in terms)
+
+
+# -- SQL (SQLite and PostgreSQL) -------------------------------------------------------
+
+
+def fts5_expression(term: SearchTerm) -> str:
+    """Return the FTS5 MATCH expression of a term (tokens are letters and digits only)."""
+    return '"' + " ".join(term.tokens) + '"' + ("*" if term.prefix else "")
+
+
+def tsquery_text(term: SearchTerm) -> str:
+    """Return the ``to_tsquery('simple', …)`` text of a term."""
+    last = term.tokens[-1] + (":*" if term.prefix else "")
+    return " <-> ".join([*term.tokens[:-1], last])
+
+
+def search_sql(
+    query: EventQuery,
+    *,
+    ph: str,
+    events: str,
+    runs: str,
+    event_hits: str,
+    goal_hits: str,
+    match_value: Callable[[SearchTerm], Any],
+) -> tuple[str, list[Any]]:
+    """Return the SQL selecting ``(run_id, event_id)`` of matching events, newest first.
+
+    Args:
+        query: The search.
+        ph: The placeholder (``?`` or ``%s``).
+        events, runs: The (qualified) table names.
+        event_hits: SQL selecting ``run_id, event_id`` of records matching one term (one
+            placeholder: the term).
+        goal_hits: SQL selecting ``run_id`` of runs whose goal matches one term (one
+            placeholder).
+        match_value: The parameter bound for a term.
+    """
+    params: list[Any] = []
+    ctes: list[str] = []
+    term_checks: list[str] = []
+    for i, term in enumerate(query.terms):
+        ctes.append(f"h{i} AS ({event_hits})")
+        ctes.append(f"g{i} AS ({goal_hits})")
+        params.extend([match_value(term), match_value(term)])
+        term_checks.append(
+            f"(EXISTS (SELECT 1 FROM h{i} WHERE h{i}.run_id = e.run_id AND "
+            f"h{i}.event_id = e.event_id) OR e.run_id IN (SELECT run_id FROM g{i}))"
+        )
+    where = [
+        f"NOT EXISTS (SELECT 1 FROM {events} p WHERE p.run_id = e.run_id AND "
+        "p.event_id = e.event_id AND p.seq < e.seq)"
+    ]
+    where_params: list[Any] = []
+    if query.kinds is not None:
+        where.append(f"e.kind IN ({', '.join([ph] * len(query.kinds))})")
+        where_params.extend(query.kinds)
+    for column, value in (
+        ("e.name", query.name),
+        ("e.run_id", query.run_id),
+        ("r.namespace", query.namespace),
+        ("r.agent", query.agent),
+    ):
+        if value is not None:
+            where.append(f"{column} = {ph}")
+            where_params.append(value)
+    if query.since is not None:
+        where.append(f"e.at >= {ph}")
+        where_params.append(query.since)
+    if query.until is not None:
+        where.append(f"e.at < {ph}")
+        where_params.append(query.until)
+    if query.status is not None:
+        where.append(
+            f"(SELECT l.status FROM {events} l WHERE l.run_id = e.run_id AND "
+            f"l.event_id = e.event_id ORDER BY l.seq DESC LIMIT 1) = {ph}"
+        )
+        where_params.append(query.status)
+    where.extend(term_checks)
+    if query.terms:
+        # Drive from the index hits (small) rather than from every record.
+        ctes.append(
+            "cand AS (SELECT run_id, event_id FROM h0 UNION "
+            f"SELECT x.run_id, x.event_id FROM {events} x WHERE x.run_id IN "
+            "(SELECT run_id FROM g0))"
+        )
+        source = (
+            f"cand c JOIN {events} e ON e.run_id = c.run_id AND e.event_id = c.event_id "
+            f"JOIN {runs} r ON r.run_id = e.run_id"
+        )
+    else:
+        source = f"{events} e JOIN {runs} r ON r.run_id = e.run_id"
+    sql = (
+        ("WITH " + ", ".join(ctes) + " " if ctes else "")
+        + f"SELECT e.run_id, e.event_id FROM {source} WHERE "
+        + " AND ".join(where)
+        + f" ORDER BY e.at DESC, e.run_id DESC, e.seq DESC LIMIT {ph} OFFSET {ph}"
+    )
+    return sql, [*params, *where_params, query.limit, query.offset]
+
+
+def scan_search(
+    query: EventQuery,
+    *,
+    select: Callable[[EventQuery], Sequence[tuple[str, str]]],
+    records: Callable[[str, str], tuple[Any, ...]],
+    goal: Callable[[str], Sequence[str]],
+) -> list[tuple[Any, ...]]:
+    """Answer a text query without an index: filter by everything else, then match.
+
+    Args:
+        query: The search.
+        select: The backend's answer to a query without terms (``(run_id, event_id)``).
+        records: The event's records (``EventRow``s in ``seq`` order).
+        goal: The run's goal tokens.
+    """
+    page = replace(query, terms=(), limit=500, offset=0)
+    out: list[tuple[Any, ...]] = []
+    skip = query.offset
+    goals: dict[str, Sequence[str]] = {}
+    while True:
+        keys = select(page)
+        for run_id, event_id in keys:
+            recs = records(run_id, event_id)
+            if run_id not in goals:
+                goals[run_id] = goal(run_id)
+            bodies = [search_body(r.name, r.data).split() for r in recs]
+            if not event_matches(query.terms, bodies, goals[run_id]):
+                continue
+            if skip:
+                skip -= 1
+                continue
+            out.append(recs)
+            if len(out) >= query.limit:
+                return out
+        if len(keys) < page.limit:
+            return out
+        page = replace(page, offset=page.offset + page.limit)
+
+
+def select_in_memory(
+    query: EventQuery, runs: Mapping[str, Any], events: Mapping[str, Sequence[Any]]
+) -> list[tuple[str, str]]:
+    """Answer a query without terms over in-memory ``RunRow``s and ``EventRow``s.
+
+    The same selection and order as ``search_sql``: events by their first record, newest
+    first (``at``, then ``run_id``, then ``seq``, all descending).
+    """
+    kinds = None if query.kinds is None else set(query.kinds)
+    found: list[tuple[str, str, int, str]] = []
+    for run_id, rows in events.items():
+        run = runs.get(run_id)
+        if run is None or query.run_id not in (None, run_id):
+            continue
+        if query.namespace not in (None, run.namespace) or query.agent not in (None, run.agent):
+            continue
+        first: dict[str, Any] = {}
+        last: dict[str, Any] = {}
+        for r in rows:
+            first.setdefault(r.event_id, r)
+            last[r.event_id] = r
+        for event_id, r in first.items():
+            if kinds is not None and r.kind not in kinds:
+                continue
+            if query.name is not None and r.name != query.name:
+                continue
+            if query.since is not None and not r.at >= query.since:
+                continue
+            if query.until is not None and not r.at < query.until:
+                continue
+            if query.status is not None and last[event_id].status != query.status:
+                continue
+            found.append((r.at, run_id, r.seq, event_id))
+    found.sort(reverse=True)
+    page = found[query.offset : query.offset + query.limit]
+    return [(run_id, event_id) for _, run_id, _, event_id in page]
