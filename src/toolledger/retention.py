@@ -23,14 +23,13 @@ Rules:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .approvals import scrub_approval
 from .checkpoint._json import compact_json
-from .checkpoint.model import Status, check_time, format_time, parse_time
+from .checkpoint.model import AGE_UNITS, Status, check_time, format_time, parse_age, parse_time
 from .errors import CheckpointError, InvalidArgumentError
 from .store import Store, open_store
 from .store._rows import dump_record
@@ -38,8 +37,6 @@ from .store._tombstone import build_tombstone
 
 __all__ = ["GcReport", "gc", "parse_age"]
 
-_AGE = re.compile(r"(\d+)\s*(w|d|h|m|s)")
-_UNITS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 _BATCH = 500
 
 
@@ -70,31 +67,6 @@ class GcReport:
             "events_erased": self.events_erased,
             "events_skipped": self.events_skipped,
         }
-
-
-#: The longest age a ``timedelta`` holds.
-_MAX_AGE_SECONDS = int(timedelta.max.total_seconds())
-
-
-def parse_age(text: str) -> timedelta:
-    """Parse an age such as ``30d``, ``12h``, ``1w2d`` or ``90s``.
-
-    Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for anything else.
-    """
-    cleaned = text.strip().lower() if isinstance(text, str) else ""
-    if not cleaned or _AGE.sub("", cleaned).strip():
-        raise InvalidArgumentError(
-            message=f"an age is like 30d, 12h, 1w2d, 45m or 90s; got {text!r}",
-            details={"argument": "older_than"},
-        )
-    seconds = sum(int(n) * _UNITS[u] for n, u in _AGE.findall(cleaned))
-    if seconds > _MAX_AGE_SECONDS:
-        raise InvalidArgumentError(
-            message=f"an age must be at most {timedelta.max.days} days; got {text!r:.40}",
-            details={"argument": "older_than"},
-        )
-    return timedelta(seconds=seconds)
 
 
 def gc(
@@ -265,7 +237,7 @@ def _time(text: str) -> datetime:
 
 def _human(age: timedelta) -> str:
     seconds = int(age.total_seconds())
-    for unit, size in _UNITS.items():
+    for unit, size in AGE_UNITS.items():
         if seconds and seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"

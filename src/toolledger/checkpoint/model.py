@@ -12,7 +12,7 @@ import hashlib
 import re
 import weakref
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..errors import InvalidArgumentError
 from ._json import canonical_json
 
 __all__ = [
+    "AGE_UNITS",
     "SCHEMA_VERSION",
     "Action",
     "Binding",
@@ -32,6 +33,7 @@ __all__ = [
     "check_reason",
     "check_time",
     "fingerprint",
+    "parse_age",
     "format_time",
     "is_known_valid",
     "parse_time",
@@ -152,6 +154,34 @@ def parse_time(value: object, name: str) -> datetime:
     if parsed.tzinfo is None:
         raise ValueError(f"{name} has no UTC offset")
     return parsed.astimezone(timezone.utc)
+
+
+#: The units of an age (``parse_age``), in seconds.
+AGE_UNITS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_AGE = re.compile(r"(\d+)\s*(w|d|h|m|s)")
+#: The longest age a ``timedelta`` holds.
+_MAX_AGE_SECONDS = int(timedelta.max.total_seconds())
+
+
+def parse_age(text: str) -> timedelta:
+    """Parse an age such as ``30d``, ``12h``, ``1w2d`` or ``90s``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for anything else.
+    """
+    cleaned = text.strip().lower() if isinstance(text, str) else ""
+    if not cleaned or _AGE.sub("", cleaned).strip():
+        raise InvalidArgumentError(
+            message=f"an age is like 30d, 12h, 1w2d, 45m or 90s; got {text!r}",
+            details={"argument": "older_than"},
+        )
+    seconds = sum(int(n) * AGE_UNITS[u] for n, u in _AGE.findall(cleaned))
+    if seconds > _MAX_AGE_SECONDS:
+        raise InvalidArgumentError(
+            message=f"an age must be at most {timedelta.max.days} days; got {text!r:.40}",
+            details={"argument": "older_than"},
+        )
+    return timedelta(seconds=seconds)
 
 
 def fingerprint(value: Any) -> str:

@@ -6,7 +6,7 @@ Rules this module keeps:
   this call and closed again.
 - What a reader shows of a run comes from the hashed run document (its header and goal),
   not from the ``runs`` table's free columns, which ``verify`` does not cover.
-- Times are aware datetimes or ages (``"7d"``, parsed by ``retention.parse_age``); a bad
+- Times are aware datetimes or ages (``"7d"``, parsed by ``parse_age``, as ``gc`` does); a bad
   one is ``INVALID_ARGUMENT``. An unknown run id is ``NOT_FOUND``.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..checkpoint.model import format_time
+from ..checkpoint.model import format_time, parse_age
 from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._search import EventQuery, parse_query
@@ -46,8 +46,6 @@ def to_time(value: Any, name: str, *, now: datetime | None = None) -> str | None
         InvalidArgumentError: ``INVALID_ARGUMENT`` for anything else (a naive datetime
             included).
     """
-    from ..retention import parse_age
-
     if value is None:
         return None
     if isinstance(value, datetime):

@@ -22,8 +22,8 @@ from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
-from ._sqlite_search import index_events
 from ._sqlcommon import EVENT_COLUMNS, event_params
+from ._sqlite_search import index_events
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,

@@ -48,6 +48,7 @@ from ..errors import (
 from . import _sqlite_search
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._search import EventQuery
 from ._sqlcommon import (
     EVENT_COLUMNS,
     RUN_COLUMNS,
@@ -63,7 +64,6 @@ from ._sqlcommon import (
 from ._sqlite_ops import execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
-from ._search import EventQuery
 from .base import (
     EffectKeyRow,
     EventRow,
