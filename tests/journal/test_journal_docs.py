@@ -15,10 +15,11 @@ def test_readme_journal_example_runs(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("TOOLLEDGER_DB", raising=False)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("<!-- section:journal -->", 1)[1].split("<!-- /section:journal -->")[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2  # recording, then reading back and searching
     namespace: dict = {}
-    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), namespace)
     run_id = namespace["run"].run_id
     assert (tmp_path / "run.html").exists()
     assert toolledger.verify(tmp_path / ".toolledger.db", run_id).ok
@@ -40,5 +41,8 @@ def test_docs_name_every_public_journal_call() -> None:
         "toolledger.Replayer(",
         "erase_content(",
         "run._begin_event(",
+        "toolledger.load_run(",
+        "toolledger.list_runs(",
+        "toolledger.search(",
     ):
         assert name in docs, name

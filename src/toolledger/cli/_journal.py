@@ -52,7 +52,8 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
 
     Example: toolledger runs --limit 10
     """
-    from ..journal._read import StoredRun, iter_rows, run_document
+    from ..journal import list_runs
+    from ..journal._read import iter_rows
 
     store = get_store(ctx)
     try:
@@ -61,32 +62,22 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
                 f"{'run':<32}  {'status':<11} {'events':>6} {'failed':>6} {'refused':>7}  "
                 f"{'started':<19}  goal"
             )
-        for row in store.list_runs(namespace=namespace, limit=limit):
-            doc = run_document(row)
-            status = StoredRun(row=row, doc=doc, rows=[], events=[], live=_live(row, doc)).status
-            counts = _counts(iter_rows(store, row.run_id))
+        with _mapped():
+            views = list_runs(store, namespace=namespace, limit=min(max(limit, 1), 100_000))
+        views = views[:limit]
+        for view in views:
+            counts = _counts(iter_rows(store, view.run_id))
             if as_json:
                 click.echo(
-                    _dumps(
-                        {
-                            "run_id": row.run_id,
-                            "status": status,
-                            "records": row.event_count,
-                            "counts": counts,
-                            "started_at": row.started_at,
-                            "ended_at": row.ended_at,
-                            "agent": row.agent,
-                            "goal": row.goal,
-                        }
-                    )
+                    _dumps({**view.summary(), "records": view.event_count, "counts": counts})
                 )
             else:
-                goal = " ".join((row.goal or "").split())
+                goal = " ".join((view.goal or "").split())
+                started = view.started_at.isoformat()[:19] if view.started_at else "-"
                 click.echo(
                     clean(
-                        f"{row.run_id:<32}  {status:<11} {counts['events']:>6} "
-                        f"{counts['failed']:>6} {counts['refused']:>7}  "
-                        f"{row.started_at[:19]}  {goal[:80]}"
+                        f"{view.run_id:<32}  {view.status:<11} {counts['events']:>6} "
+                        f"{counts['failed']:>6} {counts['refused']:>7}  {started:<19}  {goal[:80]}"
                     )
                 )
     finally:
@@ -115,7 +106,9 @@ def _live(row: Any, doc: dict[str, Any]) -> bool:
 
 @main.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the merged events as JSON lines.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run and its merged events as JSON."
+)
 @click.pass_context
 def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     """Show a run as a tree: kind, name, status, duration, and why.
@@ -123,18 +116,18 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     Example: toolledger show 3f2a…
     """
     from ..export._tree import tree_order
+    from ..journal import load_run as load_public
     from ..journal._read import load_run
 
     store = get_store(ctx)
     try:
         with _mapped():
+            if as_json:  # the merged view, as load_run gives it (one JSON document)
+                click.echo(_dumps(load_public(store, run_id).to_dict()))
+                return
             view = load_run(store, run_id)
     finally:
         store.close()
-    if as_json:
-        for ev in view.events:
-            click.echo(_dumps(ev))
-        return
     row = view.row
     click.echo(clean(f"run {row.run_id}  {view.status}  agent={row.agent or '-'}"))
     click.echo(clean(f"goal: {row.goal}"))

@@ -28,11 +28,13 @@ from ._view import Event, RunView, event_from_merged
 
 __all__ = [
     "checkpoint_status",
+    "event_text",
     "events_of",
     "list_runs",
     "load_run",
     "run_view",
     "search",
+    "snippet",
     "to_time",
 ]
 
@@ -422,3 +424,52 @@ def _run_of(store: Store, cache: dict[str, StoredRun | None], run_id: str) -> St
             doc = run_document(row)
             cache[run_id] = StoredRun(row=row, doc=doc, rows=[], events=[], live=_is_live(row, doc))
     return cache[run_id]
+
+
+def event_text(ev: Event) -> list[str]:
+    """Return the readable text of an event, most telling first (for snippets and views)."""
+    parts: list[str] = []
+    if ev.justification:
+        parts.append(ev.justification)
+    if isinstance(ev.error, Mapping):
+        parts.append(f"{ev.error.get('type') or 'error'}: {ev.error.get('message') or ''}")
+    if isinstance(ev.approval, Mapping):
+        verdict = "granted" if ev.approval.get("granted") else "refused"
+        parts.append(f"{verdict} by {ev.approval.get('by')}: {ev.approval.get('reason') or ''}")
+    if ev.text:
+        parts.append(ev.text)
+    for label, value in (("in", ev.inputs), ("out", ev.outputs)):
+        if value not in (None, {}, []):
+            parts.append(f"{label} {_flat_text(value)}")
+    if ev.erased is not None:
+        parts.append(f"(content erased: {ev.erased.get('reason')})")
+    return [" ".join(str(p).split()) for p in parts]
+
+
+def _flat_text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return " ".join(f"{k}={_flat_text(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return " ".join(_flat_text(v) for v in value)
+    return str(value)
+
+
+def snippet(ev: Event, text: str | None, *, width: int = 60) -> str:
+    """Return up to ``width`` characters of the event's text around the first match of ``text``.
+
+    Without a match (or text), the most telling part of the event (its justification, error,
+    approval or note) is shown from its start.
+    """
+    parts = event_text(ev)
+    if not parts:
+        return ""
+    words = [t for term in (parse_query(text) if text else ()) for t in term.tokens]
+    for part in parts:
+        low = part.lower()
+        hits = [i for i in (low.find(w) for w in words) if i >= 0]
+        if hits:
+            start = max(0, min(hits) - width // 3)
+            piece = part[start : start + width]
+            return ("…" if start else "") + piece + ("…" if start + width < len(part) else "")
+    first = parts[0]
+    return first[:width] + ("…" if len(first) > width else "")

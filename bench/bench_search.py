@@ -1,0 +1,176 @@
+"""Benchmark: reading the journal back (SQLite): search, load_run, the index's cost, export-site.
+
+Reports, in one table:
+
+- ``toolledger.search`` over 100,000 events in 1,000 runs (100 steps each, every 10th
+  with an order id, every 25th a refused approval): p50 and p99 of a rare word (one run),
+  a phrase, a word in 1% of events, a word in every event (limit 100), a filter without
+  text, text plus filters, the goal of one run;
+- ``load_run`` of one run of 20,000 steps (20,000 events, 40,000 records), median;
+- the full-text index's cost per journal step: CPU time per ``with run.step(...)`` +
+  ``record_output`` with the index and without it (a store created as if FTS5 were
+  missing), same process, alternating, median of the repetitions; the difference is
+  what the index adds;
+- ``toolledger export-site`` of the 1,000 runs (when the site exporter is present).
+
+Targets on the 2-core machines: search p50 <= 20 ms, load_run(20,000) <= 0.4 s, index
+<= 10 us per step. Run: ``.venv/bin/python bench/bench_search.py [--runs N] [--steps N]``.
+Nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import toolledger
+from toolledger.store import SQLiteStore, _sqlite_search
+
+__all__ = ["main"]
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def build(db: Path, runs: int, steps: int) -> list[str]:
+    store = SQLiteStore(db, durability="normal")
+    ids = []
+    try:
+        for r in range(runs):
+            goal = f"Handle ticket T-{r:05d} for customer {r % 97}"
+            with toolledger.run(goal, agent=f"agent-{r % 5}", db=store) as run:
+                for i in range(steps):
+                    order = {"order": f"ORD-{r:05d}-{i}"} if i % 10 == 0 else {}
+                    rare = " escalation" if i == 50 and r % 100 == 0 else ""
+                    with run.step(
+                        "lookup" if i % 2 else "fetch",
+                        justification=f"benchmark step {i} checks the account{rare}",
+                        **order,
+                    ) as step:
+                        step.record_output(ok=True, n=i, note="all good")
+                    if i % 25 == 24:
+                        run.approval("refund", granted=False, by="bob", reason="over limit")
+            ids.append(run.run_id)
+    finally:
+        store.close()
+    return ids
+
+
+def time_queries(db: Path, repeat: int) -> list[tuple[str, float, float, int]]:
+    queries: list[tuple[str, dict[str, Any]]] = [
+        ("rare word (1 run)", {"text": "ORD-00421-30"}),
+        ("phrase", {"text": '"checks the account escalation"'}),
+        ("word in 1% of events", {"text": "escalation"}),
+        ("word in every event, limit 100", {"text": "benchmark"}),
+        ("no text: kind + status", {"kind": "approval", "status": "refused"}),
+        ("text + kind + agent + since", {"text": "ORD-00421*", "kind": "step",
+                                         "agent": "agent-1", "since": "1d"}),
+        ("goal of one run", {"text": "T-00777"}),
+    ]  # fmt: skip
+    out = []
+    store = SQLiteStore(db)
+    try:
+        for label, kw in queries:
+            times = []
+            found = 0
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                found = len(toolledger.search(store, **kw))
+                times.append((time.perf_counter() - t0) * 1000)
+            out.append((label, statistics.median(times), _pct(times, 0.99), found))
+    finally:
+        store.close()
+    return out
+
+
+def time_load(db: Path, steps: int, repeat: int) -> tuple[float, int]:
+    with toolledger.run("one long run", db=db) as run:
+        for i in range(steps):
+            with run.step("work", justification="long run", i=i) as step:
+                step.record_output(n=i)
+    times = []
+    n = 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        n = len(toolledger.load_run(db, run.run_id).events)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), n
+
+
+def _steps_cpu(store: SQLiteStore, steps: int) -> float:
+    t0 = time.process_time()
+    with toolledger.run("index cost", db=store) as run:
+        for i in range(steps):
+            with run.step("tool", justification="benchmark step", i=i) as step:
+                step.record_output(ok=True, n=i)
+    return (time.process_time() - t0) / steps * 1e6
+
+
+def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float]:
+    indexed = SQLiteStore(tmp / "indexed.db")
+    real: Callable[[Any], bool] = _sqlite_search.fts5_available
+    _sqlite_search.fts5_available = lambda conn: False  # type: ignore[assignment]
+    try:
+        plain = SQLiteStore(tmp / "plain.db")
+    finally:
+        _sqlite_search.fts5_available = real  # type: ignore[assignment]
+    with_index, without = [], []
+    try:
+        for _ in range(repeat):
+            without.append(_steps_cpu(plain, steps))
+            with_index.append(_steps_cpu(indexed, steps))
+    finally:
+        indexed.close()
+        plain.close()
+    return statistics.median(with_index), statistics.median(without)
+
+
+def time_site(db: Path, out: Path) -> float | None:
+    try:
+        from toolledger.export import export_site  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    t0 = time.perf_counter()
+    export_site(db, out)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=100, help="steps per run")
+    parser.add_argument("--long", type=int, default=20_000, help="steps of the load_run run")
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        db = tmp / "search.db"
+        t0 = time.perf_counter()
+        build(db, args.runs, args.steps)
+        built = time.perf_counter() - t0
+        events = args.runs * (args.steps + args.steps // 25 + 1)
+        print(f"built {args.runs} runs, ~{events} events in {built:.1f} s")
+        print(f"{'measure':<42} {'p50':>10} {'p99':>10} {'found':>6}")
+        for label, p50, p99, found in time_queries(db, args.repeat):
+            print(f"{'search: ' + label:<42} {p50:>7.2f} ms {p99:>7.2f} ms {found:>6}")
+        site = time_site(db, tmp / "site")
+        if site is not None:
+            print(f"{'export-site of ' + str(args.runs) + ' runs':<42} {site:>8.2f} s")
+        load_db = tmp / "long.db"
+        seconds, n = time_load(load_db, args.long, 5)
+        print(f"{f'load_run of {n} events':<42} {seconds:>8.3f} s")
+        with_index, without = index_cost(tmp, 5000, 7)
+        print(f"{'journal step, CPU, with index':<42} {with_index:>7.1f} us")
+        print(f"{'journal step, CPU, without index':<42} {without:>7.1f} us")
+        print(f"{'index cost per step':<42} {with_index - without:>7.1f} us")
+
+
+if __name__ == "__main__":
+    main()
