@@ -386,3 +386,13 @@ class TestListRuns:
         assert toolledger.list_runs(any_store, namespace="elsewhere") == []
         with pytest.raises(toolledger.InvalidArgumentError):
             toolledger.list_runs(any_store, status="done")
+
+    @pytest.mark.parametrize("reader", ["load_run", "list_runs", "search"])
+    def test_readers_never_create_a_database(self, tmp_path: Path, reader: str) -> None:
+        """Reading a missing path is NOT_FOUND; nothing is created there."""
+        missing = tmp_path / "nope" / "ledger.db"
+        args: tuple[object, ...] = (missing, "run") if reader == "load_run" else (missing,)
+        with pytest.raises(toolledger.CheckpointError) as info:
+            getattr(toolledger, reader)(*args)
+        assert info.value.code == "NOT_FOUND"
+        assert not missing.parent.exists()

@@ -141,6 +141,7 @@ class SQLiteStore(ApplyShortcuts):
         self._closed = False
         if readonly:
             self._check_readable()
+            self._indexed = self._probe_index()
             return
         if str(self.path) != ":memory:":
             try:
