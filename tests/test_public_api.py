@@ -205,3 +205,22 @@ def test_read_api_types_have_the_documented_fields() -> None:
         "until",
         "limit",
     ]
+
+
+def test_approval_denied_is_an_alias_of_approval_denied_error() -> None:
+    """The class is ApprovalDeniedError; ApprovalDenied (exported) is the very same class."""
+    from toolledger.errors import ApprovalDeniedError
+
+    assert toolledger.ApprovalDenied is ApprovalDeniedError
+    assert ApprovalDeniedError.__name__ == "ApprovalDeniedError"
+    assert "ApprovalDenied" in toolledger.__all__
+
+
+def test_testing_exports_the_crash_hook() -> None:
+    """toolledger.testing.crash_at names the guard's crash points; others are refused."""
+    from toolledger import testing
+
+    assert {"MemoryStore", "check_store", "crash_at", "CRASH_POINTS"} <= set(testing.__all__)
+    assert "after-execute" in testing.CRASH_POINTS
+    with pytest.raises(toolledger.InvalidArgumentError), testing.crash_at("after-exec"):
+        pass

@@ -17,7 +17,7 @@ to handle one condition. Codes are API: they never change meaning and are pinned
     ├── OutcomeUnknownError             OUTCOME_UNKNOWN
     ├── DeliveryUncertainError          DELIVERY_UNCERTAIN
     ├── TombstonedError                 TOMBSTONED
-    ├── ApprovalDenied                  APPROVAL_DENIED
+    ├── ApprovalDeniedError             APPROVAL_DENIED (alias ApprovalDenied)
     └── StoreError
         ├── StoreBusyError              STORE_BUSY
         ├── StoreUnavailableError       STORE_UNAVAILABLE
@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ERROR_CODES",
     "ApprovalDenied",
+    "ApprovalDeniedError",
     "BindingConflictError",
     "CheckpointError",
     "DeliveryUncertainError",
@@ -158,13 +159,17 @@ class TombstonedError(CheckpointError):
     default_code = "TOMBSTONED"
 
 
-class ApprovalDenied(CheckpointError):
+class ApprovalDeniedError(CheckpointError):
     """A gated tool call was denied by its approver; nothing was executed.
 
     ``details`` holds ``namespace``, ``call_id``, ``tool_name``, ``by`` and ``reason``.
     """
 
     default_code = "APPROVAL_DENIED"
+
+
+#: The name this error was published under first; the same class.
+ApprovalDenied = ApprovalDeniedError
 
 
 class StoreError(CheckpointError):
@@ -203,7 +208,7 @@ _BY_CODE: dict[str, type[CheckpointError]] = {
         OutcomeUnknownError,
         DeliveryUncertainError,
         TombstonedError,
-        ApprovalDenied,
+        ApprovalDeniedError,
         StoreBusyError,
         StoreUnavailableError,
         StoreSchemaTooNewError,

@@ -7,15 +7,18 @@ itself at that guard/gate boundary.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger.guard import _flow as _guard_flow
+from toolledger.testing import crash_at
+
+#: Installed crash points stay installed until the process ends (or is killed).
+CRASHING = contextlib.ExitStack()
 
 
 def main() -> None:
@@ -37,12 +40,7 @@ def main() -> None:
         "send_email", revision="1", execute=send, approval="always", approver=approver
     )
     if crash is not None:
-
-        def die(name: str) -> None:
-            if name == crash:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-        _guard_flow.crash_point = die
+        CRASHING.enter_context(crash_at(crash))  # SIGKILL there, for the rest of the process
     if barrier is not None:  # every child arrives, then all call at once
         folder, n = Path(barrier[0]), int(barrier[1])
         (folder / str(os.getpid())).touch()

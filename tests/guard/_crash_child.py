@@ -10,6 +10,7 @@ fresh process that calls the same call again (``recover``: with a recover functi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger.guard import _flow as _guard_flow
+from toolledger.testing import CRASH_POINTS, crash_at
+
+#: Installed crash points stay installed until the process ends (or is killed).
+CRASHING = contextlib.ExitStack()
 
 CALL_ID = "toolu_matrix_1"
 
@@ -32,7 +36,8 @@ def main() -> None:
         if mode == "first" and name == arg:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    _guard_flow.crash_point = kill_at
+    if mode == "first" and arg in CRASH_POINTS:
+        CRASHING.enter_context(crash_at(arg))  # SIGKILL there, for the rest of the process
 
     def append(path: Path, line: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -12,8 +12,8 @@ import pytest
 
 import toolledger
 from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
-from toolledger.guard import _flow as _guard_flow
 from toolledger.store import SQLiteStore
+from toolledger.testing import crash_at
 
 
 class CountingStore(SQLiteStore):
@@ -89,17 +89,19 @@ def run(db: CountingStore) -> Iterator[toolledger.Run]:
 
 
 @pytest.fixture
-def crash_points(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """Install a crash-point callback; tests append (name, action) pairs to trigger."""
+def crash_points() -> Iterator[list[tuple[str, Any]]]:
+    """Install crash-point actions; tests append (name, action) pairs to trigger."""
     plan: list[tuple[str, Any]] = []
+    with contextlib.ExitStack() as stack:
 
-    def hook(name: str) -> None:
-        for point, action in plan:
-            if point == name:
-                action()
+        def run_plan(point: str) -> Any:
+            return lambda: [action() for name, action in plan if name == point]
 
-    monkeypatch.setattr(_guard_flow, "crash_point", hook)
-    return plan
+        from toolledger.testing import CRASH_POINTS
+
+        for point in CRASH_POINTS:
+            stack.enter_context(crash_at(point, run_plan(point)))
+        yield plan
 
 
 class Effects:

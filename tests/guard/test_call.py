@@ -438,3 +438,24 @@ class TestSameCallInOneBatch:
         assert outs[0].replayed is False
         assert isinstance(outs[1], toolledger.BindingConflictError)
         assert effects.executed == [{"a": 1}]
+
+
+class TestCrashHook:
+    def test_crash_at_runs_its_action_at_the_point_and_only_inside_the_block(
+        self, run, db, effects
+    ) -> None:
+        """crash_at(point, action) fires where named, within the with block only."""
+        from toolledger.testing import crash_at
+
+        class Stop(BaseException):
+            pass
+
+        def stop() -> None:
+            raise Stop
+
+        with crash_at("after-execute", stop), pytest.raises(Stop):
+            run.call(effects.tool(), call_id="c1", input={})
+        assert db.get("default", "c1").status is Status.EXECUTING  # the result was lost
+        assert len(effects.executed) == 1
+        out = run.call(effects.tool(), call_id="c2", input={})  # uninstalled: runs through
+        assert out.replayed is False

@@ -133,15 +133,13 @@ def test_concurrent_acalls_claim_and_journal_in_one_commit(tmp_path: Path) -> No
 _CHILD = """
 import os, signal, sys
 import toolledger
-from toolledger.guard import _flow as _guard_flow
+import contextlib
+from toolledger.testing import crash_at
+
+CRASHING = contextlib.ExitStack()
 
 db, point = sys.argv[1], sys.argv[2]
-
-def kill_at(name):
-    if name == point:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-_guard_flow.crash_point = kill_at
+CRASHING.enter_context(crash_at(point))  # SIGKILL there, for the rest of the process
 tool = toolledger.tool("send", revision="1", execute=lambda i, c: {"sent": i})
 with toolledger.run("g", db=db, run_id="r1") as run:
     with run.step("before"):

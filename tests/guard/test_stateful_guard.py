@@ -29,8 +29,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 import toolledger
 from toolledger import Approved, Denied, Pending
 from toolledger.checkpoint._json import canonical_json
-from toolledger.guard import _flow as _guard_flow
 from toolledger.store import SQLiteStore
+from toolledger.testing import CRASH_POINTS as ALL_POINTS
+from toolledger.testing import crash_at
 
 CALLS = ["c0", "c1", "c2"]
 CRASH_POINTS = ["before-claim", "after-claim", "after-execute", "after-completion"]
@@ -56,14 +57,19 @@ class GuardMachine(RuleBasedStateMachine):
         self.answer: Any = Pending("T")
         self.counter = 0
         self.run = self._fresh_run()
-        _guard_flow.crash_point = self._hook
+        self.hooks = contextlib.ExitStack()
+        for point in ALL_POINTS:
+            self.hooks.enter_context(crash_at(point, self._hook(point)))
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _hook(self, name: str) -> None:
-        if self.crash_at == name:
-            self.crash_at = None
-            raise Crash(name)
+    def _hook(self, name: str) -> Any:
+        def action() -> None:
+            if self.crash_at == name:
+                self.crash_at = None
+                raise Crash(name)
+
+        return action
 
     def _fresh_run(self) -> toolledger.Run:
         store = SQLiteStore(self.path, durability="normal", busy_timeout=5)
@@ -223,7 +229,7 @@ class GuardMachine(RuleBasedStateMachine):
             assert self.world[call_id] == []
 
     def teardown(self) -> None:
-        _guard_flow.crash_point = None
+        self.hooks.close()
         for run in self.runs:  # a crashed run's buffered records are simply lost
             with contextlib.suppress(Exception):
                 run.close()

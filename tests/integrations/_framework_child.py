@@ -15,6 +15,7 @@ have an effect key).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -23,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger.guard import _flow as _guard_flow
+from toolledger.testing import CRASH_POINTS, crash_at
+
+#: Installed crash points stay installed until the process ends (or is killed).
+CRASHING = contextlib.ExitStack()
 
 CALL_ID = "call_crash_1"
 #: The id the model gives the same action when the restarted framework asks it again.
@@ -46,7 +50,8 @@ class Script:
         self.mode = mode
         self.point = point
         self.call_id = REPLAN_ID if mode == "replan" else CALL_ID
-        _guard_flow.crash_point = self.kill_at
+        if mode == "first" and point in CRASH_POINTS:
+            CRASHING.enter_context(crash_at(point))  # SIGKILL there, for the rest of the process
 
     def kill_at(self, name: str) -> None:
         if self.mode == "first" and name == self.point:

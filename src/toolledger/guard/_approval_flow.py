@@ -27,21 +27,21 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from ..approvals import ApprovalRequest, Approved, Denied, Pending
 from ..checkpoint.model import Binding, CheckpointRecord, Status
 from ..checkpoint.transitions import create_checkpoint, decide_checkpoint
 from ..errors import (
-    ApprovalDenied,
+    ApprovalDeniedError,
     BindingConflictError,
     InvalidArgumentError,
     StoreUnavailableError,
 )
 from ..store._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
 from ..tools import Tool, ToolOutcome
-from . import _flow as _guard_flow
+from ._seams import APPROVAL_ROUNDS, now, reached
 
 __all__ = ["AWAITING_APPROVAL", "DENIED", "GateFlow"]
 
@@ -50,14 +50,9 @@ AWAITING_APPROVAL = "awaiting_approval"
 #: ``ToolOutcome.status`` of a denied call with ``on_error="result"``.
 DENIED = "denied"
 _INPUT_MAX = 65_536  # bytes of canonical JSON kept with a request for a human to read
-_ROUNDS = 16
 _TEXT_MAX = 4096  # characters of justification/description kept with a request
 
 Gate = Generator[ApprovalRequest, Any, ToolOutcome | None]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _clip(text: str | None) -> str | None:
@@ -114,7 +109,7 @@ class GateFlow:
         if replay and self.mode != "always":
             return None  # a replayed or recovered call does not execute: no question
         answer: Any = None
-        for _ in range(_ROUNDS):
+        for _ in range(APPROVAL_ROUNDS):
             stored = self.store.approval_get(*self.binding.key)
             if stored is None and self.mode is None:
                 return None  # no gate and no decision stored for the call: proceed
@@ -126,7 +121,7 @@ class GateFlow:
                     f"{stored.binding.input_fingerprint}); it never authorizes this call",
                     details={"stored": stored.binding.to_dict(), "call": self.binding.to_dict()},
                 )
-            at = _now()
+            at = now()
             if stored is not None and stored.decided(at):
                 return self._conclude(stored, source="stored")
             if stored is not None and stored.status is ApprovalStatus.PENDING:
@@ -142,7 +137,7 @@ class GateFlow:
             new = self._record(answer, stored, at)
             expected = -1 if stored is None else stored.revision
             if self.store.approval_put(new, expected_revision=expected):
-                _hook("after-approval")
+                reached("after-approval")
                 if new.status is ApprovalStatus.PENDING:
                     return self._awaiting(new, new_event=True)
                 return self._conclude(new, source="approver")
@@ -238,7 +233,7 @@ class GateFlow:
                 status=DENIED,
                 revision=cp.revision if cp is not None else -1,
             )
-        raise ApprovalDenied(
+        raise ApprovalDeniedError(
             message=f"call {self.binding.namespace}/{self.binding.call_id} "
             f"({self.binding.tool_name}) was {text}; nothing was executed",
             details={
@@ -255,7 +250,7 @@ class GateFlow:
         if cp is None:
             # The call waits in ``ready``: its id is taken for this binding, nothing claimed.
             _created, cp = self.store.create_if_absent(
-                create_checkpoint(self.binding, at=_now()), durable=True
+                create_checkpoint(self.binding, at=now()), durable=True
             )
             decide_checkpoint(cp, self.binding)
             self.checkpoint = cp
@@ -318,8 +313,3 @@ class GateFlow:
             if getattr(self.run, "strict", False):
                 raise
             # recording never breaks the agent (the journal keeps run.errors)
-
-
-def _hook(name: str) -> None:
-    if _guard_flow.crash_point is not None:
-        _guard_flow.crash_point(name)

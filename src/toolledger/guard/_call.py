@@ -1,10 +1,12 @@
 """The drivers of a guarded call: build it, run its flow with sync or async user code.
 
-Private to ``guard.py``. Rules this module keeps:
+Private to the ``guard`` package (``_drivers`` uses it). Rules this module keeps:
 
-- ``_start`` validates everything before anything is written (tool, options, binding),
-  then opens the ``tool_call`` journal event and picks the attempt id.
-- ``_finish`` tells telemetry and ends the event exactly once; it never raises.
+- ``start`` validates everything before anything is written or asked (tool, options,
+  justification, binding) and builds the flow; the flow opens the ``tool_call`` journal
+  event and picks the attempt id once its gate lets the call proceed.
+- ``finish`` tells telemetry and ends the event exactly once (if it opened); it never
+  raises.
 - Sync: once ``execute`` has returned, SIGINT is deferred (``DeferSigint``) until the
   flow has finished, so the completion commit is written before the interruption.
 - Async: concurrent ``acall``s on one loop hand their claim ops to ``ClaimBatcher``,

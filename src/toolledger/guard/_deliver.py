@@ -1,10 +1,14 @@
 """Delivery through the checkpoint: claim (fenced), post the stored payload, record it.
 
-Private to ``guard.py``. Rules this module keeps: every delivery transition is a relaxed
-commit (``durable=False``): losing one to a power failure can only repeat a delivery,
-never an execution. A store error is answered by re-reading (the delivery fence tells
-whether our claim landed). Only the claim holder completes or releases its claim, except
-``redeliver=True``, which releases a stale claim on purpose (at-least-once).
+Private to the ``guard`` package (``_drivers`` uses it). Rules this module keeps:
+
+- Every delivery transition is a relaxed commit (``durable=False``): losing one to a
+  power failure can only repeat a delivery, never an execution.
+- A store error is answered by re-reading (the delivery fence tells whether our claim
+  landed); a claim the store keeps refusing raises that error (``post`` was not called).
+- Only the claim holder completes or releases its claim, except ``redeliver=True``, which
+  releases a stale claim on purpose (at-least-once).
+- ``post`` gets private copies of the stored payloads (``_outcomes.handed_out``).
 """
 
 from __future__ import annotations
@@ -18,13 +22,17 @@ from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
 from ..errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
 from ..store.base import SwapCheckpoint
-from . import _flow as _guard_flow
-from ._flow import now
 from ._outcomes import handed_out
+from ._seams import (
+    DELIVERY_CLAIM_ROUNDS,
+    DELIVERY_COMPLETE_ROUNDS,
+    STORE_RETRIES,
+    after,
+    reached,
+    report_transition,
+)
 
 __all__ = ["Delivery"]
-
-_STORE_RETRIES = 3  # store errors tolerated while claiming, before the error is raised
 
 
 class Delivery:
@@ -50,20 +58,6 @@ class Delivery:
             )
         return rec
 
-    def _span_transition(self, t: Transition, source: CheckpointRecord, won: bool) -> None:
-        span = getattr(self.run, "span", None)
-        with contextlib.suppress(Exception):
-            if span is not None:
-                span.transition(
-                    name=t.name,
-                    status_from=source.status.value,
-                    status_to=t.next.status.value,
-                    expected_revision=t.expected_revision,
-                    revision=t.next.revision,
-                    won=won,
-                    at=t.next.updated_at.isoformat(),
-                )
-
     def _swap_all(self, moves: list[tuple[Transition, CheckpointRecord]]) -> list[bool]:
         if not moves:
             return []
@@ -75,18 +69,18 @@ class Delivery:
             self._store_errors.append(exc)
             return [False] * len(moves)  # outcome unknown: the re-read tells
         for (t, src), w in zip(moves, won, strict=True):
-            self._span_transition(t, src, bool(w))
+            report_transition(getattr(self.run, "span", None), t, src.status.value, bool(w))
         return [bool(w) for w in won]
 
     def claim(self) -> bool:
         """Claim every call that is completed; return whether anything must be posted."""
         todo = set(self.call_ids)
-        for _ in range(64):
+        for _ in range(DELIVERY_CLAIM_ROUNDS):
             moves: list[tuple[Transition, CheckpointRecord]] = []
             for call_id in sorted(todo):
                 rec = self._get(call_id)
                 self.records[call_id] = rec
-                at = max(now(), rec.updated_at)
+                at = after(rec)
                 if rec.status is Status.DELIVERED:
                     todo.discard(call_id)
                 elif rec.status is Status.DELIVERING:
@@ -123,14 +117,14 @@ class Delivery:
                 if won and t.next.status is Status.DELIVERING:
                     self.claimed[t.next.binding.call_id] = t.next
                     todo.discard(t.next.binding.call_id)
-            if todo and len(self._store_errors) > _STORE_RETRIES:
+            if todo and len(self._store_errors) > STORE_RETRIES:
                 # The store keeps refusing the claim (e.g. STORE_BUSY under another
                 # writer's lock): nothing was posted, so that is the error, not
                 # DELIVERY_UNCERTAIN. A claim that landed anyway is given back first.
                 self._give_back_landed(todo)
                 raise self._store_errors[-1]
             if not todo:
-                _hook_point("after-delivery-claim")
+                reached("after-delivery-claim")
                 return bool(self.claimed)
         raise DeliveryUncertainError(message="the store kept refusing the delivery claim")
 
@@ -146,16 +140,16 @@ class Delivery:
     def release(self) -> None:
         moves = []
         for rec in self.claimed.values():
-            at = max(now(), rec.updated_at)
+            at = after(rec)
             moves.append((release_delivery(rec, delivery_id=self.delivery_id, at=at), rec))
         self._swap_all(moves)
 
     def complete(self) -> None:
-        _hook_point("after-post")
-        for _ in range(8):
+        reached("after-post")
+        for _ in range(DELIVERY_COMPLETE_ROUNDS):
             moves = []
             for rec in list(self.claimed.values()):
-                at = max(now(), rec.updated_at)
+                at = after(rec)
                 moves.append((complete_delivery(rec, delivery_id=self.delivery_id, at=at), rec))
             for (t, _), won in zip(moves, self._swap_all(moves), strict=True):
                 call_id = t.next.binding.call_id
@@ -181,8 +175,3 @@ class Delivery:
         for call_id in self.call_ids:
             out[call_id] = handed_out(self.claimed.get(call_id) or self.records[call_id])
         return out
-
-
-def _hook_point(name: str) -> None:
-    if _guard_flow.crash_point is not None:
-        _guard_flow.crash_point(name)

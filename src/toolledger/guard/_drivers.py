@@ -1,7 +1,7 @@
 """Guarded tool calls: execute once, deliver safely, recover lost outcomes.
 
 ``run.call``/``run.acall``/``run.call_many``/``run.deliver``/``run.adeliver`` delegate here.
-The state machine lives in ``_guard_flow.py``; this module builds the call (binding,
+The state machine lives in ``_flow.py``; this module builds the call (binding,
 journal event, attempt id) and drives the flow with sync or async user code.
 
 Rules this module keeps:
@@ -11,7 +11,7 @@ Rules this module keeps:
   anything is delivered). Delivery transitions use relaxed commits (``durable=False``):
   losing one can only repeat a delivery, never an execution.
 - Parallel calls of one model turn claim in one transaction: ``call_many`` does it
-  explicitly; concurrent ``acall``s on one event loop are batched by ``_ClaimBatcher``.
+  explicitly; concurrent ``acall``s on one event loop are batched by ``_call.ClaimBatcher``.
 - Once ``execute`` has returned, the completion write happens before any interruption
   propagates (SIGINT is deferred in the main thread; the async path has no ``await``
   between ``execute`` returning and the completion commit).
@@ -108,7 +108,7 @@ def call(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad id, input or option.
         StoreError: the store failed before anything executed.
         Exception: whatever ``execute`` raised before any effect (``on_error="raise"``).
-        ApprovalDenied: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
+        ApprovalDeniedError: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
     flow = start(

@@ -57,6 +57,7 @@ from ..store.base import (
     SwapCheckpoint,
 )
 from ..tools import Tool, ToolOutcome
+from ._seams import EFFECT_KEY_ROUNDS
 
 if TYPE_CHECKING:
     from ._flow import CallFlow, Request
@@ -65,7 +66,6 @@ __all__ = ["EFFECT_KEY_MAX", "EffectKey", "HolderHandle", "effect_key_for", "res
 
 #: Longest effect key a tool's function may return (characters); it is stored hashed.
 EFFECT_KEY_MAX = 1024
-_ROUNDS = 16
 _DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 
 
@@ -163,7 +163,7 @@ def resolve(flow: CallFlow, own: CheckpointRecord | None) -> Generator[Request, 
     ek = flow.effect
     assert ek is not None
     me = flow.binding.call_id
-    for _ in range(_ROUNDS):
+    for _ in range(EFFECT_KEY_ROUNDS):
         holder = flow.store.effect_key_holder(ek.namespace, ek.key)
         if holder is None or holder == me:
             return None

@@ -1,4 +1,4 @@
-"""The guarded-call state machine, shared by the sync and async drivers in ``guard.py``.
+"""The guarded-call state machine, shared by the sync, async and batch drivers.
 
 Rules this module keeps:
 
@@ -26,10 +26,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import os
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import ApprovalRequest
@@ -52,7 +51,6 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
-from ..telemetry._hooks import NoopSpan
 from ..tools import (
     ExecuteContext,
     NotRecovered,
@@ -64,6 +62,16 @@ from ..tools import (
 )
 from ._effect_key import EffectKey, resolve
 from ._outcomes import outcome
+from ._seams import (
+    DECIDE_ROUNDS,
+    STORE_RETRIES,
+    after,
+    new_attempt_id,
+    now,
+    parse_link,
+    reached,
+    report_transition,
+)
 
 if TYPE_CHECKING:
     from ._approval_flow import GateFlow
@@ -76,12 +84,8 @@ __all__ = [
     "Execute",
     "Recover",
     "RecoveryFailed",
-    "crash_point",
     "error_payload",
     "join_claims",
-    "new_attempt_id",
-    "now",
-    "parse_link",
 ]
 
 #: Exceptions that mean "stop", never "the tool failed": no recovery, no error result.
@@ -93,54 +97,7 @@ try:  # asyncio.CancelledError is a BaseException since 3.8
 except ImportError:  # pragma: no cover
     pass
 
-_STORE_RETRIES = 3  # store errors tolerated per flow before giving up
-_MAX_ROUNDS = 64  # decide/act rounds before a misbehaving store is reported
 _REASON_MAX = 1024
-
-#: Test-only seam: the crash matrix installs a callable here in its child process and
-#: SIGKILLs itself at a named boundary. ``None`` in production.
-crash_point: Any = None
-
-
-def _hook(name: str) -> None:
-    if crash_point is not None:
-        crash_point(name)
-
-
-def now() -> datetime:
-    """Return the current UTC time."""
-    return datetime.now(timezone.utc)
-
-
-def new_attempt_id(trace_id: str | None, span_id: str | None) -> str:
-    """Return a fresh attempt id; it carries the live span's ids so a resumed call can link.
-
-    Form: ``<32 hex>`` or ``<32 hex>.<trace 32 hex>.<span 16 hex>`` (a valid identifier).
-    """
-    base = os.urandom(16).hex()
-    if _is_hex(trace_id, 32) and _is_hex(span_id, 16):
-        return f"{base}.{trace_id}.{span_id}"
-    return base
-
-
-def parse_link(attempt_id: str | None) -> dict[str, str] | None:
-    """Return ``{"trace_id", "span_id"}`` carried by an attempt id, or ``None``."""
-    if not attempt_id:
-        return None
-    parts = attempt_id.split(".")
-    if len(parts) == 3 and _is_hex(parts[1], 32) and _is_hex(parts[2], 16):
-        return {"trace_id": parts[1], "span_id": parts[2]}
-    return None
-
-
-def _is_hex(value: object, length: int) -> bool:
-    if not isinstance(value, str) or len(value) != length:
-        return False
-    try:
-        int(value, 16)
-    except ValueError:
-        return False
-    return value.strip("0") != ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +242,7 @@ class CallFlow:
     def _store_failed(self, exc: StoreError) -> None:
         """Count a store error; re-raise it once the budget is spent."""
         self._store_errors += 1
-        if self._store_errors > _STORE_RETRIES:
+        if self._store_errors > STORE_RETRIES:
             raise exc
 
     def _swap(
@@ -397,19 +354,7 @@ class CallFlow:
         }
 
     def _transition(self, t: Transition, status_from: str | None, won: bool) -> None:
-        span = getattr(self.handle, "span", None)
-        if span is None or type(span) is NoopSpan:
-            return
-        with contextlib.suppress(Exception):  # telemetry never breaks a tool call
-            span.transition(
-                name=t.name,
-                status_from=status_from,
-                status_to=t.next.status.value,
-                expected_revision=t.expected_revision,
-                revision=t.next.revision,
-                won=won,
-                at=t.next.updated_at.isoformat(),
-            )
+        report_transition(getattr(self.handle, "span", None), t, status_from, won)
 
     def _reread(self) -> CheckpointRecord:
         rec = self._get()
@@ -458,7 +403,7 @@ class CallFlow:
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.
         self.first_action = Action.EXECUTE.value if rec is None else DECISIONS[rec.status].value
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(DECIDE_ROUNDS):
             if rec is None and self.effect is not None:
                 found = yield from resolve(self, None)  # another call holds the key?
                 if isinstance(found, ToolOutcome):
@@ -484,7 +429,7 @@ class CallFlow:
                         "attempt held it; refusing to execute twice",
                         details={"call_id": self.binding.call_id},
                     )
-                t = claim_execution(rec, attempt_id=self.attempt_id, at=_after(rec))
+                t = claim_execution(rec, attempt_id=self.attempt_id, at=after(rec))
                 swap = SwapCheckpoint(t.expected_revision, t.next)
                 ops: tuple[Any, ...] = (swap,)
                 if self.effect is not None:  # the key is claimed with the claim
@@ -515,7 +460,7 @@ class CallFlow:
             return (yield from self._recover(rec, None))
         raise StoreUnavailableError(
             message=f"call {self.binding.call_id}: the store kept refusing writes "
-            f"({_MAX_ROUNDS} rounds); nothing was executed twice",
+            f"({DECIDE_ROUNDS} rounds); nothing was executed twice",
             details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
         )
 
@@ -526,7 +471,7 @@ class CallFlow:
         t = mark_execution_uncertain(
             rec,
             attempt_id=rec.execution_fence or self.attempt_id,
-            at=_after(rec),
+            at=after(rec),
             reason=_reason(
                 f"found executing by another caller (attempt {rec.execution_fence}, "
                 f"claimed {claimed.isoformat() if claimed else '?'}); outcome unknown"
@@ -543,7 +488,7 @@ class CallFlow:
         record for the caller to decide on.
         """
         rec = self._get()
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(DECIDE_ROUNDS):
             if rec is None or rec.status is Status.READY or rec.status in _DONE:
                 return rec
             if rec.status is Status.EXECUTING:
@@ -574,7 +519,7 @@ class CallFlow:
 
     def after(self, rec: CheckpointRecord | None) -> datetime:
         """Now, never earlier than ``rec.updated_at``."""
-        return now() if rec is None else _after(rec)
+        return after(rec)
 
     def report_transition(self, t: Transition, status_from: str | None, won: bool) -> None:
         """Tell the event's span about a CAS (won or lost)."""
@@ -606,7 +551,7 @@ class CallFlow:
         when = now()
         new = create_checkpoint(self.binding, at=when)
         t = claim_execution(new, attempt_id=self.attempt_id, at=when)
-        _hook("before-claim")
+        reached("before-claim")
         ops: tuple[Any, ...] = (CreateCheckpoint(new), SwapCheckpoint(0, t.next))
         if self.effect is not None:
             # The effect key first; the create and the claim only if this call holds it.
@@ -638,13 +583,13 @@ class CallFlow:
         return (stored if not created else self._get()), False
 
     def _restore(self, theirs: CheckpointRecord, ours: CheckpointRecord) -> None:
-        back = dataclasses.replace(theirs, revision=ours.revision + 1, updated_at=_after(ours))
+        back = dataclasses.replace(theirs, revision=ours.revision + 1, updated_at=after(ours))
         self.store.compare_and_swap(ours.revision, back, durable=True)
 
     def _execute(self, rec: CheckpointRecord) -> Flow:
         self.executed = True
         self.last = rec
-        _hook("after-claim")
+        reached("after-claim")
         ctx = ExecuteContext(
             binding=self.binding,
             attempt_id=self.attempt_id,
@@ -658,7 +603,7 @@ class CallFlow:
             self._give_back(rec)
             raise
         if ok:
-            _hook("after-execute")
+            reached("after-execute")
             return (yield from self._complete(rec, value, is_error=False, own=True))
         exc: BaseException = value
         journal = self._read_journal()
@@ -701,12 +646,12 @@ class CallFlow:
 
     def _give_back(self, rec: CheckpointRecord) -> None:
         """Release our claim (journal empty: the failure is proven pre-effect)."""
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(DECIDE_ROUNDS):
             if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
                 self.last = rec
                 return  # another caller marked it uncertain; it stays for reconciliation
             t = release_execution(
-                rec, attempt_id=self.attempt_id, at=_after(rec), evidence="journal-empty"
+                rec, attempt_id=self.attempt_id, at=after(rec), evidence="journal-empty"
             )
             # Proven pre-effect: the effect key goes with the claim (same transaction).
             also = (
@@ -721,11 +666,11 @@ class CallFlow:
 
     def _mark_uncertain(self, rec: CheckpointRecord, reason: str) -> CheckpointRecord:
         """Mark our executing claim uncertain; return the record it ends on."""
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(DECIDE_ROUNDS):
             if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
                 return rec
             t = mark_execution_uncertain(
-                rec, attempt_id=self.attempt_id, at=_after(rec), reason=_reason(reason)
+                rec, attempt_id=self.attempt_id, at=after(rec), reason=_reason(reason)
             )
             if self._swap(t, rec, durable=False):
                 return t.next
@@ -735,7 +680,7 @@ class CallFlow:
     def _complete(self, rec: CheckpointRecord, output: Any, *, is_error: bool, own: bool) -> Flow:
         """Store ``output`` acting for the attempt on ``rec`` (ours when ``own``)."""
         attempt = self.attempt_id if own else (rec.execution_fence or self.attempt_id)
-        for _ in range(_MAX_ROUNDS):
+        for _ in range(DECIDE_ROUNDS):
             if rec.status in _DONE:
                 # Our own commit may have landed although it reported an error.
                 return self._outcome(rec, replayed=not (own and rec.execution_fence == attempt))
@@ -750,7 +695,7 @@ class CallFlow:
                 t = complete_execution(
                     rec,
                     attempt_id=attempt,
-                    at=_after(rec),
+                    at=after(rec),
                     result=output,
                     is_error=is_error,
                     max_payload_bytes=self.tool.max_result_bytes,
@@ -765,7 +710,7 @@ class CallFlow:
                 end = self._prepared_end(t, own)
                 won = self._swap(t, rec, durable=True, remove_op=True, end=end)
                 if won:
-                    _hook("after-completion")
+                    reached("after-completion")
                     return self._outcome(t.next, replayed=False, recovered=not own)
                 rec = self._reread()
             except StoreError as store_error:
@@ -844,9 +789,3 @@ class CallFlow:
         self.last = rec
         self.recovered = recovered
         return outcome(rec, replayed=replayed, recovered=recovered)
-
-
-def _after(rec: CheckpointRecord) -> datetime:
-    """Now, but never earlier than the record's ``updated_at`` (clocks differ across hosts)."""
-    t = now()
-    return t if t >= rec.updated_at else rec.updated_at

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..checkpoint._attempt import parse_link
 from ..checkpoint.transitions import DECISIONS
 from . import _model
 from ._policy import Policy, Redactor, resolve_policy
@@ -255,10 +256,8 @@ def _value(value: Any) -> Any:
 
 def _fence_link(fence: Any) -> tuple[str, str] | None:
     """The live span ids the guard carries in an attempt id (``<32 hex>.<trace>.<span>``)."""
-    parts = fence.split(".") if isinstance(fence, str) else []
-    if len(parts) == 3 and _hex(parts[1], 32) and _hex(parts[2], 16):
-        return parts[1], parts[2]
-    return None
+    link = parse_link(fence)
+    return None if link is None else (link["trace_id"], link["span_id"])
 
 
 def _history_facts(

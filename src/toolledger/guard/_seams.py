@@ -1,0 +1,140 @@
+"""The guard's small seams, each in one place: clock, limits, crash hook, transitions, ids.
+
+Rules this module keeps:
+
+- Clock: ``now()`` is the only clock the guard reads; ``after(rec)`` is "now, never earlier
+  than the record's ``updated_at``" (clocks differ across hosts), used for every
+  transition's ``at``.
+- Limits: every retry budget of the guard is named here, with why it is that size.
+- Crash hook: the named boundaries a crash test may stop a process at (``CRASH_POINTS``);
+  ``reached(point)`` is called at each. Nothing is installed in production; tests install
+  actions through ``toolledger.testing.crash_at``.
+- Transition reporting: ``report_transition`` tells a span about one CAS; it never raises
+  (telemetry never breaks a tool call).
+- Attempt ids: the format lives in ``checkpoint._attempt`` (telemetry parses it too);
+  ``new_attempt_id``/``parse_link`` are re-exported here for the guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from ..checkpoint._attempt import new_attempt_id, parse_link
+from ..checkpoint.model import CheckpointRecord, Transition
+from ..errors import InvalidArgumentError
+from ..telemetry._hooks import NoopSpan
+
+__all__ = [
+    "APPROVAL_ROUNDS",
+    "CRASH_POINTS",
+    "DECIDE_ROUNDS",
+    "DELIVERY_CLAIM_ROUNDS",
+    "DELIVERY_COMPLETE_ROUNDS",
+    "EFFECT_KEY_ROUNDS",
+    "STORE_RETRIES",
+    "after",
+    "crash_at",
+    "new_attempt_id",
+    "now",
+    "parse_link",
+    "reached",
+    "report_transition",
+]
+
+# -- limits ----------------------------------------------------------------------------------
+
+#: Store errors one flow (or one delivery's claim) tolerates before raising the last one:
+#: enough to ride out a transient error, few enough that a locked or failing store is
+#: reported promptly (each try already waited the store's own busy timeout).
+STORE_RETRIES = 3
+#: Decide/act rounds of one call (each lost CAS re-reads and decides again) before a store
+#: that keeps refusing writes is reported; a live race settles in a few rounds.
+DECIDE_ROUNDS = 64
+#: Rounds of a delivery's claim (lost CAS against other deliverers) before giving up.
+DELIVERY_CLAIM_ROUNDS = 64
+#: Rounds recording a delivery after ``post``; losing them only repeats a later delivery.
+DELIVERY_COMPLETE_ROUNDS = 8
+#: Rounds of the approval gate's CAS on the approval record (two callers deciding at once).
+APPROVAL_ROUNDS = 16
+#: Rounds resolving an effect key against the call holding it.
+EFFECT_KEY_ROUNDS = 16
+
+# -- clock -----------------------------------------------------------------------------------
+
+
+def now() -> datetime:
+    """Return the current UTC time."""
+    return datetime.now(timezone.utc)
+
+
+def after(rec: CheckpointRecord | None) -> datetime:
+    """Now, but never earlier than ``rec.updated_at`` (clocks differ across hosts)."""
+    t = now()
+    return t if rec is None or t >= rec.updated_at else rec.updated_at
+
+
+# -- crash hook ------------------------------------------------------------------------------
+
+#: The boundaries a crash test may stop at, in the order a new call passes them.
+CRASH_POINTS = (
+    "after-approval",
+    "before-claim",
+    "after-claim",
+    "after-execute",
+    "after-completion",
+    "after-delivery-claim",
+    "after-post",
+)
+
+_ACTIONS: list[tuple[str, Callable[[], Any]]] = []
+
+
+def reached(point: str) -> None:
+    """The guard passes ``point``: run the actions installed for it (none in production)."""
+    if _ACTIONS:
+        for name, action in tuple(_ACTIONS):
+            if name == point:
+                action()
+
+
+@contextlib.contextmanager
+def crash_at(point: str, action: Callable[[], Any]) -> Iterator[None]:
+    """Run ``action()`` each time the guard passes ``point``, inside the ``with`` block.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a point not in ``CRASH_POINTS``.
+    """
+    if point not in CRASH_POINTS:
+        raise InvalidArgumentError(
+            message=f"unknown crash point {point!r}; one of {', '.join(CRASH_POINTS)}",
+            details={"point": str(point)[:100]},
+        )
+    entry = (point, action)
+    _ACTIONS.append(entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            _ACTIONS.remove(entry)
+
+
+# -- transition reporting --------------------------------------------------------------------
+
+
+def report_transition(span: Any, t: Transition, status_from: str | None, won: bool) -> None:
+    """Tell ``span`` about one CAS of ``t`` from ``status_from`` (won or lost); never raises."""
+    if span is None or type(span) is NoopSpan:
+        return
+    with contextlib.suppress(Exception):  # telemetry never breaks a tool call
+        span.transition(
+            name=t.name,
+            status_from=status_from,
+            status_to=t.next.status.value,
+            expected_revision=t.expected_revision,
+            revision=t.next.revision,
+            won=won,
+            at=t.next.updated_at.isoformat(),
+        )
