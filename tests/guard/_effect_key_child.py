@@ -19,6 +19,8 @@ Prints ``{"call": new|replayed|recovered|<error code>, "deduplicated_from", "hol
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import signal
@@ -28,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
-from toolledger.guard import _flow as _guard_flow
+from toolledger.testing import CRASH_POINTS, crash_at
+
+#: Installed crash points stay installed until the process ends (or is killed).
+CRASHING = contextlib.ExitStack()
 
 
 def _append(path: Path, line: str) -> None:
@@ -60,7 +65,8 @@ def main() -> None:
             (root / f"ready-{call_id}").touch()
             _wait_for(root / "go")
 
-    _guard_flow.crash_point = kill_at
+    for name in CRASH_POINTS:
+        CRASHING.enter_context(crash_at(name, functools.partial(kill_at, name)))
 
     def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
         order = f"order-{ctx.call_id}"
