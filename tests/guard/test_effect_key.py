@@ -492,3 +492,55 @@ class TestOneTurn:
         ]  # fmt: skip
         assert db.get("default", "B") is None
         assert db.get("default", "A").status.value == "executing"
+
+
+class TestSpans:
+    def test_execute_tool_span_carries_deduplicated_from(self, db, provider, exporter) -> None:
+        """The real SDK span: only the copying call has the attribute, with the holder id."""
+        from toolledger.telemetry import attributes as a
+
+        tool = toolledger.tool("send", revision="1", execute=lambda i, c: 1, effect_key="input")
+        with toolledger.run("g", db=db, tracer_provider=provider) as r:
+            r.call(tool, call_id="A", input={})
+            r.call(tool, call_id="B", input={})
+        tools = [s for s in exporter.get_finished_spans() if s.name == "execute_tool send"]
+        assert [s.attributes.get(a.GEN_AI_TOOL_CALL_ID) for s in tools] == ["A", "B"]
+        assert a.TL_CHECKPOINT_DEDUPLICATED_FROM not in tools[0].attributes
+        assert tools[1].attributes[a.TL_CHECKPOINT_DEDUPLICATED_FROM] == "A"
+        assert tools[1].attributes[a.TL_CHECKPOINT_REPLAYED] is True
+
+
+class TestApprovals:
+    def test_gated_keyed_tool_asks_then_deduplicates(self, run, effects) -> None:
+        """The gate runs first (it cannot know the key's holder); then the copy, no effect."""
+        import dataclasses
+
+        asked: list[str] = []
+
+        def approver(request: Any) -> Any:
+            asked.append(request.call_id)
+            return toolledger.Approved("alice")
+
+        tool = dataclasses.replace(_keyed(effects), approval="effect-only", approver=approver)
+        run.call(tool, call_id="A", input={})
+        out = run.call(tool, call_id="B", input={})
+        assert asked == ["A", "B"]
+        assert out.deduplicated_from == "A"
+        assert len(effects.executed) == 1
+
+    def test_pending_keyed_call_claims_the_key_only_when_approved(self, db, run, effects) -> None:
+        """A call waiting for approval holds no key: the re-plan may run; the first copies."""
+        import dataclasses
+
+        tool = dataclasses.replace(
+            _keyed(effects), approval="effect-only", approver=lambda r: toolledger.Pending("T-1")
+        )
+        waiting = run.call(tool, call_id="A", input={})
+        assert waiting.status == "awaiting_approval"
+        assert _keys(db) == []
+        out = run.call(_keyed(effects), call_id="B", input={})  # ungated copy of the tool
+        assert out.replayed is False
+        toolledger.decide_approval(db, "default", "A", True, "alice", "ok")
+        later = run.call(tool, call_id="A", input={})
+        assert later.deduplicated_from == "B"
+        assert len(effects.executed) == 1

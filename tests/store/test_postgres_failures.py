@@ -22,7 +22,12 @@ from _pg_dsn import pg_dsn_or_skip
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
 from toolledger.checkpoint import claim_execution, complete_execution
 from toolledger.store._pg_schema import MIGRATIONS
-from toolledger.store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from toolledger.store.base import (
+    ClaimEffectKey,
+    CreateCheckpoint,
+    RemoveOperation,
+    SwapCheckpoint,
+)
 from toolledger.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
@@ -438,3 +443,45 @@ def _wait_for(dsn: str, query: str, deadline_s: float = 20.0) -> Any:
             if time.monotonic() > deadline:
                 raise AssertionError(f"nothing matched {query!r}")
             time.sleep(0.01)
+
+
+class TestUnknownEffectKeyCommit:
+    """A lost commit of an effect-key claim is read back like any other; never doubled."""
+
+    @pytest.mark.parametrize("when", ["after", "before"])
+    def test_lost_commit_of_a_keyed_claim_resolves_to_one_claim(
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, when: str
+    ) -> None:
+        """Landed or not, the caller learns the claim holds, with one history row each."""
+        store = make_store(proxy.dsn(), max_size=1)
+        key = fingerprint({"tool": "send_email", "key": "k"})
+        rec = create_checkpoint(_binding(), at=T0)
+        claim = claim_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=1))
+        proxy.arm(when, on="commit")
+        out = store.apply(
+            [
+                ClaimEffectKey("ns", key, "c1"),
+                CreateCheckpoint(rec, requires=0),
+                SwapCheckpoint(0, claim.next, requires=0),
+            ]
+        )
+        assert out == [True, (True, rec), True]
+        assert proxy.fired.is_set()
+        assert store.effect_key_holder("ns", key) == "c1"
+        assert [h.transition for h in store.history("ns", "c1")] == [
+            "create_checkpoint",
+            "claim_execution",
+        ]
+
+    @pytest.mark.parametrize("when", ["after", "before"])
+    def test_lost_commit_of_key_claims_alone_is_read_back(
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, when: str
+    ) -> None:
+        """A batch of key claims only (a copy) is probed by its holders."""
+        store = make_store(proxy.dsn(), max_size=1)
+        keys = [fingerprint({"key": i}) for i in range(2)]
+        proxy.arm(when, on="commit")
+        out = store.apply([ClaimEffectKey("ns", k, f"c{i}") for i, k in enumerate(keys)])
+        assert out == [True, True]
+        assert proxy.fired.is_set()
+        assert [store.effect_key_holder("ns", k) for k in keys] == ["c0", "c1"]

@@ -317,8 +317,8 @@ def probe(
     """Say whether the batch committed: ``True``/``False``, or ``None`` if it wrote nothing.
 
     The first op that wrote something distinctive decides (the batch was one transaction).
-    An effect-key claim is not distinctive (the key may have been ours before); the
-    checkpoint ops it gates are.
+    An effect-key claim is weak evidence (the key may have been ours before): the
+    checkpoint ops it gates decide when there are any.
     """
     weak: bool | None = None
     for (op, extra), outcome in zip(prepared, results, strict=True):
@@ -338,6 +338,8 @@ def probe(
         if isinstance(op, RemoveOperation) and outcome and weak is None:
             cur.execute(q["probe_operation"], (op.namespace, op.call_id))
             weak = cur.fetchone() is None
+        if isinstance(op, ClaimEffectKey) and outcome and weak is None:
+            weak = probe_one(cur, q, op, extra)
     return weak
 
 
