@@ -129,7 +129,16 @@ def test_checkpoint_package_exports_transitions_table() -> None:
 
 
 #: The journal's read API: reading a run back and searching across runs.
-READ_API = {"Event", "RunView", "SearchWarning", "list_runs", "load_run", "search"}
+READ_API = {
+    "Event",
+    "RunView",
+    "SearchWarning",
+    "SiteInfo",
+    "export_site",
+    "list_runs",
+    "load_run",
+    "search",
+}
 
 
 def test_read_api_names_are_exported() -> None:

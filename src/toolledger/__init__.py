@@ -46,7 +46,7 @@ from .errors import (
     TombstonedError,
     UnsupportedSchemaError,
 )
-from .export import ExportInfo, export_html, export_json, export_markdown
+from .export import ExportInfo, SiteInfo, export_html, export_json, export_markdown, export_site
 from .journal import (
     Event,
     JournalWarning,
@@ -116,6 +116,7 @@ __all__ = [
     "RunView",
     "SQLiteStore",
     "SearchWarning",
+    "SiteInfo",
     "Status",
     "Step",
     "Store",
@@ -144,6 +145,7 @@ __all__ = [
     "export_html",
     "export_json",
     "export_markdown",
+    "export_site",
     "fingerprint",
     "gc",
     "import_json",

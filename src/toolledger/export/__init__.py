@@ -1,4 +1,5 @@
-"""Exports of a stored run: JSON (complete, re-importable), Markdown, self-contained HTML.
+"""Exports of a stored run: JSON (complete, re-importable), Markdown, self-contained HTML,
+and a static site of many runs (``export_site``).
 
 Exports only read the store. Every export carries the run's head hash and record count,
 so ``toolledger.verify(..., expected_head=..., expected_count=...)`` can detect a cut-off
@@ -9,5 +10,6 @@ from ._common import ExportInfo
 from .html import export_html
 from .json import export_json
 from .markdown import export_markdown
+from .site import SiteInfo, export_site
 
-__all__ = ["ExportInfo", "export_html", "export_json", "export_markdown"]
+__all__ = ["ExportInfo", "SiteInfo", "export_html", "export_json", "export_markdown", "export_site"]

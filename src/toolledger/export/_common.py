@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import InvalidArgumentError
-from ..journal._read import load_run
+from ..journal._read import load_stored_run, store_for
+from ..store import Store
 
 __all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]
 
@@ -80,18 +81,25 @@ def export_rendered(
     run_id: str,
     path: str | os.PathLike[str],
     *,
-    render: Callable[[Any], str],
+    render: Callable[[Any, Store], str],
     format: str,
     progress: Progress | None,
 ) -> ExportInfo:
-    """Load the run, write ``render(view)`` to ``path`` atomically, and describe the file.
+    """Load the run, write ``render(view, store)`` to ``path`` atomically, describe the file.
+
+    ``render`` may read more from the open store (the HTML viewer reads checkpoint history).
 
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    view = load_run(db, run_id, progress=progress)
-    text = render(view)
+    store, owned = store_for(db)
+    try:
+        view = load_stored_run(store, run_id, progress=progress)
+        text = render(view, store)
+    finally:
+        if owned:
+            store.close()
     with atomic_text(path) as fh:
         fh.write(text)
     if progress is not None:

@@ -18,7 +18,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..journal._view import epoch_ms, parse_event_time
 from ._common import ExportInfo, Progress, export_rendered
+from ._lives import checkpoint_lives
 
 __all__ = ["embed_json", "export_html", "render_html"]
 
@@ -62,8 +64,22 @@ def _compact(ev: dict[str, Any]) -> dict[str, Any]:
 _EMPTY_TYPES = (dict, list)
 
 
-def render_html(view: Any) -> str:
-    """Return the self-contained HTML page of a loaded run (``journal._read.StoredRun``)."""
+def _with_times(ev: dict[str, Any]) -> dict[str, Any]:
+    """Add ``ts_start_ms`` / ``ts_end_ms`` (epoch milliseconds) for the timeline."""
+    ev["ts_start_ms"] = epoch_ms(parse_event_time(ev.get("started_at")))
+    ev["ts_end_ms"] = epoch_ms(parse_event_time(ev.get("ended_at")))
+    return ev
+
+
+def render_html(view: Any, lives: dict[str, Any] | None = None, *, back: str | None = None) -> str:
+    """Return the self-contained HTML page of a loaded run (``journal._read.StoredRun``).
+
+    Args:
+        view: The loaded run.
+        lives: ``{"namespace/call_id": checkpoint life}`` (``_lives.checkpoint_lives``):
+            each tool call then shows its checkpoint's transitions and delivery.
+        back: A relative link shown as "all runs" (the static site's index).
+    """
     row = view.row
     goal = (view.doc.get("content") or {}).get("goal", row.goal)
     data = {
@@ -78,7 +94,9 @@ def render_html(view: Any) -> str:
             "head_hash": view.rows[-1].hash if view.rows else view.doc.get("genesis"),
             "event_count": len(view.rows),
         },
-        "events": [_compact(ev) for ev in view.events],
+        "events": [_compact(_with_times(dict(ev))) for ev in view.events],
+        "checkpoints": lives or {},
+        "back": back,
     }
     head, tail = _template()
     return head + embed_json(data) + tail
@@ -97,4 +115,11 @@ def export_html(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    return export_rendered(db, run_id, path, render=render_html, format="html", progress=progress)
+    return export_rendered(
+        db,
+        run_id,
+        path,
+        render=lambda view, store: render_html(view, checkpoint_lives(store, view.events)),
+        format="html",
+        progress=progress,
+    )

@@ -156,4 +156,11 @@ def export_markdown(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    return export_rendered(db, run_id, path, render=render_markdown, format="md", progress=progress)
+    return export_rendered(
+        db,
+        run_id,
+        path,
+        render=lambda view, _store: render_markdown(view),
+        format="md",
+        progress=progress,
+    )

@@ -41,8 +41,40 @@
   var size = new Int32Array(m);
   for (i = m - 1; i >= 0; i--) { size[i] += 1; if (parentPos[i] >= 0) size[parentPos[i]] += size[i]; }
 
-  // ---- header ----
+  // ---- the timeline: one bar per event, from the run's first start to its last end ----
+  var t0 = Infinity, t1 = -Infinity;
+  for (i = 0; i < n; i++) {
+    var s0 = evs[i].ts_start_ms, s1 = evs[i].ts_end_ms;
+    if (typeof s0 === "number") { if (s0 < t0) t0 = s0; if (s0 > t1) t1 = s0; }
+    if (typeof s1 === "number" && s1 > t1) t1 = s1;
+  }
+  var span = t1 > t0 ? t1 - t0 : 1;
+  var posOf = new Int32Array(n);
+  for (i = 0; i < m; i++) posOf[order[i]] = i;
+
+  // ---- links: a tool call and the approvals of the same checkpoint (namespace/call id) ----
+  var checkpoints = data.checkpoints || {};
+  function keyOf(ev) {
+    var c = ev.checkpoint;
+    if (c && c.namespace && c.call_id) return c.namespace + "/" + c.call_id;
+    if (ev.approval && ev.approval.for_call) return (run.namespace || "default") + "/" + ev.approval.for_call;
+    return null;
+  }
   var run = data.run || {};
+  var callsByKey = new Map(), approvalsByKey = new Map();
+  for (i = 0; i < n; i++) {
+    var key = keyOf(evs[i]);
+    if (!key) continue;
+    var into = evs[i].kind === "approval" ? approvalsByKey : (evs[i].kind === "tool_call" ? callsByKey : null);
+    if (into) (into.get(key) || (into.set(key, []), into.get(key))).push(i);
+  }
+
+  // ---- header ----
+  if (data.back) {
+    var back = el("a", "back", "\u2190 all runs");
+    back.href = data.back;
+    document.querySelector("header").insertBefore(back, document.getElementById("title"));
+  }
   document.getElementById("title").textContent = "Run: " + (run.goal === null || run.goal === undefined ? "(goal erased)" : run.goal);
   document.title = "toolledger · " + (run.goal || run.run_id || "run");
   var facts = document.getElementById("facts");
@@ -79,6 +111,16 @@
     row.appendChild(el("span", "status " + statusOf(ev), statusOf(ev)));
     if (typeof ev.duration_ms === "number" && ev.kind !== "approval" && ev.kind !== "note" && ev.kind !== "artifact" && ev.kind !== "finish")
       row.appendChild(el("span", "dur", ev.duration_ms.toFixed(1) + " ms"));
+    var track = el("span", "track");
+    if (typeof ev.ts_start_ms === "number") {
+      var end = typeof ev.ts_end_ms === "number" ? ev.ts_end_ms : t1;
+      var bar = el("span", "bar " + statusOf(ev) + (typeof ev.ts_end_ms === "number" ? "" : " open"));
+      bar.style.left = ((ev.ts_start_ms - t0) / span * 100).toFixed(3) + "%";
+      bar.style.width = Math.max(0, (end - ev.ts_start_ms) / span * 100).toFixed(3) + "%";
+      bar.title = (ev.ts_start_ms - t0).toFixed(1) + " ms + " + (end - ev.ts_start_ms).toFixed(1) + " ms";
+      track.appendChild(bar);
+    }
+    row.appendChild(track);
     return row;
   }
   function render(force) {
@@ -151,6 +193,10 @@
     for (var j = 0; j < m; j++) setCollapsed(j, depthOf[j] >= 1);
     refresh();
   });
+  document.getElementById("timeline").addEventListener("click", function (e) {
+    var off = document.body.classList.toggle("no-timeline");
+    e.target.setAttribute("aria-pressed", off ? "false" : "true");
+  });
   tree.addEventListener("click", function (e) {
     var t = e.target;
     while (t && t !== tree && !(t.hasAttribute && t.hasAttribute("data-pos"))) t = t.parentNode;
@@ -168,6 +214,80 @@
     details.appendChild(el("h3", null, title));
     details.appendChild(el("pre", null, typeof value === "string" ? value : JSON.stringify(value, null, 2)));
   }
+  function link(text, eventIndex) {
+    var a = el("a", "jump", text);
+    a.href = "#";
+    a.setAttribute("data-jump", String(posOf[eventIndex]));
+    return a;
+  }
+  details.addEventListener("click", function (e) {
+    var t = e.target;
+    if (!t || !t.getAttribute || t.getAttribute("data-jump") === null) return;
+    e.preventDefault();
+    var k = Number(t.getAttribute("data-jump"));
+    query = ""; document.getElementById("search").value = "";
+    for (var a = parentPos[k]; a >= 0; a = parentPos[a]) collapsed[a] = 0;
+    refresh();
+    for (var j = 0; j < nShown; j++) if (shown[j] === k) { tree.scrollTop = Math.max(0, j * ROW_H - 120); break; }
+    select(k);
+  });
+  function short(v, a, b) {
+    if (v === null || v === undefined) return "";
+    var s = String(v);
+    return s.length > b ? s.slice(a, b) + (a ? "" : "\u2026") : s.slice(a);
+  }
+  function checkpointLife(ev) {
+    var key = keyOf(ev), life = key ? checkpoints[key] : null;
+    if (!life) return;
+    var box = el("div", "life");
+    box.setAttribute("data-checkpoint", key);
+    box.appendChild(el("span", "label", "Checkpoint " + key));
+    var summary = el("div", "life-summary");
+    summary.appendChild(el("span", "status " + (life.status || ""), life.status || "unknown"));
+    summary.appendChild(el("span", null, life.delivered ? "delivered at " + life.delivered_at : "not delivered"));
+    summary.appendChild(el("span", null, "delivery attempts: " + (life.delivery_attempts || 0)));
+    if (typeof life.revision === "number") summary.appendChild(el("span", null, "revision " + life.revision));
+    box.appendChild(summary);
+    if (life.uncertain_reason) box.appendChild(el("div", "uncertain", "Uncertain: " + life.uncertain_reason));
+    if (life.erased) box.appendChild(el("p", "erased", "Erased at " + life.erased.at + ": " + life.erased.reason + " (transitions: " + (life.erased_transitions || []).join(", ") + ")"));
+    if (life.error) box.appendChild(el("p", "erased", life.error));
+    var rows = life.transitions || [];
+    if (rows.length) {
+      var table = el("table", "transitions");
+      var head = el("tr");
+      ["time", "transition", "status", "rev", "attempt id", "delivery id", "deliveries"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+      table.appendChild(head);
+      rows.forEach(function (r) {
+        var tr = el("tr", r.status);
+        [[short(r.at, 11, 26), r.at], [r.transition], [r.status], [r.revision],
+         [short(r.attempt_id, 0, 12), r.attempt_id], [short(r.delivery_id, 0, 12), r.delivery_id],
+         [r.delivery_attempts]].forEach(function (v) {
+          var td = el("td", null, v[0]);
+          if (v[1] && v[1] !== v[0]) td.title = String(v[1]);
+          tr.appendChild(td);
+        });
+        table.appendChild(tr);
+        if (r.uncertain_reason && r.status === "uncertain") {
+          var why = el("tr", "uncertain"); var td = el("td", null, "uncertain: " + r.uncertain_reason); td.colSpan = 7; why.appendChild(td); table.appendChild(why);
+        }
+      });
+      box.appendChild(table);
+    }
+    details.appendChild(box);
+  }
+  function links(ev) {
+    var key = keyOf(ev);
+    if (!key) return;
+    var others = (ev.kind === "approval" ? callsByKey : approvalsByKey).get(key) || [];
+    if (!others.length) return;
+    var p = el("div", "links");
+    p.appendChild(el("span", "label", ev.kind === "approval" ? "Authorizes" : "Approvals"));
+    others.forEach(function (o) {
+      var oe = evs[o];
+      p.appendChild(link((oe.kind || "") + " " + (oe.name || "") + " [" + statusOf(oe) + "] at " + (oe.started_at || ""), o));
+    });
+    details.appendChild(p);
+  }
   function select(k) {
     selected = k;
     render(true);
@@ -178,7 +298,7 @@
     [["status", statusOf(ev)], ["event id", ev.event_id], ["parent", ev.parent_id],
      ["started", ev.started_at], ["ended", ev.ended_at],
      ["duration", typeof ev.duration_ms === "number" ? ev.duration_ms + " ms" : null],
-     ["checkpoint", ev.checkpoint ? JSON.stringify(ev.checkpoint) : null],
+     ["checkpoint", ev.checkpoint ? (ev.checkpoint.namespace + "/" + ev.checkpoint.call_id + " (revision " + ev.checkpoint.revision + ")") : null],
      ["trace id", ev.trace_id], ["span id", ev.span_id], ["depth", depthOf[k]]].forEach(function (f) {
       if (f[1] === null || f[1] === undefined) return;
       var tr = el("tr"); tr.appendChild(el("td", null, f[0])); tr.appendChild(el("td", null, f[1]));
@@ -207,6 +327,8 @@
       if (ev.approval.input_fingerprint) box.appendChild(el("div", null, "bound to input " + ev.approval.input_fingerprint + (ev.approval.tool_revision ? " (tool revision " + ev.approval.tool_revision + ")" : "")));
       details.appendChild(box);
     }
+    links(ev);
+    if (ev.kind === "tool_call") checkpointLife(ev);
     if (ev.error) {
       var eb = el("div", "error-box");
       eb.appendChild(el("span", "label", ev.error.type || "error"));

@@ -24,7 +24,7 @@ from ..store._search import EventQuery, parse_query
 from ..store.base import RunRow
 from ._read import StoredRun, load_stored_run, merged_events, run_document, store_for
 from ._read import is_live as _is_live
-from ._view import Event, RunView, event_from_merged
+from ._view import Event, RunView, event_from_merged, parse_event_time
 
 __all__ = [
     "checkpoint_status",
@@ -106,8 +106,6 @@ def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
     """Return the ``RunView`` of a stored run and its events."""
-    from ._view import _time
-
     fields = _run_fields(stored.row, stored.doc)
     return RunView(
         run_id=stored.row.run_id,
@@ -115,8 +113,8 @@ def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
         agent=fields["agent"],
         goal=fields["goal"],
         status=stored.status,
-        started_at=_time(fields["started_at"]),
-        ended_at=_time(fields["ended_at"]),
+        started_at=parse_event_time(fields["started_at"]),
+        ended_at=parse_event_time(fields["ended_at"]),
         head_hash=stored.rows[-1].hash if stored.rows else stored.row.head_hash,
         event_count=len(stored.rows) if stored.rows else stored.row.event_count,
         error=fields["error"],

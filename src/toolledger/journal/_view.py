@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["Event", "RunView", "event_from_merged"]
+__all__ = ["Event", "RunView", "epoch_ms", "event_from_merged", "parse_event_time"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _time(value: Any) -> datetime | None:
+def parse_event_time(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not value:
@@ -37,7 +37,7 @@ def _time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
-def _ms(value: datetime | None) -> int | None:
+def epoch_ms(value: datetime | None) -> int | None:
     if value is None:
         return None
     delta = value - _EPOCH
@@ -91,12 +91,12 @@ class Event:
     @property
     def ts_start_ms(self) -> int | None:
         """The start time in milliseconds since the Unix epoch."""
-        return _ms(self.started_at)
+        return epoch_ms(self.started_at)
 
     @property
     def ts_end_ms(self) -> int | None:
         """The end time in milliseconds since the Unix epoch (``None`` while running)."""
-        return _ms(self.ended_at)
+        return epoch_ms(self.ended_at)
 
     @property
     def interrupted(self) -> bool:
@@ -152,8 +152,8 @@ class Event:
             goal=data.get("goal"),
             agent=data.get("agent"),
             namespace=data.get("namespace"),
-            started_at=_time(data.get("started_at")),
-            ended_at=_time(data.get("ended_at")),
+            started_at=parse_event_time(data.get("started_at")),
+            ended_at=parse_event_time(data.get("ended_at")),
             duration_ms=data.get("duration_ms"),
             justification=data.get("justification"),
             justification_source=data.get("justification_source"),
@@ -205,8 +205,8 @@ def event_from_merged(
         goal=ev.get("goal"),
         agent=agent,
         namespace=namespace,
-        started_at=_time(ev.get("started_at")),
-        ended_at=_time(ev.get("ended_at")),
+        started_at=parse_event_time(ev.get("started_at")),
+        ended_at=parse_event_time(ev.get("ended_at")),
         duration_ms=ev.get("duration_ms"),
         justification=ev.get("justification"),
         justification_source=ev.get("justification_source"),
