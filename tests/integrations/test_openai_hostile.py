@@ -187,3 +187,24 @@ class TestAnthropicShares:
         assert [b["tool_use_id"] for b in out] == ["deep", None, "dup", "dup", "ok", "nan"]
         assert [b.get("is_error", False) for b in out] == [True, True, True, True, False, True]
         assert calls.seen == [{"to": "a"}]
+
+
+class TestRepairFromAPath:
+    def test_repair_transcript_from_a_missing_database_is_not_found(self, tmp_path) -> None:
+        """A mistyped path is NOT_FOUND, never "not executed" for calls it cannot see;
+        nothing is created."""
+        import toolledger
+
+        history = [chat(fn("c1", '{"to":"a"}'))]
+        with pytest.raises(toolledger.NotFoundError):
+            tl.repair_transcript(history, tmp_path / "nodir" / "typo.db")
+        assert list(tmp_path.iterdir()) == []
+
+    def test_repair_transcript_from_a_path_reads_the_stored_result(self, tmp_path, calls) -> None:
+        import toolledger
+
+        db = tmp_path / "l.db"
+        with toolledger.run("g", db=db) as r:
+            tl.run_tool_calls(r, chat(fn("c1", '{"to":"a"}')), calls.tools())
+        fixed = tl.repair_transcript([chat(fn("c1", '{"to":"a"}'))], db)
+        assert fixed[1] == {"role": "tool", "tool_call_id": "c1", "content": '{"sent_to":"a"}'}

@@ -265,28 +265,35 @@ def repair_results(
     """Return a truthful ``(text, is_error)`` for each orphaned call id, from its checkpoint.
 
     completed or later: the stored payload; executing/uncertain: ``OUTCOME_UNKNOWN``;
-    no checkpoint or ready: ``NOT_EXECUTED``.
+    no checkpoint or ready: ``NOT_EXECUTED``. A path or URL is opened read-only: a
+    missing database is ``NOT_FOUND`` (never "not executed" for calls it cannot see).
     """
-    st, ns = _store_and_namespace(store, namespace)
+    st, ns, owned = _store_and_namespace(store, namespace)
     out: dict[str, tuple[str, bool]] = {}
-    for call_id in call_ids:
-        try:
-            rec = st.get(ns, call_id)
-        except InvalidArgumentError:
-            rec = None
-        if rec is None or rec.status is Status.READY:
-            out[call_id] = (NOT_EXECUTED, True)
-        elif rec.status in (Status.EXECUTING, Status.UNCERTAIN) or rec.result is None:
-            out[call_id] = (OUTCOME_UNKNOWN, True)
-        else:
-            out[call_id] = (render(rec.result.payload), rec.result.is_error)
+    try:
+        for call_id in call_ids:
+            try:
+                rec = st.get(ns, call_id)
+            except InvalidArgumentError:
+                rec = None
+            if rec is None or rec.status is Status.READY:
+                out[call_id] = (NOT_EXECUTED, True)
+            elif rec.status in (Status.EXECUTING, Status.UNCERTAIN) or rec.result is None:
+                out[call_id] = (OUTCOME_UNKNOWN, True)
+            else:
+                out[call_id] = (render(rec.result.payload), rec.result.is_error)
+    finally:
+        if owned:
+            st.close()
     return out
 
 
-def _store_and_namespace(store: Any, namespace: str | None) -> tuple[Any, str]:
+def _store_and_namespace(store: Any, namespace: str | None) -> tuple[Any, str, bool]:
+    """``(store, namespace, owned)``: a Run's store, a Store, or one opened read-only."""
     if hasattr(store, "store") and hasattr(store, "namespace"):  # a Run
-        return store.store, namespace or store.namespace
-    return open_store(store), namespace or "default"
+        return store.store, namespace or store.namespace, False
+    opened = open_store(store, readonly=True)
+    return opened, namespace or "default", opened is not store
 
 
 def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:
