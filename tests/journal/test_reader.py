@@ -396,3 +396,37 @@ class TestListRuns:
             getattr(toolledger, reader)(*args)
         assert info.value.code == "NOT_FOUND"
         assert not missing.parent.exists()
+
+
+def test_existing_postgres_schema_is_migrated_and_indexed() -> None:
+    """A PostgreSQL schema written before the index existed is indexed by its migration."""
+    import psycopg
+    from psycopg import sql
+
+    from toolledger.store.postgres import PostgresStore
+
+    old = _postgres()
+    try:
+        run_id = _refund_run(old)
+    finally:
+        old.close()
+    schema = old.schema  # type: ignore[attr-defined]
+    with psycopg.connect(pg_dsn_or_skip(), autocommit=True) as conn:  # back to before it
+        conn.execute(
+            sql.SQL("DROP TABLE {}.event_search, {}.run_search").format(
+                sql.Identifier(schema), sql.Identifier(schema)
+            )
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {}.toolledger_schema WHERE name = 'search_index'").format(
+                sql.Identifier(schema)
+            )
+        )
+    store = PostgresStore(pg_dsn_or_skip(), schema=schema)
+    try:
+        assert store.applied_migrations()[-1][1] == "search_index"
+        assert [e.name for e in toolledger.search(store, "gateway")] == ["charge_card"]
+        assert {e.run_id for e in toolledger.search(store, "Ana")} == {run_id}
+    finally:
+        store.close()
+        _drop(store)
