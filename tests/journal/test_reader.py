@@ -430,3 +430,45 @@ def test_existing_postgres_schema_is_migrated_and_indexed() -> None:
     finally:
         store.close()
         _drop(store)
+
+
+def test_broad_searches_visit_runs_newest_first_and_stay_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run-by-run path (many hits) answers exactly what one query over all hits does.
+
+    A run that started first but wrote last (overlapping runs) still comes first.
+    """
+    db = SQLiteStore(tmp_path / "broad.db")
+    try:
+        early = toolledger.run("long job", agent="a", db=db)
+        early.start()
+        with early.step("work", justification="common words here"):
+            pass
+        for i in range(3):
+            with toolledger.run(f"short job {i}", agent="b", db=db) as run:
+                with run.step("work", justification="common words here", i=i):
+                    pass
+                run.approval("ok", granted=False, by="x", reason="common")
+        with early.step("late", justification="common words, written last"):
+            pass
+        early.close()
+        queries: list[dict[str, object]] = [
+            {"text": "common"},
+            {"text": "common", "limit": 1},
+            {"text": "common words", "limit": 3},
+            {"text": "common", "kind": "approval"},
+            {"text": "common", "agent": "b", "limit": 2},
+            {"kind": "step"},
+            {"status": "refused", "limit": 2},
+            {"text": "job", "since": "1h"},
+            {},
+        ]
+        want = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
+        monkeypatch.setattr(_sqlite_search, "FEW_HITS", 0)  # every text query goes run by run
+        got = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
+        assert got == want
+        assert toolledger.search(db, "common", limit=1)[0].name == "late"
+        assert all(want)
+    finally:
+        db.close()
