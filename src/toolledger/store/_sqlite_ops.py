@@ -8,6 +8,8 @@ Rules:
   key); CAS is ``UPDATE … WHERE … AND revision = ?`` plus a row-count check, only along a
   legal transition (``transition_between``), with its history row inserted in the same
   transaction. An append advances the run's count only when it matches (a CAS).
+- An effect-key claim is ``INSERT OR IGNORE`` then a read of the holder (won when it is
+  the claiming call); a release deletes only the holder's own row.
 - A stored row whose JSON is damaged or disagrees with its columns is quarantined
   (``INVALID_CHECKPOINT``), never overwritten.
 """

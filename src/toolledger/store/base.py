@@ -1,7 +1,8 @@
 """The ``Store`` protocol: what every backend guarantees. No backend code here.
 
-A store persists four things: checkpoints (with their transition history), the operation
-journal (small per-call correlation data), runs, and journal events. Backends:
+A store persists checkpoints (with their transition history), the operation journal
+(small per-call correlation data), runs, journal events, tombstones, approvals, and effect
+keys (which call holds each fingerprinted effect key). Backends:
 ``SQLiteStore`` (embedded default), ``PostgresStore`` (fleets), and ``MemoryStore`` in
 ``toolledger.testing``. The same contract suite (``toolledger.testing.check_store``) runs
 against each.
