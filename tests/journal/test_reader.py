@@ -302,6 +302,7 @@ class TestSearch:
             ({"since": 7}, "since"),
             ({"text": "!!!"}, "text"),
             ({"text": 5}, "text"),
+            ({"text": " ".join(f"w{i}" for i in range(33))}, "text"),
             ({"limit": 0}, "limit"),
             ({"limit": 10**30}, "limit"),
             ({"kind": []}, "kind"),

@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 
 __all__ = [
+    "MAX_TERMS",
     "EventQuery",
     "SearchTerm",
     "SearchWarning",
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 _TOKEN = re.compile(r"[^\W_]+")
+#: The most words and phrases one query may hold (each is a subquery).
+MAX_TERMS = 32
 _QUERY = re.compile(r'"([^"]*)("?)(\*?)|(\S+)')
 
 
@@ -85,6 +88,11 @@ def parse_query(text: str) -> tuple[SearchTerm, ...]:
     if not terms:
         raise InvalidArgumentError(
             message=f"search text has no words to look for: {text!r:.80}",
+            details={"argument": "text"},
+        )
+    if len(terms) > MAX_TERMS:
+        raise InvalidArgumentError(
+            message=f"search text has {len(terms)} words and phrases; at most {MAX_TERMS}",
             details={"argument": "text"},
         )
     return tuple(terms)
