@@ -152,6 +152,7 @@ def search_events(
     *,
     read: Callable[[str, Sequence[Any]], list[Any]],
     records: Callable[[str, str], tuple[Any, ...]],
+    many: Callable[[Sequence[tuple[str, str]]], list[tuple[Any, ...]]],
     indexed: bool,
 ) -> list[tuple[Any, ...]]:
     """Answer ``Store.search_events`` on SQLite (``read(sql, params)`` runs a query)."""
@@ -169,7 +170,7 @@ def search_events(
         return [(str(a), str(b)) for a, b in read(sql, params)]
 
     if indexed and query.run_id is None and not _few_hits(query, read):
-        return [records(r, e) for r, e in _newest_runs_first(query, read)]
+        return many(_newest_runs_first(query, read))
     if query.terms and not indexed:
         warnings.warn(
             _SearchWarning(
@@ -184,7 +185,7 @@ def search_events(
             return run_goal(rows[0][0]).split() if rows else []
 
         return scan_search(query, select=select, records=records, goal=goal)
-    return [records(run_id, event_id) for run_id, event_id in select(query)]
+    return many(select(query))
 
 
 #: Below this many index hits for the first term, one query over all hits is cheapest.

@@ -817,12 +817,35 @@ class SQLiteStore(ApplyShortcuts):
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
         """Return the records of matching events, newest first; see ``Store.search_events``."""
         return _sqlite_search.search_events(
-            query, read=self._read, records=self._event_records, indexed=self._indexed
+            query,
+            read=self._read,
+            records=self._event_records,
+            many=self._events_records,
+            indexed=self._indexed,
         )
 
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
-        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND event_id = ? ORDER BY seq"
-        return tuple(event_row(r) for r in self._read(sql, (run_id, event_id)))
+        return self._events_records([(run_id, event_id)])[0]
+
+    def _events_records(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> builtins.list[tuple[EventRow, ...]]:
+        """The records of each ``(run_id, event_id)`` in ``seq`` order: one query per run."""
+        grouped: dict[tuple[str, str], builtins.list[EventRow]] = {k: [] for k in keys}
+        by_run: dict[str, builtins.list[str]] = {}
+        for run_id, event_id in keys:
+            by_run.setdefault(run_id, []).append(event_id)
+        for run_id, ids in by_run.items():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                sql = (
+                    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND event_id IN "
+                    f"({', '.join('?' * len(chunk))}) ORDER BY seq"
+                )
+                for r in self._read(sql, [run_id, *chunk]):
+                    row = event_row(r)
+                    grouped[(row.run_id, row.event_id)].append(row)
+        return [tuple(grouped[k]) for k in keys]
 
     # -- effect keys -------------------------------------------------------------------
 
