@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,26 @@ def test_approval_span_exact_attributes(
     assert span.parent.span_id == run_span.context.span_id
     expected: dict[str, Any] = {
         a.TL_EVENT_ID: span.attributes[a.TL_EVENT_ID],
+        a.TL_TOOL_NAME: "send_email",
         a.TL_APPROVAL_OUTCOME: outcome,
         a.TL_APPROVAL_CALL_ID: "c1",
-        a.GEN_AI_TOOL_CALL_ID: "c1",
     }
+    meta: dict[str, Any] = {"tool": "send_email", "call_id": "c1", "decision": outcome}
     if by is not None:
         expected[a.TL_APPROVAL_BY] = by
         expected[a.TL_APPROVAL_REASON] = reason
+        meta.update(by=by, reason=reason)
+    # What Phoenix/Langfuse read: a GUARDRAIL (never a TOOL; no gen_ai.tool.call.id).
+    expected.update(
+        {
+            a.OI_SPAN_KIND: "GUARDRAIL",
+            a.OI_INPUT_VALUE: "send_email",
+            a.OI_INPUT_MIME_TYPE: "text/plain",
+            a.OI_OUTPUT_VALUE: outcome,
+            a.OI_OUTPUT_MIME_TYPE: "text/plain",
+            a.OI_METADATA: json.dumps(meta),
+        }
+    )
     assert dict(span.attributes) == expected
     has_tool_span = "execute_tool send_email" in spans
     assert has_tool_span is (outcome == "allow")

@@ -321,11 +321,11 @@ def test_resumed_recovered_call_reports_first_action_live_as_reexported(
         run.telemetry = tel
         again = run.call(tool, call_id="c9", input={"n": 5})
         assert again.replayed is True
-    live = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool charge")
+    live = next(s for s in exporter.get_finished_spans() if s.name == "recover_tool charge")
     assert live.attributes[a.TL_CHECKPOINT_ACTION] == "reconcile-execution"
     out_exp = InMemorySpanExporter()
     reexport(db, run.run_id, out_exp)
-    rebuilt = [s for s in out_exp.get_finished_spans() if s.name == "execute_tool charge"]
+    rebuilt = [s for s in out_exp.get_finished_spans() if s.name == "recover_tool charge"]
     assert rebuilt[0].attributes[a.TL_CHECKPOINT_ACTION] == live.attributes[a.TL_CHECKPOINT_ACTION]
     # the replay found it completed: the first look answered "deliver"
     assert tel.spans[0].updates[0]["checkpoint.action"] == "deliver"

@@ -53,6 +53,15 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "llm.db"
 
 
+#: Per-request facts the tests below check on their own (``test_request_facts_*``).
+REQUEST_FACTS = ("api", "request", "server", "response_id", "stream", "time_to_first_chunk")
+
+
+def core(meta: dict[str, Any]) -> dict[str, Any]:
+    """An llm_call's meta without the per-request facts."""
+    return {k: v for k, v in meta.items() if k not in REQUEST_FACTS}
+
+
 ANTHROPIC_META = {
     "provider": "anthropic",
     "model": "claude-x-1",
@@ -85,7 +94,7 @@ class TestAnthropic:
         assert isinstance(msg, anthropic.types.Message)
         (call,) = llm_calls(db, run.run_id)
         assert (call["name"], call["status"]) == ("claude-x-1", "completed")
-        assert call["meta"] == ANTHROPIC_META
+        assert core(call["meta"]) == ANTHROPIC_META
         assert call["inputs"] is None
         assert call["outputs"] is None
 
@@ -122,7 +131,7 @@ class TestAnthropic:
         assert types[0] == "message_start"
         assert types[-1] == "message_stop"
         (call,) = llm_calls(db, run.run_id)
-        assert call["meta"] == ANTHROPIC_META
+        assert core(call["meta"]) == ANTHROPIC_META
 
     def test_stream_helper_written_at_exit(self, db: Path) -> None:
         """``messages.stream``: the event is written when the helper's block exits."""
@@ -134,7 +143,7 @@ class TestAnthropic:
                 assert written(run) == 0
             assert written(run) == 1
         assert text == "Sending it."
-        assert llm_calls(db, run.run_id)[0]["meta"] == ANTHROPIC_META
+        assert core(llm_calls(db, run.run_id)[0]["meta"]) == ANTHROPIC_META
 
     def test_create_stream_closed_early_records_partial(self, db: Path) -> None:
         """Closing a stream before its end records what arrived, flagged as closed early."""
@@ -183,7 +192,7 @@ class TestAnthropic:
                 return run.run_id
 
         run_id = asyncio.run(main())
-        assert [c["meta"] for c in llm_calls(db, run_id)] == [ANTHROPIC_META] * 3
+        assert [core(c["meta"]) for c in llm_calls(db, run_id)] == [ANTHROPIC_META] * 3
 
 
 class TestOpenAI:
@@ -195,7 +204,7 @@ class TestOpenAI:
             )
         assert out.choices[0].message.tool_calls[0].id == "call_1"
         (call,) = llm_calls(db, run.run_id)
-        assert (call["name"], call["meta"]) == ("gpt-x", CHAT_META)
+        assert (call["name"], core(call["meta"])) == ("gpt-x", CHAT_META)
 
     def test_chat_create_stream_same_facts_as_plain(self, db: Path) -> None:
         """Streamed chunks fold into the same facts (and content hash) as the plain call."""
@@ -210,7 +219,7 @@ class TestOpenAI:
             chunks = list(stream)
         assert len(chunks) == 7
         (call,) = llm_calls(db, run.run_id)
-        assert call["meta"] == CHAT_META
+        assert core(call["meta"]) == CHAT_META
         assert call["outputs"] == {"content": CHAT_CONTENT}
 
     def test_chat_stream_helper_written_at_exit(self, db: Path) -> None:
@@ -222,7 +231,7 @@ class TestOpenAI:
                 final = stream.get_final_completion()
             assert final.choices[0].finish_reason == "tool_calls"
         (call,) = llm_calls(db, run.run_id)
-        assert call["meta"] == CHAT_META
+        assert core(call["meta"]) == CHAT_META
 
     def test_responses_create_plain_and_stream_same_facts(self, db: Path) -> None:
         """Responses API: function calls give ``tool_calls`` and their call ids."""
@@ -232,10 +241,15 @@ class TestOpenAI:
             for _ in client.responses.create(model="gpt-x", input=MESSAGES, stream=True):
                 pass
         plain, streamed = llm_calls(db, run.run_id)
-        assert plain["meta"] == streamed["meta"]
+        assert core(plain["meta"]) == core(streamed["meta"])
         assert plain["meta"]["finish_reasons"] == ["tool_calls"]
         assert plain["meta"]["tool_call_ids"] == ["call_9"]
-        assert plain["meta"]["usage"] == {"input_tokens": 5, "output_tokens": 2}
+        assert plain["meta"]["usage"] == {
+            "input_tokens": 5,
+            "output_tokens": 2,
+            "cache_read_input_tokens": 0,  # the Responses API's usage details
+            "reasoning_output_tokens": 0,
+        }
         content = [o.model_dump(mode="json", exclude_none=True) for o in resp.output]
         assert content[0]["call_id"] == RESPONSE["output"][0]["call_id"]
         assert plain["meta"]["content_sha256"] == sha(MESSAGES, content)
@@ -256,7 +270,7 @@ class TestOpenAI:
                 return run.run_id
 
         run_id = asyncio.run(main())
-        assert [c["meta"] for c in llm_calls(db, run_id)] == [CHAT_META] * 2
+        assert [core(c["meta"]) for c in llm_calls(db, run_id)] == [CHAT_META] * 2
 
     def test_journaled_client_delegates_other_attributes(self, db: Path) -> None:
         """Everything but the journaled endpoints is the client's own."""
@@ -296,4 +310,30 @@ def test_journaled_with_options_stays_journaled(db: Path) -> None:
         journaled(anthropic_client(), run).with_options(timeout=5).messages.create(
             model="claude-x-1", max_tokens=64, messages=MESSAGES
         )
-    assert [c["meta"] for c in llm_calls(db, run.run_id)] == [CHAT_META, ANTHROPIC_META]
+    assert [core(c["meta"]) for c in llm_calls(db, run.run_id)] == [CHAT_META, ANTHROPIC_META]
+
+
+def test_request_facts_recorded_for_plain_and_streamed_calls(db: Path) -> None:
+    """Parameters, server, response id, the API shape; streams add stream and TTFC."""
+    with toolledger.run("g", db=db) as run:
+        client = journaled(anthropic_client(), run)
+        client.messages.create(model="claude-x-1", max_tokens=64, messages=MESSAGES)
+        stream = client.messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES, stream=True, stop_sequences=["X"]
+        )
+        for _ in stream:
+            pass
+    plain, streamed = llm_calls(db, run.run_id)
+    assert {k: plain["meta"].get(k) for k in REQUEST_FACTS} == {
+        "api": "anthropic",
+        "request": {"max_tokens": 64},
+        "server": {"address": "api.anthropic.com", "port": 443},
+        "response_id": "msg_1",
+        "stream": None,
+        "time_to_first_chunk": None,
+    }
+    assert streamed["meta"]["request"] == {"max_tokens": 64, "stop_sequences": ["X"]}
+    assert streamed["meta"]["stream"] is True
+    ttfc = streamed["meta"]["time_to_first_chunk"]
+    assert isinstance(ttfc, float)
+    assert ttfc >= 0

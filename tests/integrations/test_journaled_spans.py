@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ def spans_named(exporter: InMemorySpanExporter, prefix: str) -> list[Any]:
 def test_anthropic_chat_span_exact_attributes(
     tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    """``chat {requested model}`` carries exactly the GenAI chat attributes."""
+    """``chat {requested model}``: a CLIENT span with exactly the GenAI chat attributes."""
+    from opentelemetry.trace import SpanKind
+
     with toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run:
         tl_anthropic.journaled(anthropic_client(), run).messages.create(
             model="claude-x-1", max_tokens=64, messages=MESSAGES
@@ -52,47 +55,142 @@ def test_anthropic_chat_span_exact_attributes(
         (event,) = [e for e in _events(run) if e["kind"] == "llm_call"]
     (span,) = spans_named(exporter, "chat ")
     assert span.name == "chat claude-x-1"
+    assert span.kind is SpanKind.CLIENT
     assert dict(span.attributes) == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "anthropic",
         "gen_ai.request.model": "claude-x-1",
+        "gen_ai.request.max_tokens": 64,
+        "server.address": "api.anthropic.com",
+        "server.port": 443,
         "gen_ai.response.model": "claude-x-1-20260101",
+        "gen_ai.response.id": "msg_1",
         "gen_ai.usage.input_tokens": 10,
         "gen_ai.usage.output_tokens": 25,
         "gen_ai.response.finish_reasons": ("tool_use",),
         "toolledger.event.id": event["event_id"],
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "claude-x-1-20260101",
+        "llm.provider": "anthropic",
+        "llm.invocation_parameters": '{"max_tokens": 64}',
+        "llm.token_count.prompt": 10,
+        "llm.token_count.completion": 25,
+        "llm.token_count.total": 35,
     }
     (agent,) = spans_named(exporter, "invoke_agent")
     assert span.parent.span_id == agent.context.span_id
 
 
-def test_chat_span_same_attributes_with_content_capture(
+def test_chat_span_with_content_capture_adds_messages(
     tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    """Content capture stores content in the journal; the chat span's attributes stay the same."""
+    """With capture on: the conventions' messages (parts), and their OpenInference view."""
     with toolledger.run(
         "llm", db=tmp_path / "s.db", tracer_provider=provider, capture_content=True
     ) as run:
         stream = tl_openai.journaled(openai_client(), run).chat.completions.create(
-            model="gpt-x", messages=MESSAGES, stream=True
+            model="gpt-x", messages=MESSAGES, stream=True, temperature=0.5
         )
         for _ in stream:
             pass
         (event,) = [e for e in _events(run) if e["kind"] == "llm_call"]
     assert event["outputs"]["content"][0]["content"] == "Sending it."
     (span,) = spans_named(exporter, "chat ")
-    assert span.name == "chat gpt-x"
-    assert set(span.attributes) == {
-        "gen_ai.operation.name",
-        "gen_ai.provider.name",
-        "gen_ai.request.model",
-        "gen_ai.response.model",
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.response.finish_reasons",
-        "toolledger.event.id",
+    attrs = dict(span.attributes)
+    ttfc = attrs.pop("gen_ai.response.time_to_first_chunk")
+    assert isinstance(ttfc, float)
+    response_id = attrs.pop("gen_ai.response.id")
+    assert isinstance(response_id, str)
+    out = json.dumps(
+        [
+            {
+                "finish_reason": "tool_calls",
+                "parts": [
+                    {"content": "Sending it.", "type": "text"},
+                    {
+                        "arguments": {"to": "a@b.c"},
+                        "id": "call_1",
+                        "name": "send_email",
+                        "type": "tool_call",
+                    },
+                ],
+                "role": "assistant",
+            }
+        ],
+        separators=(",", ":"),
+    )
+    history = '[{"parts":[{"content":"Mail a@b.c please.","type":"text"}],"role":"user"}]'
+    assert attrs == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-x",
+        "gen_ai.request.temperature": 0.5,
+        "gen_ai.request.stream": True,
+        "server.address": "test",
+        "server.port": 80,
+        "gen_ai.response.model": "gpt-x-2026",
+        "gen_ai.usage.input_tokens": 9,
+        "gen_ai.usage.output_tokens": 4,
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+        "gen_ai.input.messages": history,
+        "gen_ai.output.messages": out,
+        "toolledger.event.id": event["event_id"],
+        "openinference.span.kind": "LLM",
+        "input.value": history,
+        "input.mime_type": "application/json",
+        "output.value": out,
+        "output.mime_type": "application/json",
+        "llm.model_name": "gpt-x-2026",
+        "llm.provider": "openai",
+        "llm.invocation_parameters": '{"stream": true, "temperature": 0.5}',
+        "llm.token_count.prompt": 9,
+        "llm.token_count.completion": 4,
+        "llm.token_count.total": 13,
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Mail a@b.c please.",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "Sending it.",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "send_email",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": (
+            '{"to": "a@b.c"}'
+        ),
     }
-    assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+
+
+def test_anthropic_usage_adds_cache_tokens_to_input(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Anthropic: input = input + cache read + cache creation; the cache counts are set."""
+    import anthropic
+
+    from ._llm_wire import ANTHROPIC_MESSAGE, httpx2
+
+    body = {
+        **ANTHROPIC_MESSAGE,
+        "usage": {
+            "input_tokens": 7,
+            "output_tokens": 3,
+            "cache_read_input_tokens": 1000,
+            "cache_creation_input_tokens": 50,
+        },
+    }
+    client = anthropic.Anthropic(
+        api_key="k",
+        max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(
+            transport=httpx2.MockTransport(lambda request: httpx2.Response(200, json=body))
+        ),
+    )
+    with toolledger.run("llm", db=tmp_path / "s.db", tracer_provider=provider) as run:
+        tl_anthropic.journaled(client, run).messages.create(
+            model="claude-x-1", max_tokens=64, messages=MESSAGES
+        )
+    (span,) = spans_named(exporter, "chat ")
+    assert span.attributes["gen_ai.usage.input_tokens"] == 1057
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 1000
+    assert span.attributes["gen_ai.usage.cache_creation.input_tokens"] == 50
+    assert span.attributes["llm.token_count.prompt_details.cache_read"] == 1000
 
 
 def test_chat_span_parent_of_requested_tool_calls(

@@ -70,6 +70,16 @@ class Receiver:
                                     kv.key: decode_value(kv.value) for kv in s.attributes
                                 },
                                 "links": [(lk.trace_id.hex(), lk.span_id.hex()) for lk in s.links],
+                                "events": [
+                                    {
+                                        "name": e.name,
+                                        "time": e.time_unix_nano,
+                                        "attributes": {
+                                            kv.key: decode_value(kv.value) for kv in e.attributes
+                                        },
+                                    }
+                                    for e in s.events
+                                ],
                                 "status_code": s.status.code,
                                 "start": s.start_time_unix_nano,
                                 "end": s.end_time_unix_nano,

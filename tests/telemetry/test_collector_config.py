@@ -91,7 +91,7 @@ def ctype(component_id: str) -> str:
 
 def test_collector_config_files_exist_with_overlays() -> None:
     assert BASE.is_file()
-    assert {p.stem for p in OVERLAYS} == {"jaeger-tempo", "phoenix", "langfuse"}
+    assert {p.stem for p in OVERLAYS} == {"jaeger-tempo", "phoenix", "langfuse", "mlflow"}
     readme = (DIR / "README.md").read_text(encoding="utf-8")
     for p in OVERLAYS:
         assert (
@@ -103,7 +103,7 @@ def test_collector_config_files_exist_with_overlays() -> None:
 @pytest.mark.parametrize(("name", "config"), configs(), ids=[n for n, _ in configs()])
 def test_collector_pipelines_name_only_defined_known_components(name, config) -> None:
     pipelines = config["service"]["pipelines"]
-    assert "traces" in pipelines
+    assert set(pipelines) == {"traces", "metrics", "logs"}
     for section in ("receivers", "processors", "exporters", "extensions", "connectors"):
         for component_id in config.get(section) or {}:
             assert ctype(component_id) in KNOWN[section], (name, section, component_id)
@@ -129,8 +129,9 @@ def test_collector_receivers_bind_to_loopback(name, config) -> None:
 
 @pytest.mark.parametrize(("name", "config"), configs(), ids=[n for n, _ in configs()])
 def test_collector_batches_in_exporters_with_memory_limiter(name, config) -> None:
-    (traces,) = config["service"]["pipelines"].values()
-    assert traces["processors"][0] == "memory_limiter"
+    pipelines = config["service"]["pipelines"]
+    assert all(p["processors"][0] == "memory_limiter" for p in pipelines.values())
+    traces = pipelines["traces"]
     assert not any(ctype(p) == "batch" for p in config["processors"])
     for exporter_id in traces["exporters"]:
         if ctype(exporter_id).startswith("otlp"):
@@ -150,7 +151,12 @@ def test_collector_transform_deletes_content_and_intent_and_redaction_runs() -> 
         for s in group["statements"]
     )
     deleted = set(re.findall(r'delete_key\(attributes, "([^"]+)"\)', statements))
-    assert deleted == set(a.CONTENT_ATTRIBUTES) | set(a.INTENT_ATTRIBUTES)
+    projected = {a.OI_INPUT_VALUE, a.OI_OUTPUT_VALUE, a.OI_METADATA}
+    assert deleted == set(a.CONTENT_ATTRIBUTES) | set(a.INTENT_ATTRIBUTES) | projected
+    assert "delete_matching_keys(attributes" in statements  # the flattened llm messages
+    assert processors.index("transform/privacy") < processors.index("redaction")
+    logs = config["service"]["pipelines"]["logs"]["processors"]
+    assert "transform/privacy" in logs
     redaction = config["processors"]["redaction"]
     assert redaction["allow_all_keys"] is True
     for pattern in redaction["blocked_values"]:

@@ -8,23 +8,44 @@ from pathlib import Path
 import toolledger
 from toolledger.telemetry import _model
 from toolledger.telemetry import attributes as a
+from toolledger.telemetry._metrics import METRICS
+from toolledger.telemetry._spans import decision_record
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"
 TEMPLATES = {
     a.SPAN_INVOKE_AGENT.format("{agent}"): "invoke_agent",
     a.SPAN_EXECUTE_TOOL.format("{tool}"): "execute_tool",
-    a.SPAN_CHECKPOINT.format("{transition}"): "checkpoint",
+    a.SPAN_REPLAY_TOOL.format("{tool}"): "replay_tool",  # recover_tool: the same set
     a.SPAN_STEP.format("{name}"): "step",
-    a.SPAN_APPROVAL.format("{name}"): "approval",
+    a.SPAN_APPROVAL.format("{tool}"): "approval",
     a.SPAN_CHAT.format("{model}"): "chat",
+    "note": "note",
+    "artifact {name}": "artifact",
     "{kind} {name}": "other",
 }
+#: Rows that are not spans: the transition events and the approval's log record.
+EVENT_ROWS = {
+    a.SPAN_CHECKPOINT.format("{transition}"): set(_model.TRANSITION_ATTRIBUTES),
+    a.EVENT_TOOL_CALL_DECISION: set(
+        decision_record({k: "x" for k in vars(a).values() if isinstance(k, str)})
+    ),
+}
+
+
+#: The OpenInference projection's keys (documented in their own table).
+OPENINFERENCE = {
+    value for key, value in vars(a).items() if key.startswith("OI_") and isinstance(value, str)
+}
+
+
+def is_openinference(key: str) -> bool:
+    return key in OPENINFERENCE or key.startswith(("llm.", "openinference."))
 
 
 def table() -> dict[str, set[str]]:
     rows: dict[str, set[str]] = {}
     for line in DOC.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"^\| `([^`]+)` \| `([^`]+)` \|", line)
+        m = re.match(r"^\| `([^`]+)` \| `([^`]+\.[^`]+)` \|", line)  # attribute rows
         if m:
             rows.setdefault(m.group(1), set()).add(m.group(2))
     return rows
@@ -32,10 +53,21 @@ def table() -> dict[str, set[str]]:
 
 def test_docs_span_table_matches_span_model() -> None:
     rows = table()
-    assert set(rows) == set(TEMPLATES)
-    assert {TEMPLATES[k]: v for k, v in rows.items()} == {
-        k: set(v) for k, v in _model.SPAN_ATTRIBUTES.items()
-    }
+    assert set(rows) == set(TEMPLATES) | set(EVENT_ROWS)
+    spans = {TEMPLATES[k]: v for k, v in rows.items() if k in TEMPLATES}
+    expected = {k: set(v) for k, v in _model.SPAN_ATTRIBUTES.items() if k != "recover_tool"}
+    assert spans == expected
+    assert _model.SPAN_ATTRIBUTES["recover_tool"] == _model.SPAN_ATTRIBUTES["replay_tool"]
+    assert {k: rows[k] for k in EVENT_ROWS} == EVENT_ROWS
+
+
+def test_docs_metrics_table_names_every_metric_with_unit() -> None:
+    rows = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^\| `([a-z_.]+)` \| ([a-z ]+) \| `([^`]+)` \|", line)
+        if m:
+            rows[m.group(1)] = (m.group(2).split()[-1], m.group(3))
+    assert rows == {name: (kind, unit) for name, (kind, unit, _) in METRICS.items()}
 
 
 def test_docs_table_names_every_attribute_constant() -> None:
@@ -44,7 +76,8 @@ def test_docs_table_names_every_attribute_constant() -> None:
         for key, value in vars(a).items()
         if key.isupper()
         and isinstance(value, str)
-        and key.startswith(("GEN_AI_", "TL_", "ERROR_TYPE"))
+        and key.startswith(("GEN_AI_", "TL_", "ERROR_TYPE", "SERVER_", "USER_ID"))
+        and key != "GEN_AI_TOKEN_TYPE"  # a metric attribute (the metrics table names it)
     }
     documented = set().union(*table().values())
     assert names == documented
@@ -70,8 +103,12 @@ def test_live_spans_carry_only_documented_attributes(tmp_path, provider, exporte
         run.call(tool, call_id="c1", input={"x": 1}, justification="why")
         run.approval("ap", granted=False, by="user", reason="no", for_call="c1")
     spans = exporter.get_finished_spans()
-    assert len(spans) >= 8
+    assert len(spans) >= 6
     prefixes = {k.split(" ")[0]: t for k, t in TEMPLATES.items()}
+    prefixes["recover_tool"] = "recover_tool"
     for span in spans:
         kind = prefixes.get(span.name.split(" ")[0], "other")
-        assert set(span.attributes) <= set(_model.SPAN_ATTRIBUTES[kind]), span.name
+        own = {k for k in span.attributes if not is_openinference(k)}
+        assert own <= set(_model.SPAN_ATTRIBUTES[kind]), span.name
+        for event in span.events:
+            assert set(event.attributes) <= set(_model.TRANSITION_ATTRIBUTES)

@@ -28,9 +28,9 @@ RECEIVERS = {"http/protobuf": http_receiver, "grpc": grpc_receiver}
 RUN_KEYS = {
     a.GEN_AI_OPERATION_NAME,
     a.GEN_AI_AGENT_NAME,
-    a.GEN_AI_CONVERSATION_ID,
     a.TL_RUN_ID,
     a.TL_INTENT_GOAL,
+    a.TL_RUN_SUMMARY,
     a.TL_JOURNAL_HEAD_HASH,
     a.TL_JOURNAL_EVENT_COUNT,
 }
@@ -49,10 +49,22 @@ TOOL_KEYS = {
     a.TL_CHECKPOINT_STATUS,
     a.TL_CHECKPOINT_REVISION,
     a.TL_CHECKPOINT_ACTION,
-    a.TL_CHECKPOINT_REPLAYED,
-    a.TL_CHECKPOINT_RECOVERED,
+    a.TL_TOOL_OUTCOME,
+    a.GEN_AI_AGENT_NAME,
 }
 TOOL_CONTENT = {a.GEN_AI_TOOL_CALL_ARGUMENTS, a.GEN_AI_TOOL_CALL_RESULT}
+#: A replayed call: no GenAI tool keys (not an execution), its facts under toolledger.*.
+REPLAY_KEYS = (
+    TOOL_KEYS
+    - {
+        a.GEN_AI_OPERATION_NAME,
+        a.GEN_AI_TOOL_NAME,
+        a.GEN_AI_TOOL_CALL_ID,
+        a.GEN_AI_TOOL_TYPE,
+        a.GEN_AI_TOOL_DESCRIPTION,
+    }
+) | {a.TL_TOOL_NAME, a.TL_TOOL_CALL_ID}
+REPLAY_CONTENT = {a.TL_TOOL_ARGUMENTS, a.TL_TOOL_RESULT}
 TRANSITION_KEYS = {
     a.TL_CHECKPOINT_TRANSITION,
     a.TL_CHECKPOINT_STATUS_FROM,
@@ -61,13 +73,20 @@ TRANSITION_KEYS = {
     a.TL_CHECKPOINT_REVISION,
     a.TL_CHECKPOINT_CAS,
 }
-APPROVAL_KEYS = {a.TL_EVENT_ID, a.TL_APPROVAL_OUTCOME, a.TL_APPROVAL_BY, a.TL_APPROVAL_REASON}
+APPROVAL_KEYS = {
+    a.TL_EVENT_ID,
+    a.TL_TOOL_NAME,
+    a.TL_APPROVAL_OUTCOME,
+    a.TL_APPROVAL_BY,
+    a.TL_APPROVAL_REASON,
+}
 
 
 def run_demo(tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(DEMO), str(tmp_path / "demo.db")],
-        env={**os.environ, **env},
+        # GenAI/toolledger keys only here (the OpenInference projection: test_backend_spans).
+        env={**os.environ, "TOOLLEDGER_OPENINFERENCE": "false", **env},
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -89,7 +108,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
             str(tmp_path / "demo.db"),
             *args,
         ],
-        env=dict(os.environ),
+        env={**os.environ, "TOOLLEDGER_OPENINFERENCE": "false"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -117,22 +136,16 @@ def check_run(spans: list[dict[str, Any]], *, content: bool, guarded: bool, live
     named = by_name(spans)
     expected = {"invoke_agent support-bot", "step repo_search", "approval email_findings"}
     if guarded:
-        expected |= {
-            "execute_tool lookup_order",
-            "checkpoint create_checkpoint",
-            "checkpoint claim_execution",
-            "checkpoint complete_execution",
-        }
+        expected |= {"execute_tool lookup_order", "replay_tool lookup_order"}
     assert set(named) == expected
-    assert len(spans) == len(expected) + (1 if guarded else 0)
+    assert len(spans) == len(expected)
     (run,) = named["invoke_agent support-bot"]
-    assert {s["kind"] for s in spans} == {"INTERNAL"}
+    assert {s["kind"] for s in spans} == {"INTERNAL"}  # (no model call in this demo)
     assert {s["trace_id"] for s in spans} == {run["trace_id"]}
     assert {s["scope"] for s in spans} == {"toolledger"}
     assert {s["schema_url"] for s in spans} == {a.SCHEMA_URL}
     assert run["parent_span_id"] is None
-    assert set(run["attributes"]) == RUN_KEYS
-    assert run["attributes"][a.TL_RUN_ID] == run["attributes"][a.GEN_AI_CONVERSATION_ID]
+    assert set(run["attributes"]) == RUN_KEYS  # no conversation id: none was given
 
     (step,) = named["step repo_search"]
     assert step["parent_span_id"] == run["span_id"]
@@ -145,33 +158,39 @@ def check_run(spans: list[dict[str, Any]], *, content: bool, guarded: bool, live
 
     if not guarded:
         return
-    first, second = sorted(named["execute_tool lookup_order"], key=lambda s: s["start"])
+    (first,) = named["execute_tool lookup_order"]
+    (second,) = named["replay_tool lookup_order"]
     tool_keys = TOOL_KEYS if live else TOOL_KEYS - {a.GEN_AI_TOOL_DESCRIPTION}
+    assert first["parent_span_id"] == second["parent_span_id"] == run["span_id"]
+    assert set(first["attributes"]) == tool_keys | (TOOL_CONTENT if content else set())
+    assert set(second["attributes"]) == REPLAY_KEYS | (REPLAY_CONTENT if content else set())
+    assert first["attributes"][a.GEN_AI_TOOL_CALL_ID] == "call-42"
+    assert second["attributes"][a.TL_TOOL_CALL_ID] == "call-42"
     for tool in (first, second):
-        assert tool["parent_span_id"] == run["span_id"]
-        assert set(tool["attributes"]) == tool_keys | (TOOL_CONTENT if content else set())
-        assert tool["attributes"][a.GEN_AI_TOOL_CALL_ID] == "call-42"
         assert tool["attributes"][a.TL_CHECKPOINT_STATUS] == "completed"
         assert tool["attributes"][a.TL_CHECKPOINT_REVISION] == 2
-    assert first["attributes"][a.TL_CHECKPOINT_REPLAYED] is False
+    assert first["attributes"][a.TL_TOOL_OUTCOME] == "executed"
     assert first["attributes"][a.TL_CHECKPOINT_ACTION] == "execute"
     # The second call is served from the checkpoint: it says so, and has no claim.
-    assert second["attributes"][a.TL_CHECKPOINT_REPLAYED] is True
+    assert second["attributes"][a.TL_TOOL_OUTCOME] == "replayed"
     assert second["attributes"][a.TL_CHECKPOINT_ACTION] == "deliver"
+    assert second["events"] == []
     if content:
         assert json.loads(first["attributes"][a.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order": 42}
-        assert json.loads(second["attributes"][a.GEN_AI_TOOL_CALL_RESULT]) == {
+        assert json.loads(second["attributes"][a.TL_TOOL_RESULT]) == {
             "order": 42,
             "status": "shipped",
         }
-    for name in ("create_checkpoint", "claim_execution", "complete_execution"):
-        (t,) = named[f"checkpoint {name}"]
-        assert t["parent_span_id"] == first["span_id"]
+    names = ["create_checkpoint", "claim_execution", "complete_execution"]
+    assert [e["name"] for e in first["events"]] == [f"checkpoint {n}" for n in names]
+    times = [e["time"] for e in first["events"]]
+    assert first["start"] <= times[0] < times[1] < times[2] <= first["end"]
+    for name, event in zip(names, first["events"], strict=True):
         keys = TRANSITION_KEYS - (
             {a.TL_CHECKPOINT_STATUS_FROM} if name.startswith("create") else set()
         )
-        assert set(t["attributes"]) == keys
-        assert t["attributes"][a.TL_CHECKPOINT_CAS] == "won"
+        assert set(event["attributes"]) == keys
+        assert event["attributes"][a.TL_CHECKPOINT_CAS] == "won"
 
 
 def _receive(receiver: Receiver, count: int) -> list[dict[str, Any]]:
@@ -217,15 +236,13 @@ def test_export_otlp_resends_stored_run_with_live_ids(tmp_path, protocol) -> Non
     # Sending twice gives the same ids, and they are the ids seen live.
     ids = {(s["name"], s["trace_id"], s["span_id"], s["parent_span_id"]) for s in first}
     assert ids == {(s["name"], s["trace_id"], s["span_id"], s["parent_span_id"]) for s in second}
-    not_transition = [s for s in live if not s["name"].startswith("checkpoint ")]
-    assert {(s["name"], s["span_id"], s["parent_span_id"]) for s in not_transition} <= {
+    # Exactly the spans seen live, with the ids seen live: a backend keeps one copy of each.
+    assert {(s["name"], s["span_id"], s["parent_span_id"]) for s in live} == {
         (n, sid, parent) for n, _, sid, parent in ids
     }
-    # Original timestamps, from the database.
-    live_times = {s["span_id"]: (s["start"], s["end"]) for s in not_transition}
-    assert {s["span_id"]: (s["start"], s["end"]) for s in first if s["span_id"] in live_times} == (
-        live_times
-    )
+    # Original timestamps and transition events, from the database.
+    live_times = {s["span_id"]: (s["start"], s["end"], s["events"]) for s in live}
+    assert {s["span_id"]: (s["start"], s["end"], s["events"]) for s in first} == live_times
 
 
 def test_export_otlp_unknown_run_exits_2(tmp_path) -> None:

@@ -25,6 +25,14 @@ from toolledger.telemetry import attributes as a
 
 from .conftest import CLAIM
 
+
+@pytest.fixture(autouse=True)
+def _genai_keys_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the GenAI/toolledger attributes; the OpenInference projection is
+    pinned by ``test_backend_spans.py``."""
+    monkeypatch.setenv("TOOLLEDGER_OPENINFERENCE", "false")
+
+
 RUN = {
     "run_id": "run-1",
     "agent": "support-bot",
@@ -66,7 +74,9 @@ def run_tool(provider: TracerProvider, *, content: bool | None, **end: Any) -> N
     run = hooks.run_started(RUN)
     span = hooks.event_started(tool_event(), None)
     span.transition(**CLAIM, at="2026-01-01T00:00:01.5+00:00")
-    span.update({"tool_description": "Send an email.", "action": "execute", "replayed": False})
+    span.update(
+        {"tool.description": "Send an email.", "checkpoint.action": "execute", "replayed": False}
+    )
     span.transition(
         name="complete_execution",
         status_from="executing",
@@ -99,7 +109,8 @@ TOOL_BASE = {
     a.TL_CHECKPOINT_STATUS: "completed",
     a.TL_CHECKPOINT_REVISION: 2,
     a.TL_CHECKPOINT_ACTION: "execute",
-    a.TL_CHECKPOINT_REPLAYED: False,
+    a.TL_TOOL_OUTCOME: "executed",
+    a.GEN_AI_AGENT_NAME: "support-bot",  # the run's: every GenAI span of a run carries it
 }
 
 
@@ -116,7 +127,7 @@ class TestToolSpan:
         span = finished(exporter)["execute_tool send_email"]
         assert dict(span.attributes) == {
             **TOOL_BASE,
-            a.GEN_AI_TOOL_CALL_ARGUMENTS: '{"to":"a@b.c","body":"hi"}',
+            a.GEN_AI_TOOL_CALL_ARGUMENTS: '{"body":"hi","to":"a@b.c"}',  # keys sorted, as stored
             a.GEN_AI_TOOL_CALL_RESULT: '{"sent":true}',
         }
 
@@ -134,15 +145,18 @@ class TestToolSpan:
         spans = finished(exporter)
         run = spans["invoke_agent support-bot"]
         tool = spans["execute_tool send_email"]
-        claim = spans["checkpoint claim_execution"]
-        complete = spans["checkpoint complete_execution"]
+        assert set(spans) == {"invoke_agent support-bot", "execute_tool send_email"}
         assert run.parent is None
         assert tool.parent.span_id == run.context.span_id
-        assert claim.parent.span_id == tool.context.span_id
-        assert complete.parent.span_id == tool.context.span_id
         assert {s.context.trace_id for s in spans.values()} == {run.context.trace_id}
         assert tool.start_time == 1767225601 * 10**9
         assert tool.end_time == 1767225602 * 10**9
+        # Transitions are events on the tool's span: revision order, inside its bounds.
+        names = [e.name for e in tool.events]
+        assert names == ["checkpoint claim_execution", "checkpoint complete_execution"]
+        times = [e.timestamp for e in tool.events]
+        assert tool.start_time <= times[0] < times[1] <= tool.end_time
+        assert times[0] == 1767225601 * 10**9 + 5 * 10**8  # the claim's own time, kept
 
     def test_execute_tool_failure_sets_error_qualname(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider, capture_content=False)
@@ -176,27 +190,43 @@ class TestToolSpan:
     def test_execute_tool_replayed_says_so_without_claim(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider, capture_content=False)
         span = hooks.event_started(tool_event(), None)
-        span.update({"replayed": True, "status": "delivered", "action": "none", "revision": 5})
+        span.update(
+            {
+                "replayed": True,
+                "checkpoint.status": "delivered",
+                "checkpoint.action": "none",
+                "checkpoint.revision": 5,
+            }
+        )
         span.end(tool_event(status="replayed"))
         spans = finished(exporter)
-        assert list(spans) == ["execute_tool send_email"]
-        attrs = spans["execute_tool send_email"].attributes
-        assert attrs[a.TL_CHECKPOINT_REPLAYED] is True
-        assert attrs[a.TL_CHECKPOINT_STATUS] == "delivered"
-        assert attrs[a.TL_CHECKPOINT_REVISION] == 5
+        assert list(spans) == ["replay_tool send_email"]  # not an execution: no GenAI tool keys
+        assert dict(spans["replay_tool send_email"].attributes) == {
+            a.TL_TOOL_NAME: "send_email",
+            a.TL_TOOL_CALL_ID: "toolu_01",
+            a.TL_TOOL_OUTCOME: "replayed",
+            a.TL_EVENT_ID: "ev-tool",
+            a.TL_CHECKPOINT_NAMESPACE: "default",
+            a.TL_CHECKPOINT_STATUS: "delivered",
+            a.TL_CHECKPOINT_REVISION: 5,
+            a.TL_CHECKPOINT_ACTION: "none",
+            a.TL_INTENT_JUSTIFICATION: "The user asked for it.",
+            a.TL_INTENT_JUSTIFICATION_SOURCE: "model",
+        }
 
     def test_execute_tool_resumed_call_links_original_span(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider)
         span = hooks.event_started(tool_event(), None)
         original = {"trace_id": "ab" * 16, "span_id": "cd" * 8}
-        span.update({"resumed_from": original, "recovered": True})
+        span.update({"link": original, "recovered": True})
         span.end(tool_event(status="completed"))
-        tool = finished(exporter)["execute_tool send_email"]
+        tool = finished(exporter)["recover_tool send_email"]
         assert [(lk.context.trace_id, lk.context.span_id) for lk in tool.links] == [
             (int("ab" * 16, 16), int("cd" * 8, 16))
         ]
-        assert tool.attributes[a.TL_CHECKPOINT_RECOVERED] is True
-        assert "resumed_from" not in tool.attributes
+        assert tool.attributes[a.TL_TOOL_OUTCOME] == "recovered"
+        assert a.GEN_AI_OPERATION_NAME not in tool.attributes
+        assert "link" not in tool.attributes
 
     def test_execute_tool_unknown_update_keys_never_leak(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider, capture_content=False)
@@ -212,7 +242,17 @@ class TestToolSpan:
             a.GEN_AI_TOOL_TYPE,
             a.TL_EVENT_ID,
             a.TL_CHECKPOINT_NAMESPACE,
+            a.TL_TOOL_OUTCOME,
         }
+
+    def test_old_fact_spellings_are_ignored(self, provider, exporter) -> None:
+        """One spelling per fact: ``status``/``checkpoint_status`` are not ``checkpoint.status``."""
+        span = hooks_for(tracer_provider=provider).event_started(tool_event(), None)
+        span.update({"status": "x", "checkpoint_status": "y", "tool_description": "z"})
+        span.end(tool_event())
+        attrs = finished(exporter)["execute_tool send_email"].attributes
+        assert a.TL_CHECKPOINT_STATUS not in attrs
+        assert a.GEN_AI_TOOL_DESCRIPTION not in attrs
 
 
 class TestTransitionSpan:
@@ -229,8 +269,8 @@ class TestTransitionSpan:
         )
         span.end(tool_event(status="completed"))
         spans = finished(exporter)
-        child = spans["checkpoint claim_execution"]
-        assert child.kind is SpanKind.INTERNAL
+        (child,) = spans["execute_tool send_email"].events
+        assert child.name == "checkpoint claim_execution"
         assert dict(child.attributes) == {
             a.TL_CHECKPOINT_TRANSITION: "claim_execution",
             a.TL_CHECKPOINT_STATUS_FROM: "ready",
@@ -252,7 +292,9 @@ class TestTransitionSpan:
             revision=0,
             won=True,
         )
-        child = finished(exporter)["checkpoint create_checkpoint"]
+        span.end(tool_event())
+        (child,) = finished(exporter)["execute_tool send_email"].events
+        assert child.name == "checkpoint create_checkpoint"
         assert a.TL_CHECKPOINT_STATUS_FROM not in child.attributes
         assert child.attributes[a.TL_CHECKPOINT_CAS] == "won"
 
@@ -343,7 +385,8 @@ class TestStepAndApproval:
             a.TL_APPROVAL_BY: "user",
             a.TL_APPROVAL_REASON: "Local.",
             a.TL_APPROVAL_CALL_ID: "c1",
-            a.GEN_AI_TOOL_CALL_ID: "c1",
+            # Not gen_ai.tool.call.id: a backend would show an approval as a tool call.
+            a.TL_TOOL_NAME: "email_findings",
         }
 
     def test_step_failed_sets_error(self, provider, exporter) -> None:
@@ -361,6 +404,7 @@ class TestStepAndApproval:
         assert dict(finished(exporter)["note"].attributes) == {
             a.TL_EVENT_ID: "e",
             a.TL_EVENT_KIND: "note",
+            a.TL_NOTE_TEXT: "private",  # intent text (on by default)
         }
 
     def test_nested_parent_handle_is_used(self, provider, exporter) -> None:
@@ -388,7 +432,6 @@ class TestRunSpan:
         assert dict(span.attributes) == {
             a.GEN_AI_OPERATION_NAME: "invoke_agent",
             a.GEN_AI_AGENT_NAME: "support-bot",
-            a.GEN_AI_CONVERSATION_ID: "run-1",
             a.TL_RUN_ID: "run-1",
             a.TL_INTENT_GOAL: "Answer the question",
             a.TL_JOURNAL_HEAD_HASH: "ff" * 32,
@@ -405,7 +448,6 @@ class TestRunSpan:
         assert span.name == "invoke_agent"
         assert dict(span.attributes) == {
             a.GEN_AI_OPERATION_NAME: "invoke_agent",
-            a.GEN_AI_CONVERSATION_ID: "r",
             a.TL_RUN_ID: "r",
         }
 
@@ -458,8 +500,9 @@ class TestPolicy:
 
     def test_content_truncated_to_bound(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider, capture_content=True)
-        span = hooks.event_started(tool_event(inputs={"body": "x" * (CONTENT_MAX_CHARS * 2)}), None)
-        span.end(tool_event(outputs=None))
+        big = {"body": "x" * (CONTENT_MAX_CHARS * 2)}
+        span = hooks.event_started(tool_event(inputs=big), None)
+        span.end(tool_event(inputs=big, outputs=None))
         value = finished(exporter)["execute_tool send_email"].attributes[
             a.GEN_AI_TOOL_CALL_ARGUMENTS
         ]

@@ -5,13 +5,21 @@ Every completion made through a journaled client becomes one journal event of ki
 
 Rules this module keeps:
 
-- The event's ``name`` is the requested model; its ``meta`` keeps ``provider``, ``model``
-  (requested), ``response_model``, ``finish_reasons``, ``usage`` (``input_tokens``,
-  ``output_tokens``), ``tool_call_ids`` and ``content_sha256``: the hex SHA-256 of the
+- The event's ``name`` is the requested model; its ``meta`` keeps ``provider``, ``api``
+  (``anthropic``, ``openai`` or ``openai.responses``: the shape of the stored content),
+  ``model`` (requested), ``request`` (the sampling parameters the SDK call carried:
+  ``temperature``, ``max_tokens``, ``top_p``, ``top_k``, ``stop_sequences``, ``seed``,
+  ``frequency_penalty``, ``presence_penalty``), ``stream``, ``server`` (``address``,
+  ``port`` of the client's base URL), ``response_id``, ``response_model``,
+  ``finish_reasons``, ``usage`` (``input_tokens`` and ``output_tokens`` as the provider
+  reported them, ``cache_read_input_tokens``, ``cache_creation_input_tokens``,
+  ``reasoning_output_tokens`` when reported), ``time_to_first_chunk`` (seconds, streams),
+  ``tool_call_ids`` and ``content_sha256``: the hex SHA-256 of the
   canonical JSON (RFC 8785 style) of ``{"messages": <request messages>, "response":
   <response content>}``, where the response content is the provider-neutral form built in
   ``_journaled_facts`` (so a streamed and a plain completion of the same answer hash alike).
-- Message content (``inputs.messages``, ``outputs.content``) is stored only when content
+- Message content (``inputs.messages``, ``inputs.system``: Anthropic's ``system`` or the
+  Responses API's ``instructions``, ``outputs.content``) is stored only when content
   capture is on: ``journaled(..., capture_content=True)``, else the run's telemetry policy,
   else ``toolledger.configure()`` / ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
 - Streams: the event is begun when the request is sent and ended when the stream is
@@ -29,11 +37,13 @@ import contextlib
 import hashlib
 import inspect
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoint._json import canonical_json
+from ..errors import InvalidArgumentError
 from ._common import as_plain
 
 __all__ = [
@@ -54,10 +64,14 @@ MAX_REMEMBERED = 10_000
 class ResponseFacts:
     """What a completion answered, provider-neutral."""
 
+    response_id: str | None = None
     response_model: str | None = None
     finish_reasons: list[str] = field(default_factory=list)
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    reasoning_output_tokens: int | None = None
     tool_call_ids: list[str] = field(default_factory=list)
     content: Any = None
 
@@ -87,6 +101,63 @@ def _capture(run: Any, explicit: bool | None) -> bool:
     return resolve_policy(capture_content=None, capture_intent=True, redact=None).capture_content
 
 
+#: Request parameters kept in ``meta.request`` (the SDK argument names).
+REQUEST_PARAMS = (
+    "temperature",
+    "max_tokens",
+    "max_output_tokens",
+    "max_completion_tokens",
+    "top_p",
+    "top_k",
+    "stop",
+    "stop_sequences",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+)
+_PARAM_NAMES = {
+    "max_output_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "stop": "stop_sequences",
+}
+
+
+def request_params(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The sampling parameters of an SDK call, under the conventions' names."""
+    out: dict[str, Any] = {}
+    for key in REQUEST_PARAMS:
+        value = kwargs.get(key)
+        if value is None or not isinstance(value, (int, float, str, list, tuple)):
+            continue  # the SDKs' NOT_GIVEN sentinels and anything odd are left out
+        if isinstance(value, bool):
+            continue
+        name = _PARAM_NAMES.get(key, key)
+        if name == "stop_sequences":
+            if isinstance(value, str):
+                value = [value]
+            elif isinstance(value, (list, tuple)):
+                value = [str(v) for v in value]
+            else:
+                continue
+        out[name] = value
+    return out
+
+
+def server_of(client: Any) -> dict[str, Any] | None:
+    """``{"address", "port"}`` of an SDK client's base URL (``None``: unknown)."""
+    try:
+        url = client.base_url
+        host = getattr(url, "host", None)
+        if not isinstance(host, str) or not host:
+            return None
+        port = getattr(url, "port", None)
+        if not isinstance(port, int):
+            port = 443 if getattr(url, "scheme", "https") == "https" else 80
+        return {"address": host, "port": port}
+    except Exception:  # a client without a base URL: no server attributes
+        return None
+
+
 class Recorder:
     """Begins ``llm_call`` events for one wrapped client.
 
@@ -94,40 +165,87 @@ class Recorder:
         run: The run the events go to.
         provider: ``gen_ai.provider.name`` (``anthropic``, ``openai``, …).
         capture_content: Store message content (``None``: the run's policy).
+        server: ``{"address", "port"}`` of the client's base URL.
     """
 
-    __slots__ = ("capture", "provider", "run")
+    __slots__ = ("capture", "provider", "run", "server")
 
-    def __init__(self, run: Any, provider: str, capture_content: bool | None = None) -> None:
+    def __init__(
+        self,
+        run: Any,
+        provider: str,
+        capture_content: bool | None = None,
+        server: dict[str, Any] | None = None,
+    ) -> None:
         self.run = run
         self.provider = provider
         self.capture = _capture(run, capture_content)
+        self.server = server
 
-    def begin(self, model: Any, messages: Any) -> LLMCall:
-        """Write the event's start record; return the call to end."""
-        return LLMCall(self, model, messages)
+    def begin(
+        self,
+        model: Any,
+        messages: Any,
+        *,
+        api: str | None = None,
+        request: dict[str, Any] | None = None,
+        system: Any = None,
+    ) -> LLMCall:
+        """Write the event's start record; return the call to end.
+
+        Args:
+            model: The requested model.
+            messages: The request's messages (stored under content capture).
+            api: The shape of the stored content (default: the provider's name).
+            request: The SDK call's keyword arguments (parameters and ``stream`` are kept).
+            system: Instructions given apart from the messages (stored under capture).
+        """
+        return LLMCall(self, model, messages, api=api, request=request, system=system)
 
 
 class LLMCall:
     """One completion in flight; ``end(facts)`` or ``fail(exc)`` exactly once."""
 
-    __slots__ = ("_done", "handle", "messages", "model", "recorder")
+    __slots__ = ("_done", "_first", "_started", "handle", "messages", "model", "recorder")
 
-    def __init__(self, recorder: Recorder, model: Any, messages: Any) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        model: Any,
+        messages: Any,
+        *,
+        api: str | None = None,
+        request: dict[str, Any] | None = None,
+        system: Any = None,
+    ) -> None:
         self.recorder = recorder
         self.model = model if isinstance(model, str) and model else "unknown"
         self.messages = messages
         self._done = False
+        self._started = time.monotonic()
+        self._first: float | None = None
         self.handle: Any = None
         run = recorder.run
         try:
-            inputs = {"messages": as_plain(messages)} if recorder.capture else None
-            self.handle = run._begin_event(
-                "llm_call",
-                self.model[:256],
-                inputs=inputs,
-                meta={"provider": recorder.provider, "model": self.model},
-            )
+            inputs: dict[str, Any] | None = None
+            if recorder.capture:
+                inputs = {"messages": as_plain(messages)}
+                if system is not None and isinstance(system, (str, list)):
+                    inputs["system"] = as_plain(system)
+            meta: dict[str, Any] = {
+                "provider": recorder.provider,
+                "api": api or recorder.provider,
+                "model": self.model,
+            }
+            kwargs = request or {}
+            params = request_params(kwargs)
+            if params:
+                meta["request"] = params
+            if kwargs.get("stream") is True:
+                meta["stream"] = True
+            if recorder.server is not None:
+                meta["server"] = dict(recorder.server)
+            self.handle = run._begin_event("llm_call", self.model[:256], inputs=inputs, meta=meta)
         except Exception as exc:  # recording never breaks the agent (strict re-raises)
             self._failed(exc)
 
@@ -138,6 +256,11 @@ class LLMCall:
         """``with call:`` around the SDK request: an exception fails the call, unchanged."""
         if exc is not None:
             self.fail(exc)
+
+    def first_chunk(self) -> None:
+        """Note that a stream's first chunk arrived (``time_to_first_chunk``)."""
+        if self._first is None:
+            self._first = time.monotonic() - self._started
 
     def _failed(self, exc: Exception) -> None:
         record = getattr(self.recorder.run, "_record_failure", None)
@@ -156,15 +279,31 @@ class LLMCall:
             digest: str | None = content_sha256(self.messages, facts.content)
         except Exception:  # an unreadable request object: the facts still count
             digest = None
+        usage: dict[str, Any] = {
+            "input_tokens": facts.input_tokens,
+            "output_tokens": facts.output_tokens,
+        }
+        for key in (
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+            "reasoning_output_tokens",
+        ):
+            value = getattr(facts, key)
+            if value is not None:
+                usage[key] = value
         meta: dict[str, Any] = {
             "provider": self.recorder.provider,
             "model": self.model,
             "response_model": facts.response_model,
             "finish_reasons": list(facts.finish_reasons),
-            "usage": {"input_tokens": facts.input_tokens, "output_tokens": facts.output_tokens},
+            "usage": usage,
             "tool_call_ids": list(facts.tool_call_ids),
             "content_sha256": digest,
         }
+        if facts.response_id is not None:
+            meta["response_id"] = facts.response_id
+        if self._first is not None:
+            meta["time_to_first_chunk"] = round(self._first, 6)
         if closed_early:
             meta["stream_closed_early"] = True
         outputs = {"content": facts.content} if self.recorder.capture else None
@@ -250,6 +389,7 @@ class SyncStream(_Stream):
         except BaseException as exc:
             self._finish(exc, early=False)
             raise
+        self._call.first_chunk()
         with contextlib.suppress(Exception):  # a shape we do not know costs facts only
             self._acc.add(item)
         return item
@@ -287,6 +427,7 @@ class AsyncStream(_Stream):
         except BaseException as exc:
             self._finish(exc, early=False)
             raise
+        self._call.first_chunk()
         with contextlib.suppress(Exception):
             self._acc.add(item)
         return item

@@ -43,6 +43,8 @@ class JournaledAnthropic:
             AnthropicAccumulator,
             _snapshot,
             _complete,
+            api="anthropic",
+            system_key="system",
         )
 
     def __getattr__(self, name: str) -> Any:

@@ -44,6 +44,10 @@ class Endpoint(Proxy):
         snapshot: Reads the facts of a ``stream(...)`` helper's stream; ``None`` leaves
             ``stream`` unjournaled (the SDK's own).
         complete: Whether a ``stream(...)`` helper's stream was consumed to the end.
+        api: The shape of the stored content (``anthropic``, ``openai``,
+            ``openai.responses``).
+        system_key: The request argument holding instructions given apart from the
+            messages (Anthropic ``system``, Responses ``instructions``), if any.
     """
 
     def __init__(
@@ -55,8 +59,13 @@ class Endpoint(Proxy):
         accumulator: Callable[[], Any],
         snapshot: Callable[[Any], ResponseFacts] | None = None,
         complete: Callable[[Any], bool] | None = None,
+        *,
+        api: str,
+        system_key: str | None = None,
     ) -> None:
         super().__init__(inner)
+        self._api = api
+        self._system_key = system_key
         self._recorder = recorder
         self._key = messages_key
         self._facts = facts
@@ -64,9 +73,15 @@ class Endpoint(Proxy):
         self._snapshot = snapshot
         self._complete = complete
 
+    def _begin(self, kwargs: dict[str, Any]) -> Any:
+        system = kwargs.get(self._system_key) if self._system_key else None
+        return self._recorder.begin(
+            kwargs.get("model"), kwargs.get(self._key), api=self._api, request=kwargs, system=system
+        )
+
     def create(self, **kwargs: Any) -> Any:
         """``create``: one ``llm_call`` event per completion."""
-        call = self._recorder.begin(kwargs.get("model"), kwargs.get(self._key))
+        call = self._begin(kwargs)
         with call:
             result = self._inner.create(**kwargs)
         if kwargs.get("stream"):
@@ -80,7 +95,7 @@ class Endpoint(Proxy):
             return self._inner.stream(**kwargs)  # e.g. responses.stream: not journaled
         return StreamManager(
             self._inner.stream(**kwargs),
-            lambda: self._recorder.begin(kwargs.get("model"), kwargs.get(self._key)),
+            lambda: self._begin(kwargs),
             self._snapshot,
             self._complete,
         )
@@ -91,7 +106,7 @@ class AsyncEndpoint(Endpoint):
 
     async def create(self, **kwargs: Any) -> Any:
         """``await create``: one ``llm_call`` event per completion."""
-        call = self._recorder.begin(kwargs.get("model"), kwargs.get(self._key))
+        call = self._begin(kwargs)
         with call:
             result = await self._inner.create(**kwargs)
         if kwargs.get("stream"):

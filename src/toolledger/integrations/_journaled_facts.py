@@ -41,6 +41,24 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _openai_usage(usage: Any, prompt: str, completion: str) -> dict[str, int | None]:
+    """OpenAI token counts: prompt tokens include cached ones (details say how many)."""
+    prompt_details = field(usage, f"{prompt}_tokens_details") or field(
+        usage, "prompt_tokens_details"
+    )
+    output_details = field(usage, f"{completion}_tokens_details")
+    return {
+        "input_tokens": _int(field(usage, f"{prompt}_tokens")),
+        "output_tokens": _int(field(usage, f"{completion}_tokens")),
+        "cache_read_input_tokens": _int(field(prompt_details, "cached_tokens")),
+        "reasoning_output_tokens": _int(field(output_details, "reasoning_tokens")),
+    }
+
+
 # -- Anthropic Messages ---------------------------------------------------------------------
 
 
@@ -69,10 +87,13 @@ def anthropic_facts(message: Any) -> ResponseFacts:
     usage = field(message, "usage")
     stop = field(message, "stop_reason")
     return ResponseFacts(
+        response_id=_str(field(message, "id")),
         response_model=field(message, "model"),
         finish_reasons=[stop] if isinstance(stop, str) else [],
         input_tokens=_int(field(usage, "input_tokens")),
         output_tokens=_int(field(usage, "output_tokens")),
+        cache_read_input_tokens=_int(field(usage, "cache_read_input_tokens")),
+        cache_creation_input_tokens=_int(field(usage, "cache_creation_input_tokens")),
         tool_call_ids=[b["id"] for b in blocks if b.get("type") == "tool_use" and b.get("id")],
         content=blocks,
     )
@@ -83,9 +104,12 @@ class AnthropicAccumulator:
 
     def __init__(self) -> None:
         self.model: str | None = None
+        self.response_id: str | None = None
         self.stop: str | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.cache_read: int | None = None
+        self.cache_creation: int | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
         self.partial: dict[int, str] = {}
 
@@ -95,9 +119,12 @@ class AnthropicAccumulator:
         if kind == "message_start":
             message = field(event, "message")
             self.model = field(message, "model")
+            self.response_id = _str(field(message, "id"))
             usage = field(message, "usage")
             self.input_tokens = _int(field(usage, "input_tokens"))
             self.output_tokens = _int(field(usage, "output_tokens"))
+            self.cache_read = _int(field(usage, "cache_read_input_tokens"))
+            self.cache_creation = _int(field(usage, "cache_creation_input_tokens"))
         elif kind == "content_block_start":
             index = field(event, "index")
             block = _anthropic_block(field(event, "content_block"))
@@ -135,10 +162,13 @@ class AnthropicAccumulator:
         """The facts so far."""
         blocks = [self.blocks[i] for i in sorted(self.blocks)]
         return ResponseFacts(
+            response_id=self.response_id,
             response_model=self.model,
             finish_reasons=[self.stop] if self.stop else [],
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
+            cache_read_input_tokens=self.cache_read,
+            cache_creation_input_tokens=self.cache_creation,
             tool_call_ids=[b["id"] for b in blocks if b.get("type") == "tool_use" and b.get("id")],
             content=blocks,
         )
@@ -170,10 +200,10 @@ def chat_facts(completion: Any) -> ResponseFacts:
     content = [_chat_message(field(c, "message")) for c in choices]
     usage = field(completion, "usage")
     return ResponseFacts(
+        response_id=_str(field(completion, "id")),
         response_model=field(completion, "model"),
         finish_reasons=[r for r in (field(c, "finish_reason") for c in choices) if r],
-        input_tokens=_int(field(usage, "prompt_tokens")),
-        output_tokens=_int(field(usage, "completion_tokens")),
+        **_openai_usage(usage, "prompt", "completion"),
         tool_call_ids=[t["id"] for m in content for t in m.get("tool_calls", []) if t["id"]],
         content=content,
     )
@@ -184,6 +214,7 @@ class ChatAccumulator:
 
     def __init__(self) -> None:
         self.model: str | None = None
+        self.response_id: str | None = None
         self.usage: Any = None
         self.choices: dict[int, dict[str, Any]] = {}
         self.finish: dict[int, str] = {}
@@ -191,6 +222,7 @@ class ChatAccumulator:
     def add(self, chunk: Any) -> None:
         """Fold one chunk."""
         self.model = field(chunk, "model") or self.model
+        self.response_id = _str(field(chunk, "id")) or self.response_id
         if field(chunk, "usage") is not None:
             self.usage = field(chunk, "usage")
         for choice in field(chunk, "choices") or []:
@@ -229,10 +261,10 @@ class ChatAccumulator:
                 message["tool_calls"] = calls
             content.append(message)
         return ResponseFacts(
+            response_id=self.response_id,
             response_model=self.model,
             finish_reasons=[self.finish[i] for i in sorted(self.finish)],
-            input_tokens=_int(field(self.usage, "prompt_tokens")),
-            output_tokens=_int(field(self.usage, "completion_tokens")),
+            **_openai_usage(self.usage, "prompt", "completion"),
             tool_call_ids=[t["id"] for m in content for t in m.get("tool_calls", []) if t["id"]],
             content=content,
         )
@@ -257,10 +289,10 @@ def responses_facts(response: Any) -> ResponseFacts:
         reasons = [status] if isinstance(status, str) else []
     usage = field(response, "usage")
     return ResponseFacts(
+        response_id=_str(field(response, "id")),
         response_model=field(response, "model"),
         finish_reasons=reasons,
-        input_tokens=_int(field(usage, "input_tokens")),
-        output_tokens=_int(field(usage, "output_tokens")),
+        **_openai_usage(usage, "input", "output"),
         tool_call_ids=[c["call_id"] for c in calls if c.get("call_id")],
         content=output,
     )

@@ -54,10 +54,17 @@ class JournaledOpenAI(Proxy):
                 ChatAccumulator,
                 _chat_snapshot,
                 _chat_complete,
+                api="openai",
             ),
         )
         self.responses = endpoint(
-            client.responses, recorder, "input", responses_facts, ResponsesAccumulator
+            client.responses,
+            recorder,
+            "input",
+            responses_facts,
+            ResponsesAccumulator,
+            api="openai.responses",
+            system_key="instructions",
         )
 
     def with_options(self, **kwargs: Any) -> JournaledOpenAI:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ._journaled import Recorder
+from ._journaled import Recorder, server_of
 from ._journaled_anthropic import wrap_anthropic
 from ._journaled_openai import wrap_openai
 
@@ -41,10 +41,12 @@ def journaled(client: Any, run: Any, *, capture_content: bool | None = None) -> 
     """
     root = type(client).__module__.split(".", 1)[0]
     if root == "anthropic":
-        return wrap_anthropic(client, Recorder(run, "anthropic", capture_content))
+        return wrap_anthropic(
+            client, Recorder(run, "anthropic", capture_content, server_of(client))
+        )
     if root == "openai":
         provider = "azure.ai.openai" if "Azure" in type(client).__name__ else "openai"
-        return wrap_openai(client, Recorder(run, provider, capture_content))
+        return wrap_openai(client, Recorder(run, provider, capture_content, server_of(client)))
     raise InvalidArgumentError(
         message=f"journaled() wraps anthropic and openai SDK clients; got {type(client).__name__}"
     )

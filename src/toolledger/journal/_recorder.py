@@ -434,6 +434,7 @@ class Recorder:
             "error": err,
             "checkpoint": checkpoint,
             "approval": approval,
+            "artifact": artifact,
             "text": text,
         }
         span: SpanHandle = NoopSpan()

@@ -74,11 +74,17 @@ class Run(Recorder):
         capture_content: bool | None = None,
         capture_intent: bool = True,
         redact: Any = None,
+        conversation_id: str | None = None,
+        user_id: str | None = None,
     ) -> None:
         if not isinstance(goal, str):
             raise InvalidArgumentError(message=f"goal must be a str; got {type(goal).__name__}")
         self.goal: str = check_text(goal, "goal") or ""
         self.agent = check_text(agent, "agent")
+        #: The conversation (session, thread) and end user, for telemetry; never invented.
+        self.conversation_id = check_text(conversation_id, "conversation_id")
+        self.user_id = check_text(user_id, "user_id")
+        self._summary: str | None = None
         self.namespace = check_name(namespace, "namespace")
         if run_id is not None and not (isinstance(run_id, str) and _ID.match(run_id)):
             raise InvalidArgumentError(
@@ -167,6 +173,11 @@ class Run(Recorder):
             "started_at": self.started_at,
             "content_sha256": content_hash({"goal": self.goal}, maybe_float=False),
         }
+        # Only when given, so that runs without them keep the header they always had.
+        if self.conversation_id is not None:
+            header["conversation_id"] = self.conversation_id
+        if self.user_id is not None:
+            header["user_id"] = self.user_id
         # The span starts first so that the run document can carry its live ids.
         self.span = self._safe_telemetry(
             self.telemetry.run_started,
@@ -176,6 +187,8 @@ class Run(Recorder):
                 "goal": self.goal,
                 "namespace": self.namespace,
                 "started_at": self.started_at,
+                "conversation_id": self.conversation_id,
+                "user_id": self.user_id,
             },
             default=self.span,
         )
@@ -320,6 +333,9 @@ class Run(Recorder):
                 "status": self.status,
                 "head_hash": writer.head,
                 "event_count": writer.next_seq,
+                "summary": self._summary,
+                "conversation_id": self.conversation_id,
+                "user_id": self.user_id,
             }
             self._safe_telemetry(self.span.end, final, error)
             if self._owns_store:
@@ -450,6 +466,7 @@ class Run(Recorder):
         """Record the run's outcome (``finish``); the run still ends when the block does."""
         check_text(summary, "summary")
         event_id = self._point("finish", "finish", text=summary, parent=None)
+        self._summary = summary
         self._finished = True
         return event_id
 
@@ -508,6 +525,8 @@ def run(
     capture_content: bool | None = None,
     capture_intent: bool = True,
     redact: Any = None,
+    conversation_id: str | None = None,
+    user_id: str | None = None,
 ) -> Run:
     """Return a ``Run`` to use as ``with toolledger.run(goal, ...) as run:``.
 
@@ -520,6 +539,10 @@ def run(
         namespace: Checkpoint namespace for the run's tool calls.
         strict: Raise storage failures instead of recording them in ``run.errors``.
         tracer_provider, capture_content, capture_intent, redact: Telemetry options.
+        conversation_id: The conversation (session, thread) this run belongs to: telemetry's
+            ``gen_ai.conversation.id`` on the run's spans (none when not given; never the
+            run id).
+        user_id: The end user the run acts for (``user.id`` on the run's spans).
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments.
@@ -535,4 +558,6 @@ def run(
         capture_content=capture_content,
         capture_intent=capture_intent,
         redact=redact,
+        conversation_id=conversation_id,
+        user_id=user_id,
     )

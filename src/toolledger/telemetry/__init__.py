@@ -9,18 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
+from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerProvider
 
+from .._version import __version__
 from ._configure import TelemetryHandle, configure
 from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
-from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, Policy, Redactor, resolve_policy
+from ._metrics import METRICS, instruments_for, observe_reconcile_queue
+from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
 from ._reexport import ReexportReport, reexport
 from ._report import report
-from ._spans import OTelSpan, OTelTelemetry, flush_spans, get_tracer
+from ._spans import OTelSpan, OTelTelemetry, Signals, flush_spans, get_tracer
+from .attributes import SCHEMA_URL
 
 __all__ = [
     "CAPTURE_ENV",
     "CONTENT_MAX_CHARS",
+    "METRICS",
     "NOOP_TELEMETRY",
     "NoopSpan",
     "NoopTelemetry",
@@ -35,6 +40,7 @@ __all__ = [
     "configure",
     "flush_spans",
     "hooks_for",
+    "observe_reconcile_queue",
     "reexport",
 ]
 
@@ -65,18 +71,22 @@ def hooks_for(
     Returns:
         ``TelemetryHooks``: ``OTelTelemetry``, or ``NOOP_TELEMETRY``.
     """
-    from ._policy import DEFAULTS
-
     try:
         provider = tracer_provider if tracer_provider is not None else DEFAULTS.tracer_provider
         if provider is None:
             provider = trace.get_tracer_provider()
-        if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        instruments = instruments_for(DEFAULTS.meter_provider)
+        noop = isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+        if noop and instruments is None:
             return NOOP_TELEMETRY
         policy = resolve_policy(
             capture_content=capture_content, capture_intent=capture_intent, redact=redact
         )
-        return OTelTelemetry(get_tracer(provider), policy)
+        logs = DEFAULTS.logger_provider or _logs.get_logger_provider()
+        logger = None
+        if not isinstance(logs, (_logs.NoOpLoggerProvider, _ProxyLoggerProvider)):
+            logger = logs.get_logger("toolledger", __version__, schema_url=SCHEMA_URL)
+        return OTelTelemetry(get_tracer(provider), policy, Signals(instruments, logger))
     except Exception as exc:
         report("hooks_for", exc)
         return NOOP_TELEMETRY

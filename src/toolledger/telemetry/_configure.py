@@ -17,9 +17,11 @@ Rules of this module:
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +29,10 @@ from opentelemetry import trace
 
 from ..errors import InvalidArgumentError
 from ._policy import DEFAULTS, Redactor
+from ._report import logger as report_logger
 from ._report import report
 from ._spans import flush_spans
+from .attributes import OI_PROJECT_NAME
 
 __all__ = ["PROTOCOLS", "TelemetryHandle", "configure", "resolve_endpoint"]
 
@@ -45,6 +49,8 @@ class TelemetryHandle:
     protocol: str | None = None
     enabled: bool = True
     owned: bool = False
+    #: The meter and logger providers built beside the tracer provider (shut down with it).
+    others: list[Any] = field(default_factory=list)
     _closed: bool = field(default=False, repr=False)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -76,8 +82,14 @@ class TelemetryHandle:
             return
         started = time.monotonic()
         flush_spans(timeout)
-        left = max(0.0, timeout - (time.monotonic() - started))
-        _bounded(getattr(self.tracer_provider, "shutdown", None), left)
+        for other in self.others:
+            if DEFAULTS.meter_provider is other:
+                DEFAULTS.meter_provider = None
+            if DEFAULTS.logger_provider is other:
+                DEFAULTS.logger_provider = None
+        for provider in [*self.others, self.tracer_provider]:
+            left = max(0.0, timeout - (time.monotonic() - started))
+            _bounded(getattr(provider, "shutdown", None), left)
 
 
 def _bounded(fn: Any, timeout: float) -> bool:
@@ -139,23 +151,92 @@ def resolve_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str | 
     return endpoint, proto
 
 
-def make_exporter(endpoint: str, protocol: str) -> Any:
-    """Return an OTLP span exporter for ``endpoint`` (headers/timeout from ``OTEL_*``)."""
+_SIGNAL_PATHS = {"traces": "/v1/traces", "metrics": "/v1/metrics", "logs": "/v1/logs"}
+_MLFLOW_HEADER = "x-mlflow-experiment-id"
+
+
+class _MlflowHint(logging.Filter):
+    """Turns the OTLP/HTTP exporter's bare 422 into a warning naming MLflow's header."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        if "code: 422" in message:
+            report_logger.warning(
+                "the OTLP endpoint answered 422 (Unprocessable Entity): an MLflow tracking "
+                "server requires the %s header (OTEL_EXPORTER_OTLP_HEADERS=%s=<experiment id>, "
+                "or configure(headers={%r: ...})); spans of this batch were dropped",
+                _MLFLOW_HEADER,
+                _MLFLOW_HEADER,
+                _MLFLOW_HEADER,
+            )
+        return True
+
+
+_HINT = _MlflowHint()
+
+
+def _signal_url(traces_url: str, protocol: str, signal: str) -> str:
+    if protocol != "http/protobuf":
+        return traces_url
+    base = traces_url.removesuffix("/v1/traces")
+    return base + _SIGNAL_PATHS[signal]
+
+
+def make_exporter(
+    endpoint: str, protocol: str, headers: Mapping[str, str] | None = None, signal: str = "traces"
+) -> Any:
+    """Return an OTLP exporter of ``signal`` (traces, metrics, logs) for ``endpoint``.
+
+    Headers and timeouts come from ``OTEL_*`` unless ``headers`` is given. On HTTP, a 422
+    answer (MLflow without its experiment header) is logged as a warning that says so.
+    """
+    url = _signal_url(endpoint, protocol, signal)
+    kw: dict[str, Any] = {"endpoint": url}
+    if headers:
+        kw["headers"] = dict(headers)
     if protocol == "grpc":
+        if signal == "metrics":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+            return OTLPMetricExporter(**kw)
+        if signal == "logs":
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+
+            return OTLPLogExporter(**kw)
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
-        return GrpcExporter(endpoint=endpoint)
+        return GrpcExporter(**kw)
+    if signal == "metrics":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter as HttpMetricExporter,
+        )
+
+        return HttpMetricExporter(**kw)
+    if signal == "logs":
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+            OTLPLogExporter as HttpLogExporter,
+        )
+
+        return HttpLogExporter(**kw)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
 
-    return HttpExporter(endpoint=endpoint)
+    logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter").addFilter(_HINT)
+    logging.getLogger("opentelemetry.exporter.otlp.common.http").addFilter(_HINT)
+    return HttpExporter(**kw)
 
 
-def make_resource(service_name: str | None) -> Any:
-    """Return the SDK ``Resource``: ``service_name``, else ``OTEL_SERVICE_NAME``, else ours."""
+def make_resource(service_name: str | None, project: str | None = None) -> Any:
+    """Return the SDK ``Resource``: ``service_name``, else ``OTEL_SERVICE_NAME``, else ours.
+
+    ``project`` becomes ``openinference.project.name`` (the project Phoenix files spans under).
+    """
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
     attrs: dict[str, Any] = {}
@@ -165,6 +246,8 @@ def make_resource(service_name: str | None) -> Any:
         "OTEL_RESOURCE_ATTRIBUTES", ""
     ):
         attrs[SERVICE_NAME] = "toolledger"
+    if project:
+        attrs[OI_PROJECT_NAME] = project
     return Resource.create(attrs)
 
 
@@ -176,6 +259,13 @@ def configure(
     capture_content: bool | None = None,
     capture_intent: bool = True,
     redact: Redactor | None = None,
+    *,
+    project: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    meter_provider: Any = None,
+    logger_provider: Any = None,
+    metrics: bool = True,
+    openinference: bool | None = None,
 ) -> TelemetryHandle:
     """Set process-wide telemetry defaults and, if needed, install the OTel SDK with OTLP.
 
@@ -183,7 +273,9 @@ def configure(
     ``tracer_provider`` given, that provider is used as is. Otherwise, unless
     ``OTEL_SDK_DISABLED=true``, an SDK ``TracerProvider`` is created (with a batching OTLP
     exporter when ``endpoint`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, with no exporter
-    otherwise) and also installed as the global provider if none was set.
+    otherwise) and also installed as the global provider if none was set. With an endpoint,
+    an SDK ``MeterProvider`` (periodic OTLP metric export) and ``LoggerProvider`` (batching
+    OTLP log export, for the ``gen_ai.tool.call.decision`` records) are installed beside it.
 
     Args:
         service_name: ``service.name`` (else ``OTEL_SERVICE_NAME``, else ``toolledger``).
@@ -193,6 +285,17 @@ def configure(
         capture_content: Put tool arguments/results on spans (``None``: the env var).
         capture_intent: ``False`` drops goal/justification/reason text from spans.
         redact: ``redact(attributes) -> attributes``, applied before anything is set.
+        project: The backend project: the resource attribute ``openinference.project.name``
+            (Phoenix files spans under it).
+        headers: Headers for every OTLP request (else ``OTEL_EXPORTER_OTLP_HEADERS``), e.g.
+            ``{"x-mlflow-experiment-id": "1"}`` for MLflow.
+        meter_provider: Record metrics with this provider (else the one built here, else
+            the global one).
+        logger_provider: Emit log records with this provider (else the one built here,
+            else the global one).
+        metrics: ``False`` builds no meter provider.
+        openinference: ``False`` leaves the OpenInference keys out (``None``:
+            ``TOOLLEDGER_OPENINFERENCE``, default on).
 
     Returns:
         A ``TelemetryHandle`` with ``force_flush()`` and ``shutdown()``.
@@ -204,6 +307,9 @@ def configure(
     DEFAULTS.capture_content = capture_content
     DEFAULTS.capture_intent = capture_intent
     DEFAULTS.redact = redact
+    DEFAULTS.openinference = openinference
+    DEFAULTS.meter_provider = meter_provider
+    DEFAULTS.logger_provider = logger_provider
     if tracer_provider is not None:
         DEFAULTS.tracer_provider = tracer_provider
         return TelemetryHandle(tracer_provider=tracer_provider, endpoint=url, protocol=proto)
@@ -217,14 +323,45 @@ def configure(
         report("configure (no OpenTelemetry SDK: pip install toolledger[otlp])", exc)
         DEFAULTS.tracer_provider = None
         return TelemetryHandle(tracer_provider=trace.NoOpTracerProvider(), enabled=False)
-    provider = TracerProvider(resource=make_resource(service_name), shutdown_on_exit=False)
+    resource = make_resource(service_name, project)
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    owned: list[Any] = []
     if url is not None:
-        provider.add_span_processor(BatchSpanProcessor(make_exporter(url, proto)))
+        provider.add_span_processor(BatchSpanProcessor(make_exporter(url, proto, headers)))
+        if metrics and meter_provider is None:
+            DEFAULTS.meter_provider = _meter_provider(url, proto, headers, resource)
+            owned.append(DEFAULTS.meter_provider)
+        if logger_provider is None:
+            DEFAULTS.logger_provider = _logger_provider(url, proto, headers, resource)
+            owned.append(DEFAULTS.logger_provider)
     handle = TelemetryHandle(
-        tracer_provider=provider, endpoint=url, protocol=proto if url else None, owned=True
+        tracer_provider=provider,
+        endpoint=url,
+        protocol=proto if url else None,
+        owned=True,
+        others=owned,
     )
     atexit.register(handle.shutdown)
     DEFAULTS.tracer_provider = provider
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
     return handle
+
+
+def _meter_provider(url: str, proto: str, headers: Any, resource: Any) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    reader = PeriodicExportingMetricReader(make_exporter(url, proto, headers, "metrics"))
+    return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+
+
+def _logger_provider(url: str, proto: str, headers: Any, resource: Any) -> Any:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    logs.add_log_record_processor(
+        BatchLogRecordProcessor(make_exporter(url, proto, headers, "logs"))
+    )
+    return logs

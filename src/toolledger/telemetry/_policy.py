@@ -32,6 +32,7 @@ __all__ = [
     "CAPTURE_ENV",
     "CONTENT_MAX_CHARS",
     "DEFAULTS",
+    "OPENINFERENCE_ENV",
     "AttributeValue",
     "Defaults",
     "Policy",
@@ -45,6 +46,8 @@ logger = logging.getLogger("toolledger.telemetry")
 
 #: The GenAI instrumentation switch for message/tool content.
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: ``false`` leaves the OpenInference keys (``openinference.span.kind``, ``input.value`` …) out.
+OPENINFERENCE_ENV = "TOOLLEDGER_OPENINFERENCE"
 #: Content and intent strings longer than this many characters are cut.
 CONTENT_MAX_CHARS = 8192
 _TRUNCATED = "…[truncated]"
@@ -88,16 +91,22 @@ class Defaults:
     """Process-wide defaults set by ``toolledger.configure()`` (``None``: not set)."""
 
     tracer_provider: Any = None
+    meter_provider: Any = None
+    logger_provider: Any = None
     capture_content: bool | None = None
     capture_intent: bool = True
     redact: Redactor | None = None
+    openinference: bool | None = None
 
     def reset(self) -> None:
         """Forget everything ``configure()`` set."""
         self.tracer_provider = None
+        self.meter_provider = None
+        self.logger_provider = None
         self.capture_content = None
         self.capture_intent = True
         self.redact = None
+        self.openinference = None
 
 
 DEFAULTS = Defaults()
@@ -111,6 +120,8 @@ class Policy:
     capture_intent: bool = True
     redact: Redactor | None = None
     max_chars: int = CONTENT_MAX_CHARS
+    #: Also set the OpenInference keys Phoenix/Langfuse display (``_openinference``).
+    openinference: bool = True
 
     def apply(self, raw: Mapping[str, Any]) -> dict[str, AttributeValue]:
         """Return the attributes of ``raw`` that this policy allows, bounded and redacted.
@@ -161,17 +172,24 @@ def resolve_policy(
     if content is None:
         content = content_from_env()
     intent = capture_intent is not False and DEFAULTS.capture_intent
+    oi = DEFAULTS.openinference
+    if oi is None:
+        oi = os.environ.get(OPENINFERENCE_ENV, "").strip().lower() not in _OFF - {""}
     return Policy(
         capture_content=bool(content),
         capture_intent=intent,
         redact=redact if redact is not None else DEFAULTS.redact,
+        openinference=bool(oi),
     )
 
 
 def to_json_text(value: Any) -> str:
-    """Serialise ``value`` as compact JSON (non-JSON values become strings)."""
+    """Serialise ``value`` as compact JSON with sorted keys, as the store keeps it (so live
+    and re-exported spans agree); non-JSON values become strings."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str
+        )
     except (TypeError, ValueError):
         return str(value)
 

@@ -11,10 +11,10 @@ Rules of this module:
 
   - trace id: the first 32 hex digits of ``sha256("toolledger:trace:" + run_id)``;
   - the run's span id: the first 16 hex digits of ``sha256("toolledger:run:" + run_id)``;
-  - an event's span id: the first 16 hex digits of ``sha256("toolledger:event:" + event_id)``;
-  - a checkpoint transition's span id: the first 16 hex digits of
-    ``sha256("toolledger:transition:" + event_id + ":" + revision)`` (transition span ids
-    are never recorded live, so they are always derived).
+  - an event's span id: the first 16 hex digits of ``sha256("toolledger:event:" + event_id)``.
+
+  Checkpoint transitions are events on the tool call's span (no ids), as live: a run sent
+  live and re-exported gives the very same spans, and backends keep the first copy.
 
 - The same span model (``_model``) and policy (content capture, intent, redact) as live
   spans apply. Spans are SDK ``ReadableSpan`` objects: this module needs the SDK, and
@@ -31,9 +31,16 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 from ..checkpoint._attempt import parse_link
 from ..checkpoint.transitions import DECISIONS
-from . import _model
+from ..journal._read import load_run
+from . import _model, _openinference
 from ._policy import Policy, Redactor, resolve_policy
-from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_ACTION, TL_CHECKPOINT_STATUS
+from .attributes import (
+    ERROR_TYPE,
+    SCHEMA_URL,
+    TL_CHECKPOINT_ACTION,
+    TL_CHECKPOINT_STATUS,
+    TL_CHECKPOINT_TRANSITION,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -78,13 +85,14 @@ def _hex(value: Any, digits: int) -> str | None:
 
 def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Return the run (row fields over its document) and its merged events."""
-    from ..journal._read import load_run
-
     view = load_run(store, run_id)
     row = view.row
     run: dict[str, Any] = dict(view.doc)
     found = run.get("end")
     end: dict[str, Any] = found if isinstance(found, dict) else {}
+    header = run.get("header")
+    head: Mapping[str, Any] = header if isinstance(header, Mapping) else {}
+    finish = [e for e in view.events if e.get("kind") == "finish"]
     run.update(
         run_id=row.run_id,
         agent=row.agent,
@@ -95,9 +103,158 @@ def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]
         head_hash=row.head_hash,
         event_count=row.event_count,
         error=end.get("error"),
+        conversation_id=head.get("conversation_id"),
+        user_id=head.get("user_id"),
+        summary=finish[-1].get("text") if finish else None,
     )
-    # ``finish`` records have no live span; they are not re-exported either.
+    # ``finish`` records have no live span (the summary is the run's output).
     return run, [e for e in view.events if e.get("kind") != "finish"]
+
+
+class _Builder:
+    """Builds one run's ``ReadableSpan`` objects (run span first)."""
+
+    def __init__(self, run: Mapping[str, Any], policy: Policy, resource: Any) -> None:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import TraceFlags
+
+        self.run = run
+        self.policy = policy
+        self.resource = resource
+        self.scope = InstrumentationScope("toolledger", __version__, SCHEMA_URL)
+        self.flags = TraceFlags(TraceFlags.SAMPLED)
+        self.spans: list[ReadableSpan] = []
+        self.context = {k: v for k, v in _model.context_attributes(run).items() if v is not None}
+
+    def ctx(self, trace: str, span: str) -> Any:
+        from opentelemetry.trace import SpanContext
+
+        return SpanContext(int(trace, 16), int(span, 16), is_remote=False, trace_flags=self.flags)
+
+    def make(
+        self,
+        kind: str,
+        name: str,
+        context: Any,
+        parent: Any,
+        raw: Mapping[str, Any],
+        times: tuple[int, int],
+        description: str | None,
+        links: Sequence[Any] = (),
+        events: Sequence[tuple[dict[str, Any], int | None]] = (),
+    ) -> None:
+        """Add one span, finished exactly as a live one (``_model.finish``, policy, projection)."""
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        final, attrs_raw = _model.finish(kind, raw)
+        if final != kind:
+            name = _model.span_name(final, name[len("execute_tool ") :])
+        attrs = self.policy.apply(attrs_raw)
+        if self.policy.openinference:
+            attrs.update(_openinference.project(final, attrs))
+        start, end = times
+        out_events = []
+        if events:
+            stamps = _model.transition_times([at for _, at in events], start, end)
+            for (ev_attrs, _), at in zip(events, stamps, strict=True):
+                out_events.append(
+                    Event(
+                        _model.span_name("checkpoint", ev_attrs[TL_CHECKPOINT_TRANSITION]),
+                        self.policy.apply(ev_attrs),
+                        timestamp=at,
+                    )
+                )
+            end = max(end, stamps[-1])
+        error = raw.get(ERROR_TYPE)
+        status = Status(StatusCode.ERROR, description) if error else Status(StatusCode.UNSET)
+        self.spans.append(
+            ReadableSpan(
+                name=name,
+                context=context,
+                parent=parent,
+                resource=self.resource,
+                attributes=attrs,
+                events=tuple(out_events),
+                links=tuple(links),
+                kind=SpanKind.CLIENT if final == "chat" else SpanKind.INTERNAL,
+                status=status,
+                start_time=start,
+                end_time=max(end, start),
+                instrumentation_scope=self.scope,
+            )
+        )
+
+
+def _run_span(b: _Builder, run_ctx: Any, times: tuple[int, int]) -> None:
+    run = b.run
+    raw = {**_model.run_start_attributes(run), **_model.run_end_attributes(run)}
+    description = None
+    if run.get("status") == "failed":
+        raw[ERROR_TYPE] = _model.error_type(run, None)
+        description = _model.status_description(run, None, b.policy.capture_content)
+    b.make(
+        "invoke_agent",
+        _model.span_name("invoke_agent", run.get("agent")),
+        run_ctx,
+        None,
+        raw,
+        times,
+        description,
+    )
+
+
+def _event_span(
+    b: _Builder, store: Any, ev: Mapping[str, Any], context: Any, parent: Any, run_start: int
+) -> None:
+    from opentelemetry.trace import Link
+
+    kind = _model.event_type(ev.get("kind"))
+    start = _model.time_ns(ev.get("started_at")) or run_start
+    end = _model.time_ns(ev.get("ended_at")) or start
+    raw = {**_model.event_start_attributes(ev), **_model.event_end_attributes(ev)}
+    if kind in ("execute_tool", "chat"):
+        raw.update(b.context)
+    link = _model.link_ids(ev.get("meta") or {})
+    transitions: list[tuple[dict[str, Any], int | None]] = []
+    if kind == "execute_tool":
+        facts, steps, found = _history_facts(store, ev, start, end)
+        raw.update({k: v for k, v in facts.items() if raw.get(k) is None})
+        link = link or found
+        transitions = [
+            (
+                _model.transition_attributes(
+                    name=entry.transition,
+                    status_from=status_from,
+                    status_to=_value(entry.status),
+                    expected_revision=entry.revision - 1,
+                    revision=entry.revision,
+                    won=True,
+                ),
+                _model.time_ns(entry.at),
+            )
+            for entry, status_from in steps
+        ]
+    description = None
+    if _model.is_error(ev, None):
+        raw[ERROR_TYPE] = _model.error_type(ev, None)
+        description = _model.status_description(ev, None, b.policy.capture_content)
+    links = []
+    own = (format(context.trace_id, "032x"), format(context.span_id, "016x"))
+    if link is not None and _hex(link[0], 32) and _hex(link[1], 16) and link != own:
+        links.append(Link(b.ctx(link[0], link[1])))
+    name_kind = str(ev.get("kind")) if kind == "other" else kind
+    b.make(
+        kind,
+        _model.span_name(name_kind, ev.get("name")),
+        context,
+        parent,
+        raw,
+        (start, end),
+        description,
+        links,
+        transitions,
+    )
 
 
 def build_spans(
@@ -121,13 +278,8 @@ def build_spans(
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run.
     """
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-
     run, events = _read(store, run_id)
-    scope = InstrumentationScope("toolledger", __version__, SCHEMA_URL)
-    flags = TraceFlags(TraceFlags.SAMPLED)
+    b = _Builder(run, policy, resource)
     trace_hex = _hex(run.get("trace_id"), 32)
     run_span_hex = _hex(run.get("span_id"), 16)
     if trace_hex is None or run_span_hex is None:
@@ -135,119 +287,24 @@ def build_spans(
         first = next((e for e in events if _hex(e.get("trace_id"), 32)), None)
         trace_hex = trace_hex or (first["trace_id"] if first else derived_trace_id(run_id))
     run_span_hex = run_span_hex or derived_span_id("run", run_id)
-
-    def ctx(trace: str, span: str) -> SpanContext:
-        return SpanContext(int(trace, 16), int(span, 16), is_remote=False, trace_flags=flags)
-
-    run_ctx = ctx(trace_hex, run_span_hex)
+    run_ctx = b.ctx(trace_hex, run_span_hex)
     start_run = _model.time_ns(run.get("started_at")) or 0
     end_run = _model.time_ns(run.get("ended_at")) or _last_time(events) or start_run
-    spans: list[ReadableSpan] = []
-
-    def make(
-        name: str,
-        context: SpanContext,
-        parent: SpanContext | None,
-        attrs: Mapping[str, Any],
-        start: int,
-        end: int,
-        error: str | None,
-        links: Sequence[Link] = (),
-    ) -> None:
-        status = Status(StatusCode.ERROR, error) if error else Status(StatusCode.UNSET)
-        spans.append(
-            ReadableSpan(
-                name=name,
-                context=context,
-                parent=parent,
-                resource=resource,
-                attributes=dict(attrs),
-                links=tuple(links),
-                kind=SpanKind.INTERNAL,
-                status=status,
-                start_time=start,
-                end_time=max(end, start),
-                instrumentation_scope=scope,
-            )
-        )
-
-    run_raw = {**_model.run_start_attributes(run), **_model.run_end_attributes(run)}
-    run_error = _model.error_type(run, None) if run.get("status") == "failed" else None
-    if run_error:
-        run_raw[ERROR_TYPE] = run_error
-    make(
-        _model.span_name("invoke_agent", run.get("agent")),
-        run_ctx,
-        None,
-        policy.apply(run_raw),
-        start_run,
-        end_run,
-        run_error,
-    )
-
-    by_id: dict[str, SpanContext] = {}
+    _run_span(b, run_ctx, (start_run, end_run))
+    by_id: dict[str, Any] = {}
     for ev in events:
         event_id = str(ev.get("event_id"))
         span_hex = _hex(ev.get("span_id"), 16) or derived_span_id("event", event_id)
-        by_id[event_id] = ctx(_hex(ev.get("trace_id"), 32) or trace_hex, span_hex)
+        by_id[event_id] = b.ctx(_hex(ev.get("trace_id"), 32) or trace_hex, span_hex)
     for ev in events:
-        event_id = str(ev.get("event_id"))
-        kind = _model.event_type(ev.get("kind"))
-        context = by_id[event_id]
-        parent: SpanContext | None = by_id.get(str(ev.get("parent_id")), run_ctx)
+        context = by_id[str(ev.get("event_id"))]
+        parent = by_id.get(str(ev.get("parent_id")), run_ctx)
         if parent is not None and parent.trace_id != context.trace_id:
             # A resumed run's earlier segment lived in another trace; its run span id was
             # not kept, so these spans become roots of their own trace, never cross-trace.
             parent = None
-        start = _model.time_ns(ev.get("started_at")) or start_run
-        end = _model.time_ns(ev.get("ended_at")) or start
-        raw = {**_model.event_start_attributes(ev), **_model.event_end_attributes(ev)}
-        link = _model.link_ids(ev.get("meta") or {})
-        steps: list[tuple[Any, str | None]] = []
-        if kind == "execute_tool":
-            facts, steps, found = _history_facts(store, ev, start, end)
-            raw.update({k: v for k, v in facts.items() if raw.get(k) is None})
-            link = link or found
-        err = _model.error_type(ev, None) if _model.is_error(ev, None) else None
-        if err:
-            raw[ERROR_TYPE] = err
-        links = []
-        own = (format(context.trace_id, "032x"), format(context.span_id, "016x"))
-        if link is not None and _hex(link[0], 32) and _hex(link[1], 16) and link != own:
-            links.append(Link(ctx(link[0], link[1])))
-        name_kind = str(ev.get("kind")) if kind == "other" else kind
-        make(
-            _model.span_name(name_kind, ev.get("name")),
-            context,
-            parent,
-            policy.apply(raw),
-            start,
-            end,
-            err,
-            links,
-        )
-        trace_text = format(context.trace_id, "032x")
-        for entry, status_from in steps:
-            at = _model.time_ns(entry.at) or start
-            attrs = _model.transition_attributes(
-                name=entry.transition,
-                status_from=status_from,
-                status_to=_value(entry.status),
-                expected_revision=entry.revision - 1,
-                revision=entry.revision,
-                won=True,
-            )
-            span_hex = derived_span_id("transition", f"{event_id}:{entry.revision}")
-            make(
-                _model.span_name("checkpoint", entry.transition),
-                ctx(trace_text, span_hex),
-                context,
-                policy.apply(attrs),
-                at,
-                at,
-                None,
-            )
-    return spans
+        _event_span(b, store, ev, context, parent, start_run)
+    return b.spans
 
 
 def _value(value: Any) -> Any:
@@ -318,6 +375,7 @@ def reexport(
     redact: Redactor | None = None,
     service_name: str | None = None,
     batch_size: int = 512,
+    project: str | None = None,
 ) -> ReexportReport:
     """Rebuild run ``run_id``'s spans from ``db`` and pass them to ``exporter.export()``.
 
@@ -329,6 +387,7 @@ def reexport(
         capture_intent: ``False`` drops intent text.
         redact: ``redact(attributes) -> attributes`` applied before anything is set.
         service_name: ``service.name`` of the resource (else ``OTEL_SERVICE_NAME``).
+        project: ``openinference.project.name`` of the resource (the Phoenix project).
         batch_size: Spans per ``export()`` call (one OTLP request each); the first batch
             that fails stops the export.
 
@@ -349,7 +408,9 @@ def reexport(
         policy = resolve_policy(
             capture_content=capture_content, capture_intent=capture_intent, redact=redact
         )
-        spans = build_spans(store, run_id, policy=policy, resource=make_resource(service_name))
+        spans = build_spans(
+            store, run_id, policy=policy, resource=make_resource(service_name, project)
+        )
     finally:
         if not isinstance(db, Store) or isinstance(db, str):
             store.close()

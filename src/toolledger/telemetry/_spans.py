@@ -9,8 +9,16 @@ Rules of this module:
   ``BaseException``s that are not ``Exception`` (``KeyboardInterrupt``) are not swallowed.
 - Names and attributes come from ``_model`` (shared with re-export) and pass through the
   ``Policy`` (content capture, intent switch, bounds, redact) before anything is set.
-- Spans are ``INTERNAL``; sampling-relevant attributes go in at start; work that only
-  feeds a span waits for ``span.is_recording()``.
+- Model calls (``chat``) are ``CLIENT`` spans, everything else ``INTERNAL``; work that
+  only feeds a span waits for ``span.is_recording()``. A span's final name and attributes
+  come from ``_model.finish`` when it ends (a tool call becomes ``execute_tool``,
+  ``replay_tool`` or ``recover_tool`` then), then ``_openinference`` adds the keys Phoenix
+  and Langfuse display, from the attributes the policy allowed.
+- Checkpoint transitions are events on the tool call's span (``checkpoint {transition}``),
+  in revision order, inside the span's bounds, at strictly increasing times: they carry no
+  span ids, so a re-export sends exactly the same thing.
+- An approval also emits the conventions' ``gen_ai.tool.call.decision`` log record through
+  the Logs API, in the approval span's context. Metrics are recorded with each ending.
 - A span is *started* on the caller's thread (the SDK runs samplers and processors'
   ``on_start`` there, and the ids the journal stores come from it) and *ended* on
   toolledger's telemetry thread (``_ender``): final attributes, status and ``end()``, so a
@@ -27,19 +35,31 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from opentelemetry import _logs, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from .._version import __version__
-from . import _model
+from . import _model, _openinference
+from . import attributes as a
 from ._ender import ENDER
 from ._hooks import NoopSpan, SpanHandle
+from ._metrics import Instruments
 from ._policy import Policy
 from ._report import report
 from .attributes import ERROR_TYPE, SCHEMA_URL, TL_CHECKPOINT_REVISION, TL_CHECKPOINT_STATUS
 
-__all__ = ["RUN_END_WAIT", "OTelSpan", "OTelTelemetry", "flush_spans", "get_tracer", "report"]
+__all__ = [
+    "NO_SIGNALS",
+    "RUN_END_WAIT",
+    "OTelSpan",
+    "OTelTelemetry",
+    "Signals",
+    "decision_record",
+    "flush_spans",
+    "get_tracer",
+    "report",
+]
 
 _NOOP = NoopSpan()
 _TL_STATUS = TL_CHECKPOINT_STATUS
@@ -105,51 +125,156 @@ class _Activation:
                 report("deactivate", err)
 
 
-class _Ending:
-    """One span's ending, run on the telemetry thread: policy, attributes, status, end."""
+Transition = tuple[dict[str, Any], int | None]
 
-    __slots__ = ("_end", "_policy", "_raw", "_span", "_status")
+
+def _seconds(start: int | None, end: int | None) -> float | None:
+    if start is None or end is None or end < start:
+        return None
+    return (end - start) / 1e9
+
+
+class Signals:
+    """Where a run's metrics and log records go (either may be ``None``: not recorded)."""
+
+    __slots__ = ("instruments", "logger")
+
+    def __init__(self, instruments: Instruments | None, logger: Any) -> None:
+        self.instruments = instruments
+        self.logger = logger
+
+
+NO_SIGNALS = Signals(None, None)
+
+
+def decision_record(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``gen_ai.tool.call.decision`` log record's attributes of an approval span."""
+    out = {
+        a.GEN_AI_TOOL_CALL_DECISION_OUTCOME: attrs.get(a.TL_APPROVAL_OUTCOME),
+        a.GEN_AI_TOOL_CALL_ID: attrs.get(a.TL_APPROVAL_CALL_ID),
+        a.GEN_AI_TOOL_NAME: attrs.get(a.TL_TOOL_NAME),
+        a.TL_APPROVAL_BY: attrs.get(a.TL_APPROVAL_BY),
+        a.TL_APPROVAL_REASON: attrs.get(a.TL_APPROVAL_REASON),
+        a.TL_EVENT_ID: attrs.get(a.TL_EVENT_ID),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+class _Ending:
+    """One span's ending, run on the telemetry thread: name, attributes, events, status, end."""
+
+    __slots__ = (
+        "_end",
+        "_kind",
+        "_policy",
+        "_raw",
+        "_signals",
+        "_span",
+        "_start",
+        "_status",
+        "_transitions",
+    )
 
     def __init__(
         self,
         span: trace.Span,
+        kind: str,
         policy: Policy,
         raw: Mapping[str, Any],
         status: Status | None,
-        end: int | None,
+        times: tuple[int | None, int | None],
+        transitions: list[Transition],
+        signals: Signals,
     ) -> None:
         self._span = span
+        self._kind = kind
         self._policy = policy
         self._raw = raw
         self._status = status
-        self._end = end
+        self._start, self._end = times
+        self._transitions = transitions
+        self._signals = signals
 
     def __call__(self) -> None:
         try:
             span = self._span
-            if self._status is not None:
-                span.set_status(self._status)
-            if self._raw:
-                attrs = self._policy.apply(self._raw)
+            final, raw = _model.finish(self._kind, self._raw)
+            end = self._end
+            if span.is_recording():
+                if final != self._kind:
+                    name = getattr(span, "name", None)
+                    if isinstance(name, str) and name.startswith("execute_tool"):
+                        span.update_name(_model.span_name(final, name[len("execute_tool ") :]))
+                attrs = self._policy.apply(raw)
+                if self._policy.openinference:
+                    attrs.update(_openinference.project(final, attrs))
                 if attrs:
                     span.set_attributes(attrs)
-            span.end(end_time=self._end)
+                if self._transitions and self._start is not None:
+                    end = self._events(span, self._start, end)
+                if self._status is not None:
+                    span.set_status(self._status)
+                if final == "approval":
+                    self._decision(span, attrs)
+            span.end(end_time=end)
+            self._record(final, raw)
         except Exception as exc:
             report("end", exc)
+
+    def _events(self, span: trace.Span, start: int, end: int | None) -> int | None:
+        stop = end if end is not None else time.time_ns()
+        times = _model.transition_times([at for _, at in self._transitions], start, stop)
+        for (attrs, _), at in zip(self._transitions, times, strict=True):
+            applied = self._policy.apply(attrs)
+            span.add_event(
+                _model.span_name("checkpoint", attrs[a.TL_CHECKPOINT_TRANSITION]),
+                applied,
+                timestamp=at,
+            )
+        return max(stop, times[-1]) if times else end
+
+    def _decision(self, span: trace.Span, attrs: Mapping[str, Any]) -> None:
+        logger = self._signals.logger
+        if logger is None:
+            return
+        try:
+            logger.emit(
+                event_name=a.EVENT_TOOL_CALL_DECISION,
+                body=f"tool call {attrs.get(a.TL_APPROVAL_OUTCOME)}",
+                attributes=decision_record(attrs),
+                context=trace.set_span_in_context(span),
+                timestamp=self._end,
+                severity_number=_logs.SeverityNumber.INFO,
+            )
+        except Exception as exc:
+            report("decision log record", exc)
+
+    def _record(self, final: str, raw: Mapping[str, Any]) -> None:
+        ins = self._signals.instruments
+        if ins is None:
+            return
+        seconds = _seconds(self._start, self._end)
+        if final in ("execute_tool", "replay_tool", "recover_tool"):
+            ins.record_tool(raw, seconds)
+        elif final == "chat":
+            ins.record_chat(raw, seconds)
+        elif final == "approval" and raw.get(a.TL_APPROVAL_OUTCOME) == a.APPROVAL_DENY:
+            ins.record_denied(raw.get(a.TL_TOOL_NAME))
 
 
 class OTelSpan:
     """A live span for one run or event (implements ``SpanHandle``)."""
 
     __slots__ = (
-        "_ctx",
         "_ended",
         "_kind",
         "_pending",
         "_policy",
+        "_signals",
         "_span",
         "_start",
-        "_tracer",
+        "_start_ns",
+        "_transitions",
         "span_id",
         "trace_id",
     )
@@ -158,20 +283,21 @@ class OTelSpan:
         self,
         span: trace.Span,
         kind: str,
-        tracer: trace.Tracer,
         policy: Policy,
         start: Mapping[str, Any] | None = None,
+        start_ns: int | None = None,
+        signals: Signals = NO_SIGNALS,
     ) -> None:
         self._span = span
         self._kind = kind
-        self._tracer = tracer
         self._policy = policy
+        self._signals = signals
         self._ended = False
-        self._ctx: Any = None  # this span as a parent context, made on first transition
-        # Raw attributes learned after the start; policy + redact run once, at the end
-        # (each attribute the SDK sets is validated, so setting once is cheaper).
+        # Raw attributes learned after the start; the policy runs once, at the end.
         self._pending: dict[str, Any] = {}
         self._start: Mapping[str, Any] = start if start is not None else {}
+        self._start_ns = start_ns
+        self._transitions: list[Transition] = []
         self.trace_id, self.span_id = _hex_ids(span)
 
     @property
@@ -194,34 +320,20 @@ class OTelSpan:
         won: bool,
         at: str | None = None,
     ) -> None:
-        """Record a checkpoint transition as a child ``checkpoint {name}`` span."""
+        """Record a checkpoint transition: a ``checkpoint {name}`` event at the span's end."""
         try:
             if not self._span.is_recording():
                 return
-            attrs = self._policy.apply(
-                _model.transition_attributes(
-                    name=name,
-                    status_from=status_from,
-                    status_to=status_to,
-                    expected_revision=expected_revision,
-                    revision=revision,
-                    won=won,
-                )
+            attrs = _model.transition_attributes(
+                name=name,
+                status_from=status_from,
+                status_to=status_to,
+                expected_revision=expected_revision,
+                revision=revision,
+                won=won,
             )
-            now = time.time_ns()
-            start = _model.time_ns(at) if at is not None else None
-            if start is None or start > now:
-                start = now
-            if self._ctx is None:
-                self._ctx = trace.set_span_in_context(self._span)
-            child = self._tracer.start_span(
-                _model.span_name("checkpoint", name),
-                context=self._ctx,
-                kind=SpanKind.INTERNAL,
-                attributes=attrs,
-                start_time=start,
-            )
-            ENDER.submit(_Ending(child, self._policy, {}, None, now))
+            when = _model.time_ns(at) if at is not None else time.time_ns()
+            self._transitions.append((attrs, when))
             if won and self._kind == "execute_tool":
                 self._pending[_TL_STATUS] = status_to
                 self._pending[_TL_REVISION] = revision
@@ -229,7 +341,7 @@ class OTelSpan:
             report("transition", exc)
 
     def update(self, attributes: Mapping[str, Any]) -> None:
-        """Merge facts learned mid-flight (see ``_hooks.SpanHandle.update`` for the keys)."""
+        """Merge facts learned mid-flight (``_model.FACT_KEYS``, ``checkpoint``, ``link``)."""
         try:
             if not self._span.is_recording():
                 return
@@ -243,7 +355,7 @@ class OTelSpan:
                         trace_flags=TraceFlags(TraceFlags.SAMPLED),
                     )
                 )
-            self._pending.update(_model.update_attributes(attributes, self._kind))
+            self._pending.update(_model.update_attributes(attributes))
         except Exception as exc:
             report("update", exc)
 
@@ -258,48 +370,53 @@ class OTelSpan:
         self._ended = True
         try:
             span = self._span
-            raw = self._pending
             status: Status | None = None
+            raw: dict[str, Any] = dict(self._start)
             if span.is_recording():
                 if self._kind == "invoke_agent":
                     end = _model.run_end_attributes(event)
                 else:
                     end = _model.event_end_attributes(event)
-                start = self._start
                 for key, value in end.items():  # the final event fills gaps, never overrides
-                    if value is not None and raw.get(key) is None and start.get(key) != value:
+                    if value is not None and self._pending.get(key) is None:
                         raw[key] = value
+                raw.update(self._pending)
                 if _model.is_error(event, error):
                     raw[ERROR_TYPE] = _model.error_type(event, error)
-                    status = Status(StatusCode.ERROR, self._describe(event, error))
-            end_time = _model.time_ns(event.get("ended_at"))
-            ENDER.submit(_Ending(span, self._policy, raw, status, end_time))
+                    status = Status(
+                        StatusCode.ERROR,
+                        _model.status_description(event, error, self._policy.capture_content),
+                    )
+            end_ns = _model.time_ns(event.get("ended_at"))
+            ENDER.submit(
+                _Ending(
+                    span,
+                    self._kind,
+                    self._policy,
+                    raw,
+                    status,
+                    (self._start_ns, end_ns),
+                    self._transitions,
+                    self._signals,
+                )
+            )
             if self._kind == "invoke_agent":
                 ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
         except Exception as exc:
             report("end", exc)
 
-    def _describe(self, event: Mapping[str, Any], error: BaseException | None) -> str | None:
-        """Status description: the message only with content capture on (it may hold data)."""
-        if not self._policy.capture_content:
-            return _model.error_type(event, error)
-        if error is not None:
-            return str(error) or type(error).__qualname__
-        err = event.get("error")
-        if isinstance(err, Mapping) and err.get("message"):
-            return str(err["message"])
-        return _model.error_type(event, error)
-
 
 class OTelTelemetry:
     """``TelemetryHooks`` emitting OpenTelemetry spans through one tracer and policy."""
 
-    __slots__ = ("_policy", "_run", "_tracer")
+    __slots__ = ("_context", "_policy", "_run", "_signals", "_tracer")
 
-    def __init__(self, tracer: trace.Tracer, policy: Policy) -> None:
+    def __init__(self, tracer: trace.Tracer, policy: Policy, signals: Signals = NO_SIGNALS) -> None:
         self._tracer = tracer
         self._policy = policy
+        self._signals = signals
         self._run: OTelSpan | None = None
+        self._context: dict[str, Any] = {}
 
     @property
     def policy(self) -> Policy:
@@ -309,6 +426,9 @@ class OTelTelemetry:
     def run_started(self, run: Mapping[str, Any]) -> SpanHandle:
         """Start the run's ``invoke_agent {agent}`` span (child of the current context)."""
         try:
+            self._context = {
+                k: v for k, v in _model.context_attributes(run).items() if v is not None
+            }
             handle = self._start(
                 "invoke_agent",
                 _model.span_name("invoke_agent", run.get("agent")),
@@ -327,10 +447,13 @@ class OTelTelemetry:
         try:
             kind = _model.event_type(event.get("kind"))
             name_kind = str(event.get("kind")) if kind == "other" else kind
+            raw = _model.event_start_attributes(event)
+            if kind in ("execute_tool", "chat") and self._context:
+                raw.update(self._context)
             return self._start(
                 kind,
                 _model.span_name(name_kind, event.get("name")),
-                _model.event_start_attributes(event),
+                raw,
                 parent if parent is not None else self._run,
                 event.get("started_at"),
             )
@@ -361,12 +484,13 @@ class OTelTelemetry:
             )
         else:
             ctx = None  # the current context
+        start_ns = _model.time_ns(started_at) or time.time_ns()
         span = self._tracer.start_span(
             name,
             context=ctx,
-            kind=SpanKind.INTERNAL,
+            kind=SpanKind.CLIENT if kind == "chat" else SpanKind.INTERNAL,
             attributes=self._policy.apply(raw),
             links=(),
-            start_time=_model.time_ns(started_at),
+            start_time=start_ns,
         )
-        return OTelSpan(span, kind, self._tracer, self._policy, raw)
+        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals)
