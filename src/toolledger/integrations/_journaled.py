@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoint._json import canonical_json
-from ..errors import InvalidArgumentError
 from ._common import as_plain
 
 __all__ = [

@@ -10,10 +10,12 @@ Rules of this module:
   the allowed attributes onto the keys Phoenix/Langfuse read. ``None`` means "not set".
 - A tool call's span type is decided when it ends: ``execute_tool`` (the tool ran),
   ``replay_tool`` (a stored result was returned: this call's, or with an effect key another
-  call's) or ``recover_tool`` (``recover`` proved an earlier attempt's outcome). Only ``execute_tool`` carries ``gen_ai.operation.name`` and
-  the ``gen_ai.tool.*`` attributes, so no backend counts a replay as an execution.
-- ``SPAN_ATTRIBUTES`` lists every attribute each span type may carry (``TRANSITION_EVENT``
-  the checkpoint transition events'); ``docs/telemetry.md`` is checked against it.
+  call's) or ``recover_tool`` (``recover`` proved an earlier attempt's outcome). Only
+  ``execute_tool`` carries ``gen_ai.operation.name`` and the ``gen_ai.tool.*`` attributes,
+  so no backend counts a replay as an execution.
+- ``SPAN_ATTRIBUTES`` lists every attribute each span type may carry
+  (``TRANSITION_ATTRIBUTES`` the checkpoint transition events'); ``docs/telemetry.md`` is
+  checked against it.
 """
 
 from __future__ import annotations
