@@ -265,6 +265,7 @@ def configure(
     meter_provider: Any = None,
     logger_provider: Any = None,
     metrics: bool = True,
+    logs: bool = True,
     openinference: bool | None = None,
 ) -> TelemetryHandle:
     """Set process-wide telemetry defaults and, if needed, install the OTel SDK with OTLP.
@@ -293,7 +294,9 @@ def configure(
             the global one).
         logger_provider: Emit log records with this provider (else the one built here,
             else the global one).
-        metrics: ``False`` builds no meter provider.
+        metrics: ``False`` builds no meter provider (a backend that ingests traces only:
+            Phoenix, Langfuse, MLflow, Jaeger answer ``/v1/metrics`` with an error).
+        logs: ``False`` builds no logger provider (likewise for ``/v1/logs``).
         openinference: ``False`` leaves the OpenInference keys out (``None``:
             ``TOOLLEDGER_OPENINFERENCE``, default on).
 
@@ -331,7 +334,7 @@ def configure(
         if metrics and meter_provider is None:
             DEFAULTS.meter_provider = _meter_provider(url, proto, headers, resource)
             owned.append(DEFAULTS.meter_provider)
-        if logger_provider is None:
+        if logs and logger_provider is None:
             DEFAULTS.logger_provider = _logger_provider(url, proto, headers, resource)
             owned.append(DEFAULTS.logger_provider)
     handle = TelemetryHandle(

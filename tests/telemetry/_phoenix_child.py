@@ -1,0 +1,127 @@
+"""In a network namespace with only loopback: start Phoenix, send it the scenario, read it.
+
+Usage: ``python _phoenix_child.py PHOENIX_BIN WORKDIR`` (run by ``test_phoenix.py`` under
+``unshare --net``). Prints one JSON document: the run id, the project, and every span as
+Phoenix's GraphQL API returns it. Phoenix's gRPC port binds every interface whatever
+``PHOENIX_HOST`` says; in the namespace that is only loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import _scenario
+
+PORT = 6006
+BASE = f"http://127.0.0.1:{PORT}"
+PROJECT = "toolledger-e2e"
+START_SECONDS = 150.0
+SPAN_FIELDS = """
+  name spanKind statusCode statusMessage startTime endTime parentId
+  context { spanId traceId }
+  input { value } output { value }
+  attributes
+  events { name timestamp }
+"""
+
+
+def _get(path: str) -> int:
+    try:
+        with urllib.request.urlopen(BASE + path, timeout=5) as response:
+            return int(response.status)
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+def gql(query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    request = urllib.request.Request(
+        BASE + "/graphql", data=body, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        doc = json.loads(response.read())
+    if doc.get("errors"):
+        raise RuntimeError(f"GraphQL errors: {doc['errors']}")
+    return dict(doc["data"])
+
+
+def project_spans(count: int, deadline: float) -> list[dict[str, Any]]:
+    """Phoenix ingests asynchronously: poll (bounded) until ``count`` spans are there."""
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        projects = gql("{ projects { edges { node { id name } } } }")["projects"]["edges"]
+        found = [p["node"]["id"] for p in projects if p["node"]["name"] == PROJECT]
+        if found:
+            data = gql(
+                "query($id: ID!) { node(id: $id) { ... on Project { spans(first: 200) {"
+                " edges { node {" + SPAN_FIELDS + "} } } } } }",
+                {"id": found[0]},
+            )
+            spans = [e["node"] for e in data["node"]["spans"]["edges"]]
+            if len(spans) >= count:
+                return spans
+        time.sleep(0.5)  # polling an external server, not synchronising our own threads
+    return spans
+
+
+def main() -> None:
+    phoenix, workdir = sys.argv[1], Path(sys.argv[2])
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    env = {
+        **os.environ,
+        "PHOENIX_WORKING_DIR": str(workdir / "phoenix"),
+        "PHOENIX_PORT": str(PORT),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    log = (workdir / "phoenix.log").open("wb")
+    server = subprocess.Popen([phoenix, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        started = time.monotonic()
+        while _get("/healthz") != 200:
+            if server.poll() is not None or time.monotonic() - started > START_SECONDS:
+                raise SystemExit(f"phoenix did not start; see {workdir / 'phoenix.log'}")
+            time.sleep(0.5)  # waiting for an external server to listen
+        startup = time.monotonic() - started
+
+        import toolledger
+
+        handle = toolledger.configure(
+            service_name="toolledger-e2e",
+            endpoint=BASE,
+            project=PROJECT,
+            capture_content=True,
+            metrics=False,  # Phoenix ingests traces only (no /v1/metrics, /v1/logs)
+            logs=False,
+        )
+        recorded = _scenario.record(workdir / "ledger.db", capture_content=True)
+        handle.shutdown(timeout=30)
+        expected = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+        spans = project_spans(expected, time.monotonic() + 60)
+        print(
+            json.dumps(
+                {
+                    "run_id": recorded.run_id,
+                    "startup_seconds": round(startup, 1),
+                    "spans": spans,
+                }
+            )
+        )
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()
