@@ -1,7 +1,8 @@
 """In a network namespace with only loopback: start Phoenix, send it the scenario, read it.
 
-Usage: ``python _phoenix_child.py PHOENIX_BIN WORKDIR`` (run by ``test_phoenix.py`` under
-``unshare --net``). Prints one JSON document: the run id, the project, and every span as
+Usage: ``python _phoenix_child.py PHOENIX_BIN WORKDIR [SPANS] [--screenshots DIR]`` (run by
+``test_phoenix.py`` under ``unshare --net``; with ``--screenshots``, headless Chromium also
+saves the trace tree, the chat span and the approval as PNGs in ``DIR``, as in ``docs/``). Prints one JSON document: the run id, the project, and every span as
 Phoenix's GraphQL API returns it. Phoenix's gRPC port binds every interface whatever
 ``PHOENIX_HOST`` says; in the namespace that is only loopback.
 """
@@ -72,8 +73,57 @@ def project_spans(count: int, deadline: float) -> list[dict[str, Any]]:
     return spans
 
 
+def screenshots(spans: list[dict[str, Any]], out: Path, workdir: Path) -> None:
+    """Save Phoenix's trace view: the tree, the chat span, the denied approval."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    projects = gql("{ projects { edges { node { id name } } } }")["projects"]["edges"]
+    project = next(p["node"]["id"] for p in projects if p["node"]["name"] == PROJECT)
+    run = next(s for s in spans if s["name"] == "invoke_agent support-bot")
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1600,1000",
+        f"--user-data-dir={workdir / 'chrome'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        driver.get(f"{BASE}/projects/{project}/traces/{run['context']['traceId']}")
+        wait = WebDriverWait(driver, 60)
+
+        def select(text: str, png: str) -> None:
+            xpath = f"//*[normalize-space(text())='{text}']"
+            found = wait.until(expected_conditions.presence_of_element_located((By.XPATH, xpath)))
+            driver.execute_script("arguments[0].click()", found)
+            # The detail panel shows the selected span's name as its title too.
+            wait.until(lambda d: len(d.find_elements(By.XPATH, xpath)) >= 2)
+            time.sleep(3)  # let the panel render before the picture (not synchronisation)
+            driver.save_screenshot(str(out / png))
+
+        wait.until(
+            expected_conditions.presence_of_element_located(
+                (By.XPATH, "//*[normalize-space(text())='artifact order.json']")
+            )
+        )
+        select("invoke_agent support-bot", "phoenix-trace.png")
+        select("chat claude-x-1", "phoenix-chat.png")
+        select("approval refund", "phoenix-approval.png")
+    finally:
+        driver.quit()
+
+
 def main() -> None:
     phoenix, workdir = sys.argv[1], Path(sys.argv[2])
+    shots = Path(sys.argv[sys.argv.index("--screenshots") + 1]) if "--screenshots" in sys.argv else None
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     env = {
         **os.environ,
@@ -104,8 +154,10 @@ def main() -> None:
         )
         recorded = _scenario.record(workdir / "ledger.db", capture_content=True)
         handle.shutdown(timeout=30)
-        expected = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+        expected = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 1
         spans = project_spans(expected, time.monotonic() + 60)
+        if shots is not None:
+            screenshots(spans, shots, workdir)
         print(
             json.dumps(
                 {
