@@ -2,8 +2,9 @@
 
 Usage: ``python _phoenix_child.py PHOENIX_BIN WORKDIR [SPANS] [--screenshots DIR]`` (run by
 ``test_phoenix.py`` under ``unshare --net``; with ``--screenshots``, headless Chromium also
-saves the trace tree, the chat span and the approval as PNGs in ``DIR``, as in ``docs/``). Prints one JSON document: the run id, the project, and every span as
-Phoenix's GraphQL API returns it. Phoenix's gRPC port binds every interface whatever
+saves the trace tree, the chat span and the approval as PNGs in ``DIR``, as in ``docs/``).
+Prints one JSON document: the run id, the startup time, and every span as Phoenix's GraphQL
+API returns it. Phoenix's gRPC port binds every interface whatever
 ``PHOENIX_HOST`` says; in the namespace that is only loopback.
 """
 
@@ -123,7 +124,9 @@ def screenshots(spans: list[dict[str, Any]], out: Path, workdir: Path) -> None:
 
 def main() -> None:
     phoenix, workdir = sys.argv[1], Path(sys.argv[2])
-    shots = Path(sys.argv[sys.argv.index("--screenshots") + 1]) if "--screenshots" in sys.argv else None
+    shots = None
+    if "--screenshots" in sys.argv:
+        shots = Path(sys.argv[sys.argv.index("--screenshots") + 1])
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     env = {
         **os.environ,
