@@ -29,8 +29,14 @@ from typing import Any
 
 from .checkpoint.model import Binding, check_time
 from .errors import InvalidArgumentError, InvalidTransitionError, NotFoundError
-from .store import open_store
-from .store._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
+from .store._approval_record import (
+    CAS_ROUNDS,
+    TEXT_MAX,
+    ApprovalRecord,
+    ApprovalStatus,
+    binding_fingerprint,
+)
+from .store._open import using_store
 from .store.base import Store
 
 __all__ = [
@@ -51,15 +57,14 @@ __all__ = [
 
 #: The values of ``approval=`` (``None``: no gate).
 APPROVAL_MODES = ("always", "effect-only")
-_TEXT_MAX = 4096
 
 
 def _text(value: object, name: str, *, required: bool = False) -> str | None:
     if value is None and not required:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > _TEXT_MAX:
+    if not isinstance(value, str) or not value.strip() or len(value) > TEXT_MAX:
         raise InvalidArgumentError(
-            message=f"{name} must be a non-empty str of at most {_TEXT_MAX} characters; "
+            message=f"{name} must be a non-empty str of at most {TEXT_MAX} characters; "
             f"got {value!r:.80}",
             details={"argument": name},
         )
@@ -149,12 +154,6 @@ class ApprovalRequest:
         return self.binding.namespace
 
 
-def _with_store(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
-    store = open_store(db, readonly=readonly)
-    owns = store is not db
-    return store, owns
-
-
 def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None:
     """Return the call's stored approval request/decision, or ``None``.
 
@@ -166,12 +165,8 @@ def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None
     Raises:
         StoreError: storage failure.
     """
-    store, owns = _with_store(db, readonly=True)
-    try:
+    with using_store(db, readonly=True) as store:
         return store.approval_get(namespace, call_id)
-    finally:
-        if owns:
-            store.close()
 
 
 def list_approvals(
@@ -193,12 +188,8 @@ def list_approvals(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for an unknown status.
         StoreError: storage failure.
     """
-    store, owns = _with_store(db, readonly=True)
-    try:
+    with using_store(db, readonly=True) as store:
         return store.list_approvals(status=status, namespace=namespace, limit=limit)
-    finally:
-        if owns:
-            store.close()
 
 
 def decide_approval(
@@ -247,9 +238,8 @@ def decide_approval(
             raise InvalidArgumentError(message="only an approval can carry expires_at")
         if expires_at <= at:
             raise InvalidArgumentError(message="expires_at is in the past")
-    store, owns = _with_store(db)
-    try:
-        for _ in range(16):
+    with using_store(db) as store:
+        for _ in range(CAS_ROUNDS):
             rec = store.approval_get(namespace, call_id)
             if rec is None:
                 raise NotFoundError(
@@ -281,9 +271,6 @@ def decide_approval(
             if store.approval_put(new, expected_revision=rec.revision):
                 return new
         raise InvalidTransitionError(message="the approval kept changing; try again")
-    finally:
-        if owns:
-            store.close()
 
 
 def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:
@@ -299,7 +286,7 @@ def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:
     Raises:
         StoreError: storage failure.
     """
-    for _ in range(16):
+    for _ in range(CAS_ROUNDS):
         rec = store.approval_get(namespace, call_id)
         if rec is None or (rec.input, rec.justification, rec.description) == (None, None, None):
             return False

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .approvals import copy_approvals
 from .errors import InvalidArgumentError
-from .store import Store, open_store
+from .store import Store
+from .store._open import using_store
 from .store.base import (
     ClaimEffectKey,
     CreateCheckpoint,
@@ -93,19 +93,13 @@ def copy_ledger(src: Any, dst: Any) -> CopyReport:
             read-only: nothing is created or migrated there).
         StoreError: ``STORE_BUSY`` / ``STORE_UNAVAILABLE`` from either store.
     """
-    source, own_src = _store_for(src, readonly=True)  # a missing source is NOT_FOUND
-    try:
-        target, own_dst = _store_for(dst, readonly=False)
-        try:
-            _require_empty(target)
-            counts = _copy(source, target)
-            problems = _verify(source, target)
-        finally:
-            if own_dst:
-                target.close()
-    finally:
-        if own_src:
-            source.close()
+    with (
+        using_store(src, readonly=True) as source,  # a missing source is NOT_FOUND
+        using_store(dst, readonly=False) as target,
+    ):
+        _require_empty(target)
+        counts = _copy(source, target)
+        problems = _verify(source, target)
     return CopyReport(**counts, problems=tuple(problems))
 
 
@@ -216,9 +210,3 @@ def _holders(store: Store) -> list[tuple[str, str, str]]:
 
 def _entries(store: Store) -> list[tuple[str, str, Any]]:
     return [(e.namespace, e.call_id, json.loads(e.data)) for e in store.list_operations()]
-
-
-def _store_for(db: Any, *, readonly: bool) -> tuple[Store, bool]:
-    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
-        return db, False
-    return open_store(db, readonly=readonly), True

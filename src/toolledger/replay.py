@@ -22,8 +22,9 @@ from typing import Any
 
 from .checkpoint import fingerprint
 from .errors import InvalidArgumentError, NotFoundError
-from .journal._read import load_run, store_for
+from .journal._read import load_run
 from .journal._values import to_json
+from .store._open import store_for
 
 __all__ = ["Divergence", "RecordedOutputs", "ReplayItem", "Replayer"]
 
@@ -107,7 +108,7 @@ class Replayer:
     """Replay recorded runs from ``db`` (a ``Store``, path or URL)."""
 
     def __init__(self, db: Any = None) -> None:
-        self._store, self._owned = store_for(db)
+        self._store, self._owned = store_for(db, readonly=True)
         self._handlers: dict[str, Handler] = {}
 
     def close(self) -> None:

@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -31,7 +30,8 @@ from .approvals import scrub_approval
 from .checkpoint._json import compact_json
 from .checkpoint.model import AGE_UNITS, Status, check_time, format_time, parse_age, parse_time
 from .errors import CheckpointError, InvalidArgumentError
-from .store import Store, open_store
+from .store import Store
+from .store._open import using_store
 from .store._rows import dump_record
 from .store._tombstone import build_tombstone
 
@@ -116,13 +116,9 @@ def gc(
     if namespace is not None and not isinstance(namespace, str):
         raise InvalidArgumentError(message="namespace must be a str")
     statuses = [Status.DELIVERED] + ([Status.COMPLETED] if include_undelivered else [])
-    store, owned = _store_for(db)
-    try:
+    with using_store(db) as store:
         counts = _erase_checkpoints(store, statuses, namespace, cutoff, at, why)
         runs, events, skipped = _erase_journal(store, namespace, cutoff, at, why)
-    finally:
-        if owned:
-            store.close()
     return GcReport(
         cutoff=cutoff,
         namespace=namespace,
@@ -241,9 +237,3 @@ def _human(age: timedelta) -> str:
         if seconds and seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def _store_for(db: Any) -> tuple[Store, bool]:
-    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
-        return db, False
-    return open_store(db), True

@@ -16,7 +16,9 @@ Rules this module keeps:
 - ``approval`` and ``approver`` gate the tool (``toolledger.approvals``): the guard asks
   before it runs the call (``run.call``, ``run.acall`` and ``run.call_many`` alike). A
   decision stored for a call binds it whatever tool object is passed later.
-  ``input_schema`` and ``effects`` are kept for later features.
+- ``input_schema`` and ``effects`` describe the tool; the guard never reads them.
+  ``check_tool`` (``toolledger.readiness``) does: an open or unbounded schema, or declared
+  side effects without a ``recover`` hook, is a diagnostic.
 """
 
 from __future__ import annotations
@@ -195,7 +197,9 @@ class Tool:
             under a new call id whose effect key another call of the namespace (and
             conversation) holds returns that call's result instead of executing (see
             docs/guard.md, "Re-plan safety").
-        input_schema, effects: kept for later features.
+        input_schema: The JSON Schema of the input (read by ``check_tool``, not enforced).
+        effects: ``"none"``, ``"idempotent"``, ``"side-effect"``, or a mapping
+            ``{"kind": ..., "explanation": ...}`` (read by ``check_tool``).
     """
 
     name: str
@@ -313,7 +317,8 @@ def tool(
         approval: ``None``, ``"always"`` or ``"effect-only"`` (see ``Tool``).
         approver: ``approver(request) -> Approved | Denied | Pending``.
         effect_key: ``None``, ``"input"`` or ``effect_key(input) -> str`` (see ``Tool``).
-        input_schema, effects: kept for later features.
+        input_schema: The input's JSON Schema (see ``Tool``).
+        effects: What the tool does to the world (see ``Tool``).
 
     Returns:
         A ``Tool``, or a decorator that makes one.

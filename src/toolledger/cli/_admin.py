@@ -15,7 +15,6 @@ import click
 from ..copy import copy_ledger
 from ..errors import CheckpointError
 from ..retention import gc, parse_age
-from ..store import open_store
 from . import main
 from ._common import CONTEXT_SETTINGS, UsageError, clean, fail_check, get_store
 
@@ -109,12 +108,7 @@ def migrate_command(ctx: click.Context) -> None:
 
     Example: toolledger --db postgresql://u@host/db migrate
     """
-    root = ctx.find_root()
-    db = (root.obj or {}).get("db")
-    try:
-        store = open_store(db)
-    except CheckpointError as exc:
-        raise UsageError(f"cannot open {db or '.toolledger.db'}: {exc.message}") from exc
+    store = get_store(ctx, write=True)
     try:
         applied = getattr(store, "applied_migrations", None)
         rows = applied() if applied is not None else []

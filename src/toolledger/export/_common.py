@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import InvalidArgumentError
-from ..journal._read import load_stored_run, store_for
+from ..journal._read import load_stored_run
 from ..store import Store
+from ..store._open import using_store
 
 __all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]
 
@@ -93,13 +94,9 @@ def export_rendered(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         view = load_stored_run(store, run_id, progress=progress)
         text = render(view, store)
-    finally:
-        if owned:
-            store.close()
     with atomic_text(path) as fh:
         fh.write(text)
     if progress is not None:

@@ -30,8 +30,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._version import __version__
-from ..journal._read import load_stored_run, store_for
+from ..journal._read import load_stored_run
 from ..journal._reader import events_of
+from ..store._open import using_store
 from ._common import ExportInfo, Progress, atomic_text
 
 __all__ = ["FORMAT", "VERSION", "export_json"]
@@ -66,13 +67,9 @@ def export_json(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file cannot be written.
     """
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         stored = load_stored_run(store, run_id)
         events = events_of(store, stored)
-    finally:
-        if owned:
-            store.close()
     row, doc = stored.row, stored.doc
     head: str | None = doc.get("genesis")
     count = 0

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..journal._read import load_stored_run, store_for
+from ..journal._read import load_stored_run
 from ..journal._reader import list_runs, to_time
+from ..store._open import using_store
 from ._common import atomic_text
 from ._lives import checkpoint_lives
 from .html import embed_json, render_html
@@ -108,8 +109,7 @@ def export_site(
     root = Path(directory)
     pages: list[Path] = []
     rows: list[dict[str, Any]] = []
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         for view in list_runs(store, since=since, limit=limit):
             stored = load_stored_run(store, view.run_id)
             name = page_name(view.run_id)
@@ -125,9 +125,6 @@ def export_site(
                     "href": f"runs/{name}",
                 }
             )
-    finally:
-        if owned:
-            store.close()
     head, tail = _template()
     data = {"runs": rows, "toolledger_version": __version__}
     index = root / "index.html"

@@ -39,7 +39,7 @@ from ..errors import (
     InvalidArgumentError,
     StoreUnavailableError,
 )
-from ..store._approval_record import ApprovalRecord, ApprovalStatus, binding_fingerprint
+from ..store._approval_record import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
 from ..tools import Tool, ToolOutcome
 from ._seams import APPROVAL_ROUNDS, now, reached
 
@@ -50,16 +50,15 @@ AWAITING_APPROVAL = "awaiting_approval"
 #: ``ToolOutcome.status`` of a denied call with ``on_error="result"``.
 DENIED = "denied"
 _INPUT_MAX = 65_536  # bytes of canonical JSON kept with a request for a human to read
-_TEXT_MAX = 4096  # characters of justification/description kept with a request
 
 Gate = Generator[ApprovalRequest, Any, ToolOutcome | None]
 
 
 def _clip(text: str | None) -> str | None:
     """Bound free text stored with a request (the journal keeps the full justification)."""
-    if text is None or len(text) <= _TEXT_MAX:
+    if text is None or len(text) <= TEXT_MAX:
         return text
-    return text[: _TEXT_MAX - 1] + "…"
+    return text[: TEXT_MAX - 1] + "…"
 
 
 def _kept_input(value: Any) -> Any:

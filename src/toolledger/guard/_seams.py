@@ -25,6 +25,7 @@ from typing import Any
 from ..checkpoint._attempt import new_attempt_id, parse_link
 from ..checkpoint.model import CheckpointRecord, Transition
 from ..errors import InvalidArgumentError
+from ..store._approval_record import CAS_ROUNDS
 from ..telemetry._hooks import NoopSpan
 
 __all__ = [
@@ -57,8 +58,9 @@ DECIDE_ROUNDS = 64
 DELIVERY_CLAIM_ROUNDS = 64
 #: Rounds recording a delivery after ``post``; losing them only repeats a later delivery.
 DELIVERY_COMPLETE_ROUNDS = 8
-#: Rounds of the approval gate's CAS on the approval record (two callers deciding at once).
-APPROVAL_ROUNDS = 16
+#: Rounds of the approval gate's CAS on the approval record (two callers deciding at once):
+#: the budget ``decide_approval`` uses too.
+APPROVAL_ROUNDS = CAS_ROUNDS
 #: Rounds resolving an effect key against the call holding it.
 EFFECT_KEY_ROUNDS = 16
 

@@ -20,7 +20,7 @@ from typing import Any
 from ..checkpoint._json import canonical_json
 from ..checkpoint.model import Status, check_identifier, fingerprint
 from ..errors import CheckpointError, InvalidArgumentError, OutcomeUnknownError
-from ..store._open import open_store
+from ..store._open import using_store
 from ..tools import Tool, ToolOutcome
 
 __all__ = [
@@ -268,9 +268,11 @@ def repair_results(
     no checkpoint or ready: ``NOT_EXECUTED``. A path or URL is opened read-only: a
     missing database is ``NOT_FOUND`` (never "not executed" for calls it cannot see).
     """
-    st, ns, owned = _store_and_namespace(store, namespace)
+    if hasattr(store, "store") and hasattr(store, "namespace"):  # a Run
+        store, namespace = store.store, namespace or store.namespace
+    ns = namespace or "default"
     out: dict[str, tuple[str, bool]] = {}
-    try:
+    with using_store(store, readonly=True) as st:
         for call_id in call_ids:
             try:
                 rec = st.get(ns, call_id)
@@ -282,18 +284,7 @@ def repair_results(
                 out[call_id] = (OUTCOME_UNKNOWN, True)
             else:
                 out[call_id] = (render(rec.result.payload), rec.result.is_error)
-    finally:
-        if owned:
-            st.close()
     return out
-
-
-def _store_and_namespace(store: Any, namespace: str | None) -> tuple[Any, str, bool]:
-    """``(store, namespace, owned)``: a Run's store, a Store, or one opened read-only."""
-    if hasattr(store, "store") and hasattr(store, "namespace"):  # a Run
-        return store.store, namespace or store.namespace, False
-    opened = open_store(store, readonly=True)
-    return opened, namespace or "default", opened is not store
 
 
 def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..store._open import using_store
 from ..store.base import RunRow
-from ._read import store_for
 from ._verify import check_chain, export_rows, load_export
 
 __all__ = ["import_json"]
@@ -53,8 +53,7 @@ def import_json(path: str | os.PathLike[str], db: Any = None) -> str:
             message=f"{os.fspath(path)!r} fails verification: {report.reason}",
             details={"run_id": run_id, "first_bad_seq": report.first_bad_seq},
         )
-    store, owned = store_for(db, readonly=False)
-    try:
+    with using_store(db, readonly=False) as store:
         store.create_run(
             RunRow(
                 run_id=run_id,
@@ -71,7 +70,4 @@ def import_json(path: str | os.PathLike[str], db: Any = None) -> str:
         )
         for start in range(0, len(rows), _BATCH):
             store.append_events(run_id, rows[start : start + _BATCH], expected_count=start)
-    finally:
-        if owned:
-            store.close()
     return run_id

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError, NotFoundError
-from ..store import Store, open_store
+from ..store import Store
+from ..store._open import using_store
 from ..store.base import EventRow, RunRow
 from ._events import merge_records, parse_many
 
@@ -27,7 +28,6 @@ __all__ = [
     "load_run",
     "load_stored_run",
     "run_document",
-    "store_for",
 ]
 
 
@@ -73,17 +73,6 @@ def is_live(row: RunRow, doc: dict[str, Any]) -> bool:
     return True
 
 
-def store_for(db: Any, *, readonly: bool = True) -> tuple[Store, bool]:
-    """Return ``(store, owned)`` for ``db`` (owned stores are closed by the caller).
-
-    A path or URL is opened read-only unless ``readonly=False``: readers never create or
-    migrate a database.
-    """
-    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
-        return db, False
-    return open_store(db, readonly=readonly), True
-
-
 def iter_rows(store: Store, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
     """Yield the run's records in ``seq`` order, ``batch`` at a time."""
     after = -1
@@ -124,12 +113,8 @@ def load_run(
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
     """
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         return load_stored_run(store, run_id, progress=progress)
-    finally:
-        if owned:
-            store.close()
 
 
 def load_stored_run(

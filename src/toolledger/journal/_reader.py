@@ -20,9 +20,10 @@ from typing import Any
 from ..checkpoint.model import format_time, parse_age
 from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
+from ..store._open import store_for, using_store
 from ..store._search import EventQuery, parse_query
 from ..store.base import RunRow
-from ._read import StoredRun, load_stored_run, merged_events, run_document, store_for
+from ._read import StoredRun, load_stored_run, merged_events, run_document
 from ._read import is_live as _is_live
 from ._view import Event, RunView, event_from_merged, parse_event_time
 
@@ -173,13 +174,9 @@ def load_run(db: Any, run_id: str) -> RunView:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a malformed ``db`` or run id.
         StoreError: the store cannot be read.
     """
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         stored = load_stored_run(store, run_id)
         return run_view(stored, events_of(store, stored))
-    finally:
-        if owned:
-            store.close()
 
 
 def list_runs(
@@ -214,7 +211,7 @@ def list_runs(
             raise InvalidArgumentError(message=f"{name} must be a str", details={"argument": name})
     low, high = to_time(since, "since"), to_time(until, "until")
     limit = check_limit(limit)
-    store, owned = store_for(db)
+    store, owned = store_for(db, readonly=True)
     out: list[RunView] = []
     try:
         page = min(max(limit * 2, 100), 5000)
@@ -358,12 +355,8 @@ def search(
         until=to_time(until, "until"),
         limit=limit,
     )
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         return _search(store, query, status, limit)
-    finally:
-        if owned:
-            store.close()
 
 
 def _search(store: Store, query: EventQuery, status: str | None, limit: int) -> list[Event]:

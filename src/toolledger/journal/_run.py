@@ -30,7 +30,8 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import CheckpointError, InvalidArgumentError
-from ..store import Store, open_store
+from ..store import Store
+from ..store._open import store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
 from ._events import FORMAT_VERSION, content_hash, run_genesis
@@ -93,8 +94,8 @@ class Run(Recorder):
             )
         self.run_id: str = run_id or new_id()
         self.strict = bool(strict)
-        self._owns_store = not isinstance(db, Store) or isinstance(db, (str, os.PathLike))
-        self.store: Store = open_store(db)
+        self.store: Store
+        self.store, self._owns_store = store_for(db)
         self.errors: list[BaseException] = []
         #: tool-call id -> the ``llm_call`` handle that requested it (integrations/_journaled)
         self._requested_by: dict[str, Any] = {}
@@ -480,7 +481,7 @@ class Run(Recorder):
         """Record an artifact (by hash) at the current nesting level."""
         return self._artifact(path_or_bytes, name=name, media_type=media_type, parent=None)
 
-    # -- guarded tool calls (issue 5 lives in toolledger.guard) ------------------------
+    # -- guarded tool calls (they live in toolledger.guard) ----------------------------
 
     def call(self, tool: Any, **kw: Any) -> Any:
         """Run a guarded tool call (``toolledger.guard.call``)."""

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..store._open import using_store
 from ..store.base import EventRow
 from ._events import RecordParser, canonical, chain_hash, content_hash, run_genesis
-from ._read import get_run_row, iter_rows, run_document, store_for
+from ._read import get_run_row, iter_rows, run_document
 
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
 
@@ -231,8 +232,7 @@ def verify(
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
     """
-    store, owned = store_for(db)
-    try:
+    with using_store(db, readonly=True) as store:
         row = get_run_row(store, run_id)
         return check_chain(
             run_id,
@@ -243,9 +243,6 @@ def verify(
             expected_head=expected_head,
             expected_count=expected_count,
         )
-    finally:
-        if owned:
-            store.close()
 
 
 def load_export(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from ..errors import InvalidArgumentError, InvalidCheckpointError
 
 __all__ = [
     "APPROVAL_SCHEMA_VERSION",
+    "CAS_ROUNDS",
+    "TEXT_MAX",
     "ApprovalRecord",
     "ApprovalStatus",
     "approval_statuses",
@@ -39,7 +41,11 @@ __all__ = [
 ]
 
 APPROVAL_SCHEMA_VERSION = 1
-_TEXT_MAX = 4096  # by / reason / justification / description / ticket
+#: Characters of each free text stored with an approval (by, reason, justification,
+#: description, ticket): longer text is refused when decided, clipped when requested.
+TEXT_MAX = 4096
+#: Read/compare-and-swap rounds on one approval record before a writer gives up.
+CAS_ROUNDS = 16
 
 
 class ApprovalStatus(str, Enum):
@@ -104,9 +110,9 @@ class ApprovalRecord:
         check_time(self.requested_at, "requested_at")
         for name in ("justification", "description", "ticket", "run_id", "by", "reason"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or len(value) > _TEXT_MAX):
+            if value is not None and (not isinstance(value, str) or len(value) > TEXT_MAX):
                 raise InvalidArgumentError(
-                    message=f"{name} must be a str of at most {_TEXT_MAX} characters",
+                    message=f"{name} must be a str of at most {TEXT_MAX} characters",
                     details={"argument": name},
                 )
         decided = self.status is not ApprovalStatus.PENDING

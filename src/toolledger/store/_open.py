@@ -1,4 +1,4 @@
-"""Resolve what users pass as ``db=`` into a ``Store``.
+"""Resolve what users pass as ``db=`` into a ``Store``, and who closes it.
 
 Rules this module keeps: a string with a URL scheme (``name://``) names a backend by that
 scheme, and an unknown scheme is refused, never taken for a file name (a mistyped
@@ -8,8 +8,10 @@ without a scheme is a SQLite file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -17,7 +19,7 @@ from urllib.parse import unquote
 from ..errors import InvalidArgumentError
 from .base import Store
 
-__all__ = ["DEFAULT_DB", "open_store"]
+__all__ = ["DEFAULT_DB", "open_store", "store_for", "using_store"]
 
 DEFAULT_DB = ".toolledger.db"
 
@@ -79,6 +81,33 @@ def open_store(db: Any = None, *, readonly: bool = False, **options: Any) -> Sto
     from .sqlite import SQLiteStore
 
     return SQLiteStore(Path(db), **options)
+
+
+def store_for(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
+    """Return ``(store, owned)`` for what a caller passed as ``db=``.
+
+    A ``Store`` comes back as is (``owned`` is ``False``: its owner closes it); a path, URL
+    or ``None`` is opened with ``open_store(db, readonly=readonly)`` (``owned`` is
+    ``True``: the caller closes it).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for something ``open_store`` refuses.
+        NotFoundError: ``NOT_FOUND`` opening a missing file ``readonly``.
+    """
+    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
+        return db, False
+    return open_store(db, readonly=readonly), True
+
+
+@contextlib.contextmanager
+def using_store(db: Any, *, readonly: bool = False) -> Iterator[Store]:
+    """Yield the store for ``db`` (see ``store_for``); close it afterwards if opened here."""
+    store, owned = store_for(db, readonly=readonly)
+    try:
+        yield store
+    finally:
+        if owned:
+            store.close()
 
 
 def _file_url_path(url: str) -> str:

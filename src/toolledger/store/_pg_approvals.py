@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint.model import format_time
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
+
+if TYPE_CHECKING:
+    from ._pg_conn import PgConnections
 
 __all__ = ["PgApprovals"]
 
@@ -34,15 +37,12 @@ _UPDATE = (
 class PgApprovals:
     """``approval_get``/``approval_put``/``list_approvals`` for ``PostgresStore``.
 
-    Needs ``self.schema`` and either ``self._db`` or the store's own ``_read(query,
-    params)`` and ``_write(fn, *, durable, probe_fn, details)``.
+    Needs ``self.schema`` and ``self._db``, the store's connection layer (``read`` and
+    ``write(fn, *, durable, probe_fn, details)``).
     """
 
     schema: str
-
-    def _approval_db(self) -> Any:
-        # The store's connection layer: ``self._db`` (read/write), or the store itself.
-        return getattr(self, "_db", None) or _Direct(self)
+    _db: PgConnections
 
     def _approval_sql(self, template: str) -> Any:
         from ._pg_schema import qualify  # late: psycopg is an optional dependency
@@ -51,7 +51,7 @@ class PgApprovals:
 
     def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
         """Return the call's approval or ``None``; see ``Store.approval_get``."""
-        rows = self._approval_db().read(self._approval_sql(_GET), (namespace, call_id))
+        rows = self._db.read(self._approval_sql(_GET), (namespace, call_id))
         return load_approval(rows[0][0], namespace, call_id) if rows else None
 
     def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
@@ -75,7 +75,7 @@ class PgApprovals:
             row = cur.fetchone()
             return row is not None and row[0] == text
 
-        won: bool = self._approval_db().write(
+        won: bool = self._db.write(
             write,
             durable=True,
             probe_fn=check,
@@ -107,20 +107,5 @@ class PgApprovals:
         if limit is not None:
             template += " LIMIT %s"
             params.append(int(limit))
-        rows = self._approval_db().read(self._approval_sql(template), params)
+        rows = self._db.read(self._approval_sql(template), params)
         return [load_approval(text, ns, cid) for ns, cid, text in rows]
-
-
-class _Direct:
-    """Adapts a store with ``_read``/``_write`` to the ``read``/``write`` interface."""
-
-    __slots__ = ("_store",)
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def read(self, query: Any, params: Any) -> Any:
-        return self._store._read(query, params)
-
-    def write(self, fn: Any, **kw: Any) -> Any:
-        return self._store._write(fn, **kw)

@@ -31,7 +31,7 @@ from ..errors import NotFoundError
 from ._pg_schema import qualify
 from ._pg_search import event_index_params
 from ._rows import load_record, won
-from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params
+from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params, now_text
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -194,9 +194,7 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
             raise AssertionError("unreachable: the edge table and transition_between disagree")
         return False
     if isinstance(op, WriteOperation):
-        from datetime import datetime, timezone
-
-        now = format_time(datetime.now(timezone.utc))
+        now = now_text()
         cur.execute(q["op_write"], (op.namespace, op.call_id, extra, now))
         return None
     if isinstance(op, RemoveOperation):
@@ -212,9 +210,8 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
 
 
 def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey) -> bool:
-    from datetime import datetime, timezone
 
-    now = format_time(datetime.now(timezone.utc))
+    now = now_text()
     cur.execute(q["effect_claim"], (op.namespace, op.key, op.call_id, now))
     if cur.rowcount == 1:
         return True

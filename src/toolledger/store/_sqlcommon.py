@@ -18,10 +18,11 @@ then does with the selected rows is the same everywhere and lives here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..checkpoint.model import Action, CheckpointRecord
+from ..checkpoint.model import Action, CheckpointRecord, format_time
 from ..errors import CheckpointError, StoreUnavailableError
 from ._rows import load_record
 from .base import (
@@ -38,13 +39,13 @@ from .base import (
 )
 
 __all__ = [
+    "now_text",
     "EVENT_COLUMNS",
     "RUN_COLUMNS",
     "ApplyShortcuts",
     "event_params",
     "event_row",
     "history_entries",
-    "iter_event_rows",
     "quarantined_rows",
     "run_changes",
     "run_row",
@@ -173,19 +174,6 @@ def event_params(r: EventRow) -> tuple[Any, ...]:
     )
 
 
-def iter_event_rows(
-    read_events: Callable[..., list[EventRow]], run_id: str, batch: int
-) -> Iterator[EventRow]:
-    """Yield the run's events in order, reading ``batch`` rows at a time via ``read_events``."""
-    after = -1
-    while True:
-        rows = read_events(run_id, after_seq=after, limit=batch)
-        yield from rows
-        if len(rows) < batch:
-            return
-        after = rows[-1].seq
-
-
 def run_changes(*, status: str | None, ended_at: str | None, data: str | None) -> dict[str, str]:
     """Return the run columns an ``update_run`` sets (``None`` leaves a column unchanged)."""
     return {
@@ -247,3 +235,9 @@ class ApplyShortcuts:
         """Append iff the run holds ``expected_count`` events; see ``Store``."""
         op = AppendEvents(run_id, tuple(rows), expected_count)
         return bool(self.apply([op], durable=durable)[0])
+
+
+def now_text() -> str:
+    """Return now in the stored time form: the clock for what a store stamps itself
+    (an operation-journal entry's ``written_at``, a migration's ``applied_at``)."""
+    return format_time(datetime.now(timezone.utc))

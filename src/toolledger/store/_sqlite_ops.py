@@ -17,14 +17,13 @@ Rules:
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
-from ._sqlcommon import EVENT_COLUMNS, event_params
+from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
 from ._sqlite_search import index_events
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -157,7 +156,7 @@ def _write_operation(conn: sqlite3.Connection, op: WriteOperation, extra: str) -
         "INSERT INTO operation_journal (namespace, call_id, data, written_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, call_id) DO UPDATE SET "
         "data = excluded.data, written_at = excluded.written_at",
-        (op.namespace, op.call_id, extra, format_time(datetime.now(timezone.utc))),
+        (op.namespace, op.call_id, extra, now_text()),
     )
 
 
@@ -173,7 +172,7 @@ def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey) -> bool:
     cur = conn.execute(
         "INSERT OR IGNORE INTO effect_keys (namespace, effect_key, call_id, claimed_at) "
         "VALUES (?, ?, ?, ?)",
-        (op.namespace, op.key, op.call_id, format_time(datetime.now(timezone.utc))),
+        (op.namespace, op.key, op.call_id, now_text()),
     )
     if cur.rowcount == 1:
         return True

@@ -6,16 +6,16 @@ import builtins
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-from ..checkpoint.model import Action, CheckpointRecord, Status, check_time, format_time
+from ..checkpoint.model import Action, CheckpointRecord, Status, check_time
 from ..checkpoint.transitions import transition_between
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
 from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._search import EventQuery, run_goal, scan_search, select_in_memory
-from ._sqlcommon import ApplyShortcuts, history_entries, quarantined_rows, run_changes
+from ._sqlcommon import ApplyShortcuts, history_entries, now_text, quarantined_rows, run_changes
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -184,14 +184,14 @@ class MemoryStore(ApplyShortcuts):
             return True
         if isinstance(op, WriteOperation):
             self._ops[(op.namespace, op.call_id)] = extra
-            self._op_times[(op.namespace, op.call_id)] = format_time(datetime.now(timezone.utc))
+            self._op_times[(op.namespace, op.call_id)] = now_text()
             return None
         if isinstance(op, RemoveOperation):
             return self._ops.pop((op.namespace, op.call_id), None) is not None
         if isinstance(op, ClaimEffectKey):
             held = self._effect_keys.setdefault(
                 (op.namespace, op.key),
-                (op.call_id, format_time(datetime.now(timezone.utc))),
+                (op.call_id, now_text()),
             )
             return held[0] == op.call_id
         if isinstance(op, ReleaseEffectKey):

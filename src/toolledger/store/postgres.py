@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from psycopg import Cursor, errors
@@ -52,7 +52,7 @@ from ._sqlcommon import (
     ApplyShortcuts,
     event_row,
     history_entries,
-    iter_event_rows,
+    now_text,
     quarantined_rows,
     run_changes,
     run_row,
@@ -258,7 +258,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             have = (row[0] if row else None) or 0
             if have > LATEST_VERSION:
                 raise self._too_new(have)
-            now = format_time(datetime.now(timezone.utc))
+            now = now_text()
             for version, name, statements in MIGRATIONS:
                 if version <= have:
                     continue
@@ -473,10 +473,6 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
         rows = self._db.read(self._q["event_records"], (run_id, event_id))
         return tuple(event_row(r) for r in rows)
-
-    def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
-        """Yield the run's events in order, reading ``batch`` rows at a time."""
-        return iter_event_rows(self.read_events, run_id, batch)
 
     # -- retention and copying (tombstones) --------------------------------------------
 

@@ -30,8 +30,8 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -55,7 +55,7 @@ from ._sqlcommon import (
     ApplyShortcuts,
     event_row,
     history_entries,
-    iter_event_rows,
+    now_text,
     quarantined_rows,
     run_changes,
     run_row,
@@ -429,7 +429,7 @@ class SQLiteStore(ApplyShortcuts):
             have = row[0] or 0
             if have > LATEST_VERSION:
                 raise _too_new(self.path, have)
-            now = format_time(datetime.now(timezone.utc))
+            now = now_text()
             for version, name, statements in MIGRATIONS:
                 if version <= have:
                     continue
@@ -807,10 +807,6 @@ class SQLiteStore(ApplyShortcuts):
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [load_approval(text, ns, cid) for ns, cid, text in self._read(sql, params)]
-
-    def iter_events(self, run_id: str, *, batch: int = 5000) -> Iterator[EventRow]:
-        """Yield the run's events in order, reading ``batch`` rows at a time."""
-        return iter_event_rows(self.read_events, run_id, batch)
 
     # -- search ------------------------------------------------------------------------
 

@@ -400,20 +400,16 @@ def reexport(
     """
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from ..store import Store, open_store
+    from ..store._open import using_store
     from ._configure import make_resource
 
-    store = open_store(db, readonly=True)
-    try:
+    with using_store(db, readonly=True) as store:
         policy = resolve_policy(
             capture_content=capture_content, capture_intent=capture_intent, redact=redact
         )
         spans = build_spans(
             store, run_id, policy=policy, resource=make_resource(service_name, project)
         )
-    finally:
-        if not isinstance(db, Store) or isinstance(db, str):
-            store.close()
     # Batches keep each OTLP request small (receivers commonly cap a request at 4 MiB).
     success = True
     for i in range(0, len(spans), batch_size):
