@@ -8,9 +8,13 @@ Rules this module keeps:
 - It prints what the spans carry, never a fixed text: names, kinds, durations and status
   come from the SDK ``ReadableSpan`` objects it is given (an ``InMemorySpanExporter``'s
   finished spans, or the spans ``toolledger.reexport`` rebuilds from a database).
+- The kind is the span's OpenTelemetry kind, with the kind a backend classifies it by when an
+  attribute names one (``openinference.span.kind``: ``internal/TOOL``); an event's line
+  says ``event`` and its time from the span's start.
 - Of the attributes it shows only the few a person reads first, picked by the last part of
   their key (``...tool.name``, ``...call.id``, ``...outcome``, ``...replayed`` ...), so a
-  renamed namespace still shows; the span's events are listed under it by name.
+  renamed namespace still shows; the span's events (e.g. checkpoint transitions) are listed
+  under it, with the same few attributes.
 - Children are ordered by start time, as backends list them; a span whose parent is not
   among the spans given is a root.
 """
@@ -21,18 +25,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SHOWN", "render", "span_label"]
+__all__ = ["BACKEND_KIND", "SHOWN", "render", "span_columns"]
 
-# (label, key suffix) in display order: the attributes a person reads first.
-SHOWN: tuple[tuple[str, str], ...] = (
-    ("tool", "tool.name"),
-    ("call", "tool.call.id"),
-    ("outcome", ".outcome"),
-    ("by", "approval.by"),
-    ("action", "checkpoint.action"),
-    ("to", "checkpoint.status_to"),
-    ("error", "error.type"),
+# (label, key suffixes) in display order: the attributes a person reads first.
+SHOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tool", ("tool.name",)),
+    ("call", ("call.id", "call_id")),
+    ("outcome", (".outcome",)),
+    ("by", ("approval.by",)),
+    ("action", ("checkpoint.action",)),
+    ("to", ("checkpoint.status_to",)),
+    ("error", ("error.type",)),
 )
+# The kind a backend classifies the span by (OpenInference: AGENT, TOOL, CHAIN, GUARDRAIL...).
+BACKEND_KIND = "span.kind"
 _FLAGS = ("replayed", "recovered", "deduplicated_from")
 
 
@@ -40,9 +46,9 @@ def _attrs(span: Any) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
-def _pick(attrs: dict[str, Any], suffix: str) -> Any:
+def _pick(attrs: dict[str, Any], suffixes: tuple[str, ...]) -> Any:
     for key, value in attrs.items():
-        if key.endswith(suffix):
+        if key.endswith(suffixes):
             return value
     return None
 
@@ -80,22 +86,30 @@ def _status(span: Any) -> str:
     return f"{code}: {desc}" if desc else code
 
 
-def span_label(span: Any) -> str:
-    """Return one span's line after its name: kind, duration, status, what a person reads."""
-    attrs = _attrs(span)
-    parts = [span.kind.name.lower(), _duration(span)]
-    status = _status(span)
-    if status:
-        parts.append(status)
-    for label, suffix in SHOWN:
-        value = _pick(attrs, suffix)
-        if value is None or value == "" or str(span.name).endswith(f" {value}"):
+def _shown(attrs: dict[str, Any], name: str, status: str) -> list[str]:
+    parts: list[str] = []
+    for label, suffixes in SHOWN:
+        value = _pick(attrs, suffixes)
+        if value is None or value == "" or name.endswith(f" {value}"):
             continue  # nothing to show, or the name already says it
         if status and str(value) in status:
             continue
         parts.append(f"{label}={value}")
     parts.extend(_flags(attrs))
-    return "  ".join(parts)
+    return parts
+
+
+def span_columns(span: Any) -> list[str]:
+    """Return one span's columns after its name: kind, duration, status, what a person reads."""
+    attrs = _attrs(span)
+    kind = span.kind.name.lower()
+    backend = _pick(attrs, (BACKEND_KIND,))
+    parts = [f"{kind}/{backend}" if backend else kind, _duration(span)]
+    status = _status(span)
+    if status:
+        parts.append(status)
+    parts.extend(_shown(attrs, str(span.name), status))
+    return parts
 
 
 def _glyphs() -> tuple[str, str, str, str]:
@@ -124,22 +138,29 @@ def render(spans: Sequence[Any]) -> list[str]:
     for group in kids.values():
         group.sort(key=lambda s: (s.start_time or 0, s.end_time or 0))
     tee, last, bar, gap = _glyphs()
-    rows: list[tuple[str, str]] = []
+    rows: list[list[str]] = []
 
     def walk(span: Any, prefix: str, is_last: bool, top: bool) -> None:
         head = "" if top else prefix + (last if is_last else tee) + " "
-        rows.append((head + str(span.name), span_label(span)))
+        rows.append([head + str(span.name), *span_columns(span)])
         inner = "" if top else prefix + (gap if is_last else bar) + " "
         children = kids.get(span.context.span_id, [])
         events = list(span.events or ())
         for ev in events:
             mark = last if not children and ev is events[-1] else tee
-            shown = [f"{k}={v}" for k, v in (ev.attributes or {}).items() if k.endswith(".outcome")]
-            rows.append((inner + mark + " event " + ev.name, "  ".join(shown)))
+            shown = _shown(dict(ev.attributes or {}), str(ev.name), "")
+            at = f"+{(ev.timestamp - span.start_time) / 1e6:.1f} ms" if span.start_time else ""
+            rows.append([inner + mark + " " + ev.name, "event", at, *shown])
         for i, child in enumerate(children):
             walk(child, inner, i == len(children) - 1, False)
 
     for root in kids.get(None, []):
         walk(root, "", True, True)
-    width = min(max((len(name) for name, _ in rows), default=0), 48)
-    return [f"{name.ljust(width)}  {label}".rstrip() for name, label in rows]
+    # Names, kinds and durations line up in columns; the rest follows as it comes.
+    widths = [max((len(row[i]) for row in rows if len(row) > i), default=0) for i in range(3)]
+    widths[0] = min(widths[0], 48)
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=False)] + row[3:]
+        lines.append("  ".join(cells).rstrip())
+    return lines

@@ -144,9 +144,16 @@ def test_demo_prints_the_real_spans_as_a_tree(
 ) -> None:
     """One tree line per span the SDK caught, each named as that span, children under parents."""
     out, spans = _demo_output(monkeypatch, tmp_path, capsys)
-    tree = _printed_tree(out)
+    lines = _printed_tree(out)
+    kinds = [
+        line.split(name, 1)[1].split()[0]
+        for name, line in zip(_tree_names(lines), lines, strict=True)
+    ]
+    tree = [line for line, kind in zip(lines, kinds, strict=True) if kind != "event"]
+    events = [line for line, kind in zip(lines, kinds, strict=True) if kind == "event"]
     assert len(tree) == len(spans) > 0
     assert sorted(_tree_names(tree)) == sorted(s.name for s in spans)
+    assert sorted(_tree_names(events)) == sorted(e.name for s in spans for e in s.events)
     (root,) = [s for s in spans if s.parent is None]
     assert tree[0].strip().startswith(root.name)
     by_id = {s.context.span_id: s for s in spans}
@@ -158,24 +165,38 @@ def test_demo_prints_the_real_spans_as_a_tree(
     def line_depth(line: str) -> int:
         return (len(line) - len(re.sub(r"^[│├└─|`\- ]+", "", line)) - 2) // 3
 
-    expected = sorted((s.name, depth(s), s.kind.name.lower()) for s in spans)
+    def backend_kind(span: Any) -> str:
+        oi = next((v for k, v in (span.attributes or {}).items() if k.endswith("span.kind")), None)
+        return span.kind.name.lower() + (f"/{oi}" if oi else "")
+
+    expected = sorted((s.name, depth(s), backend_kind(s)) for s in spans)
     shown = []
     for name, line in zip(_tree_names(tree), tree, strict=True):
         kind = line.split(name, 1)[1].split()[0]
         shown.append((name, line_depth(line), kind))
     assert sorted(shown) == expected
+    # A span's events sit one level under it.
+    expected_events = sorted((e.name, depth(s) + 1) for s in spans for e in s.events)
+    assert sorted(
+        (n, line_depth(line)) for n, line in zip(_tree_names(events), events, strict=True)
+    ) == (expected_events)
 
     # Attribute keys matched by their last part, as the printer does (names may move).
-    def attr(span: Any, suffix: str) -> Any:
+    def attr(span: Any, *suffix: str) -> Any:
         return next((v for k, v in (span.attributes or {}).items() if k.endswith(suffix)), None)
 
-    tools = [s for s in spans if attr(s, "call.id") == "call_post_01"]
+    tools = [s for s in spans if attr(s, "call.id", "call_id") == "call_post_01"]
     assert len(tools) == 2, "the demo's guarded call is asked for twice"
     tool_lines = [line for line in tree if "call=call_post_01" in line]
     assert len(tool_lines) == len(tools)
-    assert sorted("replayed" in line for line in tool_lines) == sorted(
-        bool(attr(s, ".replayed")) for s in tools
-    )
+
+    def is_replay(span: Any) -> bool:
+        marks = ("replay" in span.name, attr(span, ".replayed") is True)
+        return any(marks) or attr(span, ".outcome") == "replayed"
+
+    # One execution, one replay; the printed line says which is which.
+    assert sorted(is_replay(s) for s in tools) == [False, True]
+    assert sorted("replay" in line for line in tool_lines) == [False, True]
     for span in spans:
         outcome = attr(span, ".outcome")
         if outcome is not None:
