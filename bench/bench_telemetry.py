@@ -204,16 +204,19 @@ def providers(endpoint: str | None) -> dict[str, tuple[Any, Any, Any]]:
         "SDK + metrics": (with_metrics, metrics_exp, meters),
     }
     if endpoint:
-        # What users run: the provider configure() builds (batch OTLP/HTTP to a real
-        # receiver; its spans end inline, see _ender.TRUSTED), with metrics.
-        from toolledger.telemetry._policy import DEFAULTS
+        # What users run: the provider configure() builds (batch OTLP/HTTP; its spans end
+        # inline, see _ender.TRUSTED), with metrics. Built here as configure() builds it,
+        # because configure() would also install it as the global provider (and "off"
+        # would no longer be off).
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        from toolledger.telemetry._ender import TRUSTED
+
+        otlp = TracerProvider(shutdown_on_exit=False)
+        otlp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        TRUSTED.add(otlp)
         otlp_meters = MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
-        handle = toolledger.configure(
-            endpoint=endpoint.removesuffix("/v1/traces"), meter_provider=otlp_meters, logs=False
-        )
-        DEFAULTS.reset()  # the bench passes each provider explicitly
-        out["configure(): OTLP + metrics"] = (handle.tracer_provider, None, otlp_meters)
+        out["configure(): OTLP + metrics"] = (otlp, None, otlp_meters)
     return out
 
 
