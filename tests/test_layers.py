@@ -35,9 +35,6 @@ NODE_UNITS = {"main": {"__main__"}, "foundation": FOUNDATION}
 #: Upward imports that exist today, each to be removed by the work named beside it. The
 #: test fails when one of them is gone and still listed, so this list only shrinks.
 KNOWN_VIOLATIONS = {
-    # Run.call/acall/call_many/deliver/adeliver import the guard lazily; helper "guard"
-    # composes the run from the journal and the guard instead (the typed run/guard seam).
-    ("toolledger.journal._run", "toolledger.guard"),
     # reexport() reads the journal from inside telemetry/, which the journal reports to
     # (the lazy import dodges journal -> telemetry -> _reexport -> journal).
     ("toolledger.telemetry._reexport", "toolledger.journal._read"),

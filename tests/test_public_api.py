@@ -233,3 +233,48 @@ def test_testing_exports_the_crash_hook() -> None:
     assert "after-execute" in testing.CRASH_POINTS
     with pytest.raises(toolledger.InvalidArgumentError), testing.crash_at("after-exec"):
         pass
+
+
+def test_run_guarded_calls_have_typed_signatures() -> None:
+    """Run.call/acall/... are real methods of toolledger.Run, typed for a user's mypy."""
+    import typing
+
+    hints = {
+        name: typing.get_type_hints(getattr(toolledger.Run, name))["return"]
+        for name in ("call", "acall", "call_many", "deliver", "adeliver", "deliver_many")
+    }
+    assert hints["call"] is toolledger.ToolOutcome
+    assert hints["acall"] is toolledger.ToolOutcome
+    assert typing.get_origin(hints["call_many"]) is list
+    params = list(inspect.signature(toolledger.Run.call).parameters)
+    assert params[:7] == [
+        "self",
+        "tool",
+        "call_id",
+        "input",
+        "justification",
+        "justification_source",
+        "on_error",
+    ]
+    with toolledger.run("typed", db=toolledger.testing.MemoryStore()) as run:
+        assert type(run) is toolledger.Run  # __enter__ keeps the subclass
+
+
+def test_journal_seam_is_one_protocol_the_run_implements() -> None:
+    """The journal seam names public methods only, and toolledger.Run has each of them."""
+    from toolledger.journal import JournalSeam
+
+    methods = {"begin_event", "ride", "prepare_end", "record_point", "flush"}
+    assert methods <= set(dir(JournalSeam))
+    assert all(callable(getattr(toolledger.Run, m)) for m in methods)
+
+
+def test_run_factory_takes_exactly_the_journal_runs_options() -> None:
+    """toolledger.run(...) (guard layer) mirrors journal.Run's constructor, option for option."""
+    from toolledger.journal import Run as JournalRun
+
+    factory = inspect.signature(toolledger.run).parameters
+    init = inspect.signature(JournalRun.__init__).parameters
+    assert [(p.name, p.default) for p in factory.values()] == [
+        (p.name, p.default) for p in list(init.values())[1:]
+    ]

@@ -47,17 +47,16 @@ from .errors import (
     UnsupportedSchemaError,
 )
 from .export import ExportInfo, SiteInfo, export_html, export_json, export_markdown, export_site
+from .guard._run import Run, run
 from .journal import (
     Event,
     JournalWarning,
-    Run,
     RunView,
     Step,
     VerifyReport,
     import_json,
     list_runs,
     load_run,
-    run,
     search,
     traced,
     verify,

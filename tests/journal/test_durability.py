@@ -40,9 +40,9 @@ def test_approval_and_tool_call_records_are_written_at_once(tmp_path: Path) -> N
     with toolledger.run("g", db=db, run_id="now") as run:
         run.approval("send", granted=True, by="policy")
         assert _stored(db, "now") == 1
-        handle = run._begin_event("tool_call", "send")
+        handle = run.begin_event("tool_call", "send", flush=True)
         assert _stored(db, "now") == 2
-        handle.end("completed")
+        handle.end("completed", flush=True)
         assert _stored(db, "now") == 3
 
 

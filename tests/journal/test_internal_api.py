@@ -53,7 +53,7 @@ class RaisingHooks:
 class TestBeginEvent:
     def test_begin_event_update_end_writes_a_linked_tool_call(self, store):
         with toolledger.run("g", db=store) as run, run.step("outer") as outer:
-            h = run._begin_event(
+            h = run.begin_event(
                 "tool_call",
                 "send_email",
                 justification=None,
@@ -83,7 +83,7 @@ class TestBeginEvent:
 
     def test_end_with_error_dict_is_recorded(self, store):
         with toolledger.run("g", db=store) as run:
-            h = run._begin_event("tool_call", "t")
+            h = run.begin_event("tool_call", "t")
             h.end("failed", error={"type": "OUTCOME_UNKNOWN", "message": "not re-run"})
         ev = load_run(store, run.run_id).events[0]
         assert ev["error"] == {"type": "OUTCOME_UNKNOWN", "message": "not re-run"}
@@ -163,7 +163,7 @@ class TestCrossContextEnd:
         import threading
 
         with toolledger.run("g", db=store) as run:
-            h = run._begin_event("tool_call", "t")
+            h = run.begin_event("tool_call", "t")
             worker = threading.Thread(target=h.end, args=("completed",))
             worker.start()
             worker.join()

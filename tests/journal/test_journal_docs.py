@@ -40,7 +40,7 @@ def test_docs_name_every_public_journal_call() -> None:
         "toolledger.import_json(",
         "toolledger.Replayer(",
         "erase_content(",
-        "run._begin_event(",
+        "run.begin_event(",
         "toolledger.load_run(",
         "toolledger.list_runs(",
         "toolledger.search(",

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..store._approval_record import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
 from ..tools import Tool, ToolOutcome
-from ._seams import APPROVAL_ROUNDS, now, reached
+from ._seams import APPROVAL_ROUNDS, GuardedRun, now, reached
 
 __all__ = ["AWAITING_APPROVAL", "DENIED", "GateFlow"]
 
@@ -76,7 +76,7 @@ class GateFlow:
 
     def __init__(
         self,
-        run: Any,
+        run: GuardedRun,
         tool: Tool,
         binding: Binding,
         input: Any,
@@ -161,7 +161,7 @@ class GateFlow:
         )
 
     def _run_id(self) -> str | None:
-        run_id = getattr(self.run, "run_id", None)
+        run_id = self.run.run_id
         return run_id if isinstance(run_id, str) and run_id else None
 
     def _record(self, answer: Any, stored: ApprovalRecord | None, at: datetime) -> ApprovalRecord:
@@ -294,11 +294,8 @@ class GateFlow:
             "call_id": self.binding.call_id,
             "revision": cp.revision if cp is not None else None,
         }
-        point = getattr(self.run, "_point", None)
-        if point is None:
-            return
         try:
-            point(
+            self.run.record_point(
                 "approval",
                 self.tool.name,
                 status=status,
@@ -309,6 +306,6 @@ class GateFlow:
             if not granted:  # the call ends here: make the record visible now
                 self.run.flush()
         except Exception:
-            if getattr(self.run, "strict", False):
+            if self.run.strict:
                 raise
             # recording never breaks the agent (the journal keeps run.errors)

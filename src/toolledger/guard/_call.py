@@ -42,6 +42,7 @@ from ._flow import (
     Recover,
     join_claims,
 )
+from ._seams import GuardedRun
 
 __all__ = [
     "ClaimBatcher",
@@ -62,7 +63,7 @@ _ON_ERROR = ("raise", "result")
 
 
 def start(
-    run: Any,
+    run: GuardedRun,
     tool: Tool,
     *,
     call_id: str,
@@ -108,7 +109,7 @@ def start(
     # would refuse now, before the gate stores or asks anything.
     check_text(justification, "justification")
     check_source(justification_source)
-    run._require_running()
+    run.require_running()
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
     effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
@@ -169,6 +170,8 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
             prepared, (status, _, _, _) = carried
             handle.end(status, carried=prepared)
             return
+        # A replayed call changed nothing: its records stay buffered like a step's; any
+        # other end is written at once.
         revision = outcome.revision if outcome else (rec.revision if rec else None)
         meta = flow.end_meta(replayed=facts["replayed"], recovered=facts["recovered"])
         handle.update(checkpoint=flow.checkpoint_link(revision))
@@ -177,10 +180,11 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
                 "replayed" if outcome.replayed else "completed",
                 outputs={"result": outcome.payload, "is_error": outcome.is_error},
                 meta=meta,
+                flush=not outcome.replayed,
             )
         else:
             status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
-            handle.end(status, error=error, meta=meta)
+            handle.end(status, error=error, meta=meta, flush=True)
     except Exception:  # recording never breaks the agent (the journal keeps run.errors)
         pass
 
@@ -241,7 +245,7 @@ def _call_user(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     return True, value
 
 
-def commit_claims(store: Any, runs: Sequence[Any], ops: Sequence[Any]) -> Any:
+def commit_claims(store: Any, runs: Sequence[GuardedRun], ops: Sequence[Any]) -> Any:
     """Commit claim ops durably in one transaction, with the runs' buffered journal records.
 
     Each run's buffered records (the calls' ``tool_call`` start records and whatever was
@@ -256,11 +260,10 @@ def commit_claims(store: Any, runs: Sequence[Any], ops: Sequence[Any]) -> Any:
     seen: set[int] = set()
     try:
         for run in runs:
-            ride = getattr(run, "_ride", None)
-            if ride is None or id(run) in seen:
+            if id(run) in seen:
                 continue
             seen.add(id(run))
-            r = ride(store)
+            r = run.ride(store)
             if r is not None:
                 rides.append(r)
         n = len(ops)
@@ -297,10 +300,8 @@ def _perform_sync(flow: CallFlow, req: Any, shield: DeferSigint) -> Any:
 
 def flush_journal(flow: CallFlow) -> None:
     """Store the call's start record before ``recover`` runs (no claim carried it)."""
-    flush = getattr(flow.run, "flush", None)
-    if flush is not None:
-        with contextlib.suppress(Exception):  # recording never breaks the agent
-            flush()
+    with contextlib.suppress(Exception):  # recording never breaks the agent
+        flow.run.flush()
 
 
 def drive_sync(flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
@@ -342,7 +343,9 @@ def begin(flow: CallFlow, *, ask_sync: bool = False) -> tuple[Any, Any, ToolOutc
     return gen, req, None
 
 
-def start_item(run: Any, item: Mapping[str, Any], on_error: str | None, *, sync: bool) -> CallFlow:
+def start_item(
+    run: GuardedRun, item: Mapping[str, Any], on_error: str | None, *, sync: bool
+) -> CallFlow:
     if not isinstance(item, Mapping) or not {"tool", "call_id", "input"} <= set(item):
         raise InvalidArgumentError(
             message="each call must be a mapping with tool, call_id and input"
@@ -390,7 +393,9 @@ class ClaimBatcher:
             int, tuple[Any, list[tuple[tuple[Any, ...], asyncio.Future[Any]]], list[Any]]
         ] = {}
 
-    def submit(self, store: Any, ops: tuple[Any, ...], run: Any = None) -> asyncio.Future[Any]:
+    def submit(
+        self, store: Any, ops: tuple[Any, ...], run: GuardedRun | None = None
+    ) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self.loop.create_future()
         key = id(store)
         entry = self.pending.get(key)

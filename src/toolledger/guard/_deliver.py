@@ -27,6 +27,7 @@ from ._seams import (
     DELIVERY_CLAIM_ROUNDS,
     DELIVERY_COMPLETE_ROUNDS,
     STORE_RETRIES,
+    GuardedRun,
     after,
     reached,
     report_transition,
@@ -38,7 +39,7 @@ __all__ = ["Delivery"]
 class Delivery:
     """Claim/post/complete for several calls with one relaxed commit per step."""
 
-    def __init__(self, run: Any, call_ids: Sequence[str], redeliver: bool) -> None:
+    def __init__(self, run: GuardedRun, call_ids: Sequence[str], redeliver: bool) -> None:
         self.run = run
         self.store = run.store
         self.namespace = run.namespace
@@ -69,7 +70,7 @@ class Delivery:
             self._store_errors.append(exc)
             return [False] * len(moves)  # outcome unknown: the re-read tells
         for (t, src), w in zip(moves, won, strict=True):
-            report_transition(getattr(self.run, "span", None), t, src.status.value, bool(w))
+            report_transition(self.run.span, t, src.status.value, bool(w))
         return [bool(w) for w in won]
 
     def claim(self) -> bool:

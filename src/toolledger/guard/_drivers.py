@@ -69,12 +69,13 @@ from ._call import (
 )
 from ._deliver import Delivery
 from ._flow import CANCELLATION, Claim, join_claims
+from ._seams import GuardedRun
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
 
 
 def call(
-    run: Any,
+    run: GuardedRun,
     tool: Tool,
     *,
     call_id: str,
@@ -129,7 +130,7 @@ def call(
 
 
 def call_many(
-    run: Any,
+    run: GuardedRun,
     calls: Sequence[Mapping[str, Any]],
     *,
     on_error: str | None = None,
@@ -242,7 +243,7 @@ def call_many(
 
 
 async def acall(
-    run: Any,
+    run: GuardedRun,
     tool: Tool,
     *,
     call_id: str,
@@ -275,7 +276,9 @@ async def acall(
     return await drive_async(flow, gen, req)
 
 
-def deliver(run: Any, call_id: str, post: Callable[[Any], Any], *, redeliver: bool = False) -> Any:
+def deliver(
+    run: GuardedRun, call_id: str, post: Callable[[Any], Any], *, redeliver: bool = False
+) -> Any:
     """Post a call's stored result exactly through its checkpoint (``run.deliver``).
 
     Claims delivery (fenced), calls ``post(payload)`` with the *stored* payload, then
@@ -305,7 +308,7 @@ def deliver(run: Any, call_id: str, post: Callable[[Any], Any], *, redeliver: bo
 
 
 def deliver_many(
-    run: Any,
+    run: GuardedRun,
     call_ids: Sequence[str],
     post: Callable[[dict[str, Any]], Any],
     *,
@@ -321,7 +324,7 @@ def deliver_many(
 
 
 async def adeliver(
-    run: Any,
+    run: GuardedRun,
     call_id: str,
     post: Callable[[Any], Awaitable[Any] | Any],
     *,

@@ -50,6 +50,7 @@ from ..errors import (
     StoreError,
     StoreUnavailableError,
 )
+from ..journal import EventHandle
 from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from ..tools import (
     ExecuteContext,
@@ -65,6 +66,7 @@ from ._outcomes import outcome
 from ._seams import (
     DECIDE_ROUNDS,
     STORE_RETRIES,
+    GuardedRun,
     after,
     new_attempt_id,
     now,
@@ -199,7 +201,7 @@ class CallFlow:
     def __init__(
         self,
         *,
-        run: Any,
+        run: GuardedRun,
         tool: Tool,
         binding: Binding,
         input: Any,
@@ -269,7 +271,7 @@ class CallFlow:
         ride = None
         if end is not None:
             with contextlib.suppress(Exception):  # recording never breaks the call
-                ride = self.run._ride(self.store, end[0])
+                ride = self.run.ride(self.store, end[0])
         outcome: Any = False
         won = False
         try:
@@ -299,9 +301,9 @@ class CallFlow:
         """
         if not getattr(self.store, "gated_append", False):
             return None
-        prepare = getattr(getattr(self.handle, "run", None), "_prepare_end", None)
-        if prepare is None or getattr(self.handle, "ended", True):
-            return None
+        handle = self.handle
+        if not isinstance(handle, EventHandle) or handle.ended:
+            return None  # no journal event (an effect key's holder), or it ended
         rec = t.next
         assert rec.result is not None
         fields = self.end_fields(
@@ -309,8 +311,8 @@ class CallFlow:
         )
         status, outputs, meta, checkpoint = fields
         try:
-            prepared = prepare(
-                self.handle, status, outputs=outputs, meta=meta, checkpoint=checkpoint
+            prepared = self.run.prepare_end(
+                handle, status, outputs=outputs, meta=meta, checkpoint=checkpoint
             )
             return prepared, fields
         except Exception:  # e.g. a payload the journal refuses: the normal end path reports it
@@ -371,7 +373,7 @@ class CallFlow:
     def open_event(self) -> None:
         """Start the call's ``tool_call`` journal event and pick the attempt id."""
         binding = self.binding
-        self.handle = handle = self.run._begin_event(
+        self.handle = handle = self.run.begin_event(
             "tool_call",
             self.tool.name,
             justification=self.justification,
@@ -386,7 +388,9 @@ class CallFlow:
                 "call_id": binding.call_id,
                 "revision": None,
             },
-            carried=True,  # the start record rides in the claim transaction (commit_claims)
+            # Requested by a journaled model call: that call's child.
+            parent=self.run.requested_by(binding.call_id) or ...,
+            flush=False,  # the start record rides in the claim transaction (commit_claims)
         )
         span = getattr(handle, "span", None)
         self.attempt_id = new_attempt_id(
@@ -594,7 +598,7 @@ class CallFlow:
             binding=self.binding,
             attempt_id=self.attempt_id,
             operation=self.operation,
-            run_id=str(getattr(self.run, "run_id", "")),
+            run_id=self.run.run_id,
             justification=self.justification,
         )
         try:
@@ -737,7 +741,7 @@ class CallFlow:
             binding=self.binding,
             attempt_id=rec.execution_fence or self.attempt_id,
             operation=self.operation,
-            run_id=str(getattr(self.run, "run_id", "")),
+            run_id=self.run.run_id,
             reason=rec.uncertain_reason,
             error=error,
         )

@@ -13,6 +13,8 @@ Rules this module keeps:
   (telemetry never breaks a tool call).
 - Attempt ids: the format lives in ``checkpoint._attempt`` (telemetry parses it too);
   ``new_attempt_id``/``parse_link`` are re-exported here for the guard.
+- The run: ``GuardedRun`` is what the guard takes (``toolledger.Run`` is one): the
+  journal seam, plus the event that requested a tool call (the call's parent).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from ..checkpoint._attempt import new_attempt_id, parse_link
 from ..checkpoint.model import CheckpointRecord, Transition
 from ..errors import InvalidArgumentError
+from ..journal import EventHandle, JournalSeam
 from ..store._approval_record import CAS_ROUNDS
 from ..telemetry._hooks import NoopSpan
 
@@ -35,6 +38,7 @@ __all__ = [
     "DELIVERY_CLAIM_ROUNDS",
     "DELIVERY_COMPLETE_ROUNDS",
     "EFFECT_KEY_ROUNDS",
+    "GuardedRun",
     "STORE_RETRIES",
     "after",
     "crash_at",
@@ -44,6 +48,15 @@ __all__ = [
     "reached",
     "report_transition",
 ]
+
+
+class GuardedRun(JournalSeam, Protocol):
+    """The run a guarded call records through: the journal seam, and who asked for a call."""
+
+    def requested_by(self, call_id: str) -> EventHandle | None:
+        """The event (a journaled model call) that requested tool call ``call_id``."""
+        ...
+
 
 # -- limits ----------------------------------------------------------------------------------
 

@@ -15,13 +15,16 @@ import copy
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint._json import canonical_json
 from ..checkpoint.model import Status, check_identifier, fingerprint
 from ..errors import CheckpointError, InvalidArgumentError, OutcomeUnknownError
 from ..store._open import using_store
 from ..tools import Tool, ToolOutcome
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "AWAITING_APPROVAL_TEXT",
@@ -216,7 +219,7 @@ def _conclude(
 
 
 def run_calls(
-    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[tuple[ToolCall, str, bool]]:
     """Run parsed calls through ``run.call_many`` (``on_error="result"``).
 
@@ -238,7 +241,7 @@ def run_calls(
 
 
 async def arun_calls(
-    run: Any, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[tuple[ToolCall, str, bool]]:
     """Async ``run_calls``: the calls run concurrently through ``run.acall``.
 
@@ -287,7 +290,7 @@ def repair_results(
     return out
 
 
-def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:
+def call_ids_with_checkpoints(run: Run, calls: Sequence[ToolCall]) -> list[str]:
     """The ids among ``calls`` that have a checkpoint with a result (deliverable)."""
     out = []
     seen = Counter(c.id for c in calls if c.refused is None)
@@ -299,7 +302,7 @@ def call_ids_with_checkpoints(run: Any, calls: Sequence[ToolCall]) -> list[str]:
 
 
 def deliver_calls(
-    run: Any, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+    run: Run, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
 ) -> Any:
     """Post the results of ``calls`` once (one model request) through their checkpoints.
 
@@ -320,7 +323,7 @@ def deliver_calls(
 
 
 async def adeliver_calls(
-    run: Any, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+    run: Run, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
 ) -> Any:
     """Async ``deliver_calls``: ``post(payloads)`` may be async."""
     import inspect

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidArgumentError, OutcomeUnknownError
 from ..guard import acall, call
 from ..tools import EffectKey, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "DEFAULT_REVISION",
@@ -115,7 +118,7 @@ class FrameworkGuard:
 
     def __init__(
         self,
-        run: Any,
+        run: Run,
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,

@@ -27,7 +27,7 @@ Rules this module keeps:
   (``meta.stream_closed_early``).
 - Recording never breaks the agent: a journal failure is kept in ``run.errors`` (raised
   only with ``strict=True``); the SDK's own exceptions are recorded and re-raised unchanged.
-- Tool calls the model requested are remembered on the run (``run._requested_by``, bounded)
+- Tool calls the model requested are remembered on the run (``run.remember_request``, bounded)
   so the guard's ``tool_call`` events of those ids get this event (and span) as parent.
 """
 
@@ -40,10 +40,13 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint._json import canonical_json
 from ._common import as_plain
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "AsyncStream",
@@ -54,9 +57,6 @@ __all__ = [
     "SyncStream",
     "content_sha256",
 ]
-
-#: Most tool-call ids remembered per run for parenting (oldest forgotten first).
-MAX_REMEMBERED = 10_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -89,7 +89,7 @@ def content_sha256(messages: Any, content: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _capture(run: Any, explicit: bool | None) -> bool:
+def _capture(run: Run, explicit: bool | None) -> bool:
     if explicit is not None:
         return bool(explicit)
     policy = getattr(getattr(run, "telemetry", None), "policy", None)
@@ -171,7 +171,7 @@ class Recorder:
 
     def __init__(
         self,
-        run: Any,
+        run: Run,
         provider: str,
         capture_content: bool | None = None,
         server: dict[str, Any] | None = None,
@@ -244,7 +244,7 @@ class LLMCall:
                 meta["stream"] = True
             if recorder.server is not None:
                 meta["server"] = dict(recorder.server)
-            self.handle = run._begin_event("llm_call", self.model[:256], inputs=inputs, meta=meta)
+            self.handle = run.begin_event("llm_call", self.model[:256], inputs=inputs, meta=meta)
         except Exception as exc:  # recording never breaks the agent (strict re-raises)
             self._failed(exc)
 
@@ -262,10 +262,7 @@ class LLMCall:
             self._first = time.monotonic() - self._started
 
     def _failed(self, exc: Exception) -> None:
-        record = getattr(self.recorder.run, "_record_failure", None)
-        if record is None:
-            raise exc
-        record(exc)
+        self.recorder.run.record_failure(exc)
 
     def end(self, facts: ResponseFacts, *, closed_early: bool = False) -> None:
         """Write the end record with the response's facts."""
@@ -331,15 +328,8 @@ class LLMCall:
     def _remember(self, ids: Sequence[str]) -> None:
         if not ids:
             return
-        run = self.recorder.run
-        table = getattr(run, "_requested_by", None)
-        if not isinstance(table, dict):
-            return  # a journal without tool-call parenting: nothing to remember
         for call_id in ids:
-            table.pop(call_id, None)
-            table[call_id] = self.handle
-        while len(table) > MAX_REMEMBERED:
-            table.pop(next(iter(table)))
+            self.recorder.run.remember_request(call_id, self.handle)
 
 
 # -- streams ----------------------------------------------------------------------------------

@@ -7,17 +7,20 @@ entry point here keeps those imports one-way. No SDK is imported here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ._journaled import Recorder, server_of
 from ._journaled_anthropic import wrap_anthropic
 from ._journaled_openai import wrap_openai
 
+if TYPE_CHECKING:
+    from ..guard._run import Run
+
 __all__ = ["journaled"]
 
 
-def journaled(client: Any, run: Any, *, capture_content: bool | None = None) -> Any:
+def journaled(client: Any, run: Run, *, capture_content: bool | None = None) -> Any:
     """Wrap an Anthropic or OpenAI SDK client so every completion is journaled.
 
     The returned object is used like the client (everything else is delegated):

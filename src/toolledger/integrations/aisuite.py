@@ -27,7 +27,7 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..tools import Tool, tool
@@ -35,6 +35,9 @@ from ._common import JUSTIFICATION, JUSTIFICATION_SCHEMA, field
 from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream
 from ._journaled_endpoint import Proxy
 from ._journaled_facts import ChatAccumulator, chat_facts
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = ["PROVIDER_NAMES", "JournaledClient"]
 
@@ -177,7 +180,7 @@ class JournaledClient:
 
     def __init__(
         self,
-        run: Any,
+        run: Run,
         client: Any,
         *,
         capture_content: bool | None = None,

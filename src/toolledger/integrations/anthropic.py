@@ -13,7 +13,7 @@ importable from here too, imported on first use.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tools import Tool
 from ._common import (
@@ -30,6 +30,9 @@ from ._common import (
     split_args,
 )
 from ._journaled_wrap import journaled as journaled
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "ToolCall",
@@ -120,7 +123,7 @@ def _result_block(call_id: str, text: str, is_error: bool) -> dict[str, Any]:
 
 
 def run_tool_calls(
-    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[dict[str, Any]]:
     """Run every tool call of ``response`` through ``run.call`` and shape the results.
 
@@ -142,7 +145,7 @@ def run_tool_calls(
     ]
 
 
-def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+def deliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
     """Post the next request (carrying this response's results) through the checkpoints.
 
     ``post(payloads)`` sends the request; if it raises, the delivery claims are released
@@ -153,7 +156,7 @@ def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = Fal
 
 
 async def arun_tool_calls(
-    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[dict[str, Any]]:
     """Async ``run_tool_calls``: the turn's calls run concurrently via ``run.acall``.
 
@@ -164,7 +167,7 @@ async def arun_tool_calls(
     return [_result_block(c.id, text, err) for c, text, err in done]
 
 
-async def adeliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+async def adeliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
     """Async ``deliver_results``: ``post(payloads)`` may be a coroutine function."""
     return await adeliver_calls(run, tool_calls(response), post, redeliver=redeliver)
 

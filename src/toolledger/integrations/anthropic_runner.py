@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalDenied, CheckpointError
 from ..tools import EffectKey
@@ -48,6 +48,9 @@ try:
     from anthropic.lib.tools import _tool_dispatch as _dispatch
 except ImportError as exc:
     raise missing("anthropic", "anthropic", "anthropic") from exc
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = ["GuardedSessionToolRunner", "guarded_session_tool_runner", "guarded_tool_runner"]
 
@@ -177,7 +180,7 @@ def _strip_justification(tool: Any, input: Any) -> Any:
 
 
 def guarded_tool_runner(
-    run: Any,
+    run: Run,
     client: Any,
     *,
     tools: Iterable[Any],
@@ -294,7 +297,7 @@ _session_mod.SessionRun._call_tool = _call_tool  # type: ignore[method-assign]
 
 
 def guarded_session_tool_runner(
-    run: Any,
+    run: Run,
     client: Any,
     session_id: str,
     *,

@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..tools import EffectKey
@@ -52,6 +52,9 @@ try:
     from pydantic_core import to_jsonable_python
 except ImportError as exc:
     raise missing("langgraph", "langgraph", "langgraph") from exc
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "DurabilityWarning",
@@ -268,7 +271,7 @@ class _Wrapper:
 
 
 def _wrapper(
-    run: Any,
+    run: Run,
     revisions: Mapping[str, str] | None,
     gates: Mapping[str, ToolGate] | None,
     on_error: str,
@@ -288,7 +291,7 @@ def _wrapper(
 
 
 def guard_tool_calls(
-    run: Any,
+    run: Run,
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
@@ -312,7 +315,7 @@ def guard_tool_calls(
 
 
 def aguard_tool_calls(
-    run: Any,
+    run: Run,
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
@@ -337,7 +340,7 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
 
     def __init__(
         self,
-        run: Any,
+        run: Run,
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,

@@ -39,10 +39,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidArgumentError
 from ..tools import Recovered, Tool, ToolOutcome
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = ["POLICIES", "GuardedSession", "guarded_session", "policy_for"]
 
@@ -120,7 +123,7 @@ class GuardedSession:
     def __init__(
         self,
         session: Any,
-        run: Any,
+        run: Run,
         *,
         server_name: str | None = None,
         policies: Mapping[str, Policy] | None = None,
@@ -301,28 +304,33 @@ class GuardedSession:
         meta: dict[str, Any] = {"mcp_server": self.server_name, "policy": "read_only"}
         if call_id is not None:
             meta["call_id"] = call_id
-        handle = self.run._begin_event(
+        requested = None if call_id is None else self.run.requested_by(call_id)
+        handle = self.run.begin_event(
             "tool_call",
             label,
             justification=justification,
             justification_source=justification_source,
             inputs=args,
             meta=meta,
+            parent=requested or ...,  # requested by a journaled model call: its child
+            flush=True,
         )
         try:
             result = await self.session.call_tool(name, args, **kwargs)
         except BaseException as exc:
-            handle.end("failed" if isinstance(exc, Exception) else "cancelled", error=exc)
+            handle.end(
+                "failed" if isinstance(exc, Exception) else "cancelled", error=exc, flush=True
+            )
             raise
         payload = _wire(result)
         is_error = bool(payload.get("isError")) if isinstance(payload, Mapping) else False
-        handle.end("completed", outputs={"result": payload, "is_error": is_error})
+        handle.end("completed", outputs={"result": payload, "is_error": is_error}, flush=True)
         return result
 
 
 def guarded_session(
     session: Any,
-    run: Any,
+    run: Run,
     *,
     server_name: str | None = None,
     policies: Mapping[str, Policy] | None = None,

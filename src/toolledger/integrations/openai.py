@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..tools import Tool
 from ._common import (
@@ -28,6 +28,9 @@ from ._common import (
     split_args,
 )
 from ._journaled_wrap import journaled as journaled
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = [
     "ToolCall",
@@ -150,7 +153,7 @@ def _result(call: ToolCall, text: str) -> dict[str, Any]:
 
 
 def run_tool_calls(
-    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[dict[str, Any]]:
     """Run every function call of ``response`` through ``run.call`` and shape the results.
 
@@ -168,7 +171,7 @@ def run_tool_calls(
     return [_result(c, text) for c, text, _err in run_calls(run, tool_calls(response), tools)]
 
 
-def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+def deliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
     """Post the next request (carrying this response's results) through the checkpoints.
 
     See ``toolledger.integrations.anthropic.deliver_results``.
@@ -177,7 +180,7 @@ def deliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = Fal
 
 
 async def arun_tool_calls(
-    run: Any, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
+    run: Run, response: Any, tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[dict[str, Any]]:
     """Async ``run_tool_calls``: the turn's calls run concurrently via ``run.acall``.
 
@@ -188,7 +191,7 @@ async def arun_tool_calls(
     return [_result(c, text) for c, text, _err in done]
 
 
-async def adeliver_results(run: Any, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+async def adeliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
     """Async ``deliver_results``: ``post(payloads)`` may be a coroutine function."""
     return await adeliver_calls(run, tool_calls(response), post, redeliver=redeliver)
 

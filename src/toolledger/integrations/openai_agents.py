@@ -35,7 +35,7 @@ import copy
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..approvals import Approved, get_approval
 from ..errors import InvalidArgumentError
@@ -54,6 +54,9 @@ try:
     from pydantic_core import to_jsonable_python
 except ImportError as exc:
     raise missing("openai_agents", "openai-agents", "openai-agents") from exc
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = ["SDK_APPROVER", "guarded_tools"]
 
@@ -145,7 +148,7 @@ def _needs_approval(guard: FrameworkGuard, sdk: Any) -> Callable[..., Any]:
 
 
 def guarded_tools(
-    run: Any,
+    run: Run,
     tools: Iterable[Any],
     *,
     revisions: Mapping[str, str] | None = None,

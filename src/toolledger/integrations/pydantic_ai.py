@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..tools import EffectKey
@@ -39,6 +39,9 @@ try:
     from pydantic_core import to_jsonable_python
 except ImportError as exc:
     raise missing("pydantic_ai", "pydantic-ai-slim", "pydantic-ai") from exc
+
+if TYPE_CHECKING:
+    from ..guard._run import Run
 
 __all__ = ["GuardedToolset"]
 
@@ -57,7 +60,7 @@ class GuardedToolset(WrapperToolset[Any]):
             (``ModelRetry`` and id-less providers re-plan with new ids).
     """
 
-    run: Any = field(kw_only=True)
+    run: Run = field(kw_only=True)
     revisions: Mapping[str, str] | None = field(default=None, kw_only=True)
     gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
     recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)

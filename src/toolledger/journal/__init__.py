@@ -8,7 +8,8 @@ from ._handles import Artifact, EventHandle, Step
 from ._import import import_json
 from ._reader import list_runs, load_run, search
 from ._recorder import JournalWarning
-from ._run import Run, current_run, run
+from ._run import Run, current_run
+from ._seam import JournalSeam
 from ._traced import traced
 from ._verify import VerifyReport, verify, verify_export
 from ._view import Event, RunView
@@ -17,6 +18,7 @@ __all__ = [
     "Artifact",
     "Event",
     "EventHandle",
+    "JournalSeam",
     "JournalWarning",
     "Run",
     "RunView",
@@ -27,7 +29,6 @@ __all__ = [
     "import_json",
     "list_runs",
     "load_run",
-    "run",
     "search",
     "traced",
     "verify",

@@ -2,7 +2,7 @@
 
 Rules this module keeps:
 
-- ``Run._begin_event(kind, name, ...)`` writes the event's *start* record, starts its span
+- ``Run.begin_event(kind, name, ...)`` writes the event's *start* record, starts its span
   and pushes the handle on the context-variable stack, so events begun inside it (in this
   thread or asyncio task, and in tasks created from it) get it as ``parent_id``. Threads
   and tasks each keep their own stack.
@@ -183,6 +183,7 @@ class EventHandle:
         error: BaseException | Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         carried: Any = None,
+        flush: bool = False,
     ) -> None:
         """Write the end record, end the span and pop the context stack.
 
@@ -191,7 +192,8 @@ class EventHandle:
             outputs: Merged into the outputs recorded so far.
             error: An exception or a JSON-able dict describing the failure.
             meta: Merged into meta.
-            carried: The ``PreparedEnd`` (``Run._prepare_end``) of this end, which a
+            flush: Write the end record (with everything buffered) now.
+            carried: The ``PreparedEnd`` (``Run.prepare_end``) of this end, which a
                 transaction already put in the chain: it is not written again, and its
                 outputs, meta and checkpoint link replace ``outputs``/``meta``.
 
@@ -214,7 +216,7 @@ class EventHandle:
                 )
         self._ended = True
         _pop(self)
-        self.run._end_event(self, status, error, carried)
+        self.run._end_event(self, status, error, carried, flush)
 
 
 def _pop(handle: EventHandle) -> None:
@@ -288,7 +290,7 @@ class Step:
         return self.handle.event_id
 
     def __enter__(self) -> Step:
-        self._handle = self.run._begin_event("step", **self._spec)
+        self._handle = self.run.begin_event("step", **self._spec)
         self._activation = self.run._activate(self._handle)
         return self
 
@@ -329,7 +331,7 @@ class Step:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` when ``text`` is not a str.
         """
-        return self.run._point("note", "note", parent=self.handle, text=text)
+        return self.run.record_point("note", "note", parent=self.handle, text=text)
 
     def add_artifact(
         self,

@@ -2,8 +2,12 @@
 
 Rules this module keeps:
 
-- ``_begin_event`` / ``EventHandle.end`` write an event's start and end records;
-  ``_point`` writes one-record events (approval, note, artifact, finish). Every record goes
+- ``begin_event`` / ``EventHandle.end`` write an event's start and end records;
+  ``record_point`` writes one-record events (approval, note, artifact, finish). These,
+  with ``ride``, ``prepare_end``, ``flush``, ``require_running`` and ``record_failure``,
+  are the journal seam (``journal._seam.JournalSeam``) the guard and the integrations
+  record through. The journal knows no caller's concept: the caller passes the parent
+  and whether a record is flushed at once. Every record goes
   through ``_write``: content is canonicalised and hashed (``content_sha256``), then the
   header is chained by the run's ``ChainWriter``.
 - Each event's telemetry span is started before its start record is written, so the
@@ -22,7 +26,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
@@ -116,7 +120,7 @@ def check_source(source: object) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedEnd:
-    """An event's end record built ahead of time (``Recorder._prepare_end``)."""
+    """An event's end record built ahead of time (``Recorder.prepare_end``)."""
 
     ended_at: str
     header: dict[str, Any]
@@ -149,7 +153,7 @@ class Recorder:
         """
         return True if self._writer is None else self._writer.flush()
 
-    def _ride(self, store: Any, end: PreparedEnd | None = None) -> Ride | None:
+    def ride(self, store: Store, end: PreparedEnd | None = None) -> Ride | None:
         """Hand the buffered records (and ``end``'s record, provisional) to a transaction
         on ``store``; see ``ChainWriter.ride``."""
         if self._writer is None:
@@ -157,9 +161,9 @@ class Recorder:
         extra = None if end is None else (end.header, end.content_json)
         return self._writer.ride(store, extra)
 
-    # -- the internal event API --------------------------------------------------------
+    # -- the event API (the journal seam) --------------------------------------------------
 
-    def _begin_event(
+    def begin_event(
         self,
         kind: str,
         name: str,
@@ -169,12 +173,16 @@ class Recorder:
         inputs: Any = None,
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
-        carried: bool = False,
+        parent: EventHandle | EllipsisType | None = ...,
+        flush: bool = False,
     ) -> EventHandle:
         """Write an event's start record, start its span, push it as the current parent.
 
-        A ``tool_call``'s start record is flushed at once, unless ``carried``: the caller
-        (the guard) then carries it inside its own next transaction (``_ride``).
+        Args:
+            parent: The enclosing event; ``...`` (default): the innermost open event of
+                this run in the current context; ``None``: the run's top level.
+            flush: Write the start record (with everything buffered) now; otherwise it is
+                buffered, and a caller may carry it in its own transaction (``ride``).
 
         Returns:
             An ``EventHandle``; call ``.end(status, ...)`` exactly once.
@@ -185,7 +193,7 @@ class Recorder:
         """
         from ._handles import _checkpoint_link
 
-        self._require_running()
+        self.require_running()
         check_name(kind, "kind")
         check_name(name, "name")
         check_text(justification, "justification")
@@ -202,10 +210,8 @@ class Recorder:
             meta_value, f2 = to_json(dict(meta))
             floats |= f2
             content["meta"] = meta_value
-        parent = self._parent()
-        if kind == "tool_call":  # requested by a journaled model call: that call's child
-            requested = getattr(self, "_requested_by", {}).get((link or meta or {}).get("call_id"))
-            parent = requested if requested is not None else parent
+        if parent is ...:
+            parent = self._parent()
         event_id = new_id()
         missing = justification is None and justification_source == "model"
         event: dict[str, Any] = {
@@ -249,12 +255,17 @@ class Recorder:
         if meta_value:
             handle._meta.update(meta_value)
         _push(handle)
-        if kind == "tool_call" and not carried:
+        if flush:
             self.flush()
         return handle
 
     def _end_event(
-        self, handle: EventHandle, status: str, error: Any, carried: PreparedEnd | None = None
+        self,
+        handle: EventHandle,
+        status: str,
+        error: Any,
+        carried: PreparedEnd | None = None,
+        flush: bool = False,
     ) -> None:
         err = error_info(error)
         event = handle.event
@@ -274,9 +285,7 @@ class Recorder:
         event["meta"] = {**event["meta"], **handle._meta}
         exc = error if isinstance(error, BaseException) else None
         self._safe_telemetry(handle.span.end, event, exc)
-        if handle.kind == "tool_call" and status != "replayed" and carried is None:
-            # A replayed call changed nothing: its records stay buffered like a step's.
-            # A carried end record was written by the guard's completion transaction.
+        if flush and carried is None:  # a carried record is stored already
             self.flush()
 
     def _end_record(
@@ -301,7 +310,7 @@ class Recorder:
         header["at"] = ended_at
         return header, content
 
-    def _prepare_end(
+    def prepare_end(
         self,
         handle: EventHandle,
         status: str,
@@ -315,6 +324,9 @@ class Recorder:
 
         Pass the result to ``handle.end(status, carried=…)`` once the transaction stored
         it (``Ride.carried``); otherwise just drop it.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
         """
         from ._handles import _checkpoint_link
 
@@ -385,7 +397,7 @@ class Recorder:
             # this run again, so write it now.
             writer.flush()
 
-    def _point(
+    def record_point(
         self,
         kind: str,
         name: str,
@@ -396,10 +408,13 @@ class Recorder:
         approval: dict[str, Any] | None = None,
         artifact: dict[str, Any] | None = None,
         checkpoint: dict[str, Any] | None = None,
-        parent: Any = ...,
+        parent: EventHandle | Step | EllipsisType | None = ...,
     ) -> str:
-        """Write a one-record event (approval, note, artifact, finish); return its id."""
-        self._require_running()
+        """Write a one-record event (approval, note, artifact, finish); return its id.
+
+        ``parent`` as for ``begin_event`` (a ``Step`` stands for its event).
+        """
+        self.require_running()
         check_text(text, "text")
         if parent is ...:
             parent = self._parent()
@@ -459,7 +474,7 @@ class Recorder:
         parent: Any,
     ) -> Artifact:
         info = hash_artifact(path_or_bytes, name, media_type)
-        event_id = self._point(
+        event_id = self.record_point(
             "artifact", name, artifact=info, parent=... if parent is None else parent
         )
         return Artifact(event_id=event_id, **info)
@@ -472,7 +487,12 @@ class Recorder:
                 return handle
         return None
 
-    def _require_running(self) -> None:
+    def require_running(self) -> None:
+        """Raise unless the run is running (inside ``with toolledger.run(...)``).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` otherwise.
+        """
         if self.status != "running":
             raise InvalidArgumentError(
                 message=f"run {self.run_id} is {self.status}: use it inside "
@@ -486,7 +506,8 @@ class Recorder:
 
     # -- failure handling --------------------------------------------------------------
 
-    def _record_failure(self, exc: BaseException) -> None:
+    def record_failure(self, exc: BaseException) -> None:
+        """Keep a recording failure in ``run.errors`` (warned once); re-raise when strict."""
         if self.strict:
             raise exc
         self.errors.append(exc)

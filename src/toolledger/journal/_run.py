@@ -1,4 +1,7 @@
-"""``toolledger.run(...)``: a Run records why things happened, in one local database.
+"""The journal's Run: it records why things happened, in one local database.
+
+``toolledger.run(...)`` returns ``toolledger.Run`` (``guard._run``), which is this class
+plus guarded tool calls; the journal itself knows nothing of the guard.
 
 Rules this module keeps:
 
@@ -12,10 +15,10 @@ Rules this module keeps:
   the *arguments* (a non-str justification, a missing artifact file) are raised at the
   call site: nothing is invented.
 - Telemetry never breaks a run: every hook call is guarded; a failure is logged once.
-- Internal API for the guard and approvals: ``run._begin_event(kind, name, *,
-  justification=None, justification_source="developer", inputs=None, meta=None,
-  checkpoint=None) -> EventHandle`` (see ``_handles``). The telemetry span ids of each
-  event are stored in its record header as ``trace_id`` and ``span_id``.
+- What the guard and the integrations record through is the journal seam
+  (``journal._seam.JournalSeam``: ``begin_event``, ``ride``, ``prepare_end``,
+  ``record_point``, ``flush``), implemented by ``Recorder``. The telemetry span ids of
+  each event are stored in its record header as ``trace_id`` and ``span_id``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import re
 import socket
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
@@ -39,8 +42,9 @@ from ._handles import Artifact, Step, error_info
 from ._recorder import Recorder, check_name, check_source, check_text, new_id, now
 from ._writer import ChainWriter
 
-__all__ = ["Run", "current_run", "run"]
+__all__ = ["Run", "current_run"]
 
+_R = TypeVar("_R", bound="Run")
 _CURRENT: ContextVar[Run | None] = ContextVar("toolledger_current_run", default=None)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
 
@@ -97,8 +101,6 @@ class Run(Recorder):
         self.store: Store
         self.store, self._owns_store = store_for(db)
         self.errors: list[BaseException] = []
-        #: tool-call id -> the ``llm_call`` handle that requested it (integrations/_journaled)
-        self._requested_by: dict[str, Any] = {}
         self.status = "created"
         self.started_at: str | None = None
         self.span: SpanHandle = NoopSpan()
@@ -126,7 +128,7 @@ class Run(Recorder):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def __enter__(self) -> Run:
+    def __enter__(self: _R) -> _R:
         self.start()
         self._token = _CURRENT.set(self)
         return self
@@ -143,7 +145,7 @@ class Run(Recorder):
             self._token = None
         self.close(error=exc)
 
-    async def __aenter__(self) -> Run:
+    async def __aenter__(self: _R) -> _R:
         return self.__enter__()
 
     async def __aexit__(
@@ -202,7 +204,7 @@ class Run(Recorder):
             genesis=genesis,
             count=count,
             strict=self.strict,
-            on_error=self._record_failure,
+            on_error=self.record_failure,
             pending_row=pending,
         )
 
@@ -236,7 +238,7 @@ class Run(Recorder):
                 raise
             existing = self.store.get_run(self.run_id)
         except CheckpointError as exc:
-            self._record_failure(exc)
+            self.record_failure(exc)
             return None, 0, row  # the writer stores the row before its first batch
         assert existing is not None
         return (*self._resume(existing), None)
@@ -276,7 +278,7 @@ class Run(Recorder):
                 data=json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
             )
         except CheckpointError as exc:
-            self._record_failure(exc)
+            self.record_failure(exc)
         return existing.head_hash, existing.event_count
 
     def close(self, error: BaseException | None = None) -> None:
@@ -289,7 +291,7 @@ class Run(Recorder):
             return
         failed = error is not None
         if not self._finished:
-            self._point(
+            self.record_point(
                 "finish",
                 "finish",
                 status="failed" if failed else "completed",
@@ -323,7 +325,7 @@ class Run(Recorder):
             except CheckpointError as exc:
                 if self.strict:
                     raise
-                self._record_failure(exc)
+                self.record_failure(exc)
             final = {
                 "run_id": self.run_id,
                 "agent": self.agent,
@@ -419,7 +421,7 @@ class Run(Recorder):
         link = None
         if for_call is not None:
             approval["for_call"], approval["binding_fingerprint"], link = self._bind(for_call)
-        event_id = self._point(
+        event_id = self.record_point(
             "approval",
             name,
             status="granted" if granted else "refused",
@@ -440,7 +442,7 @@ class Run(Recorder):
             try:
                 record = self.store.get(self.namespace, call_id)
             except CheckpointError as exc:
-                self._record_failure(exc)
+                self.record_failure(exc)
             if record is None:
                 return call_id, None, None
             binding = record.binding
@@ -461,12 +463,12 @@ class Run(Recorder):
 
     def note(self, text: str) -> str:
         """Record a note at the current nesting level; return its event id."""
-        return self._point("note", "note", text=text)
+        return self.record_point("note", "note", text=text)
 
     def finish(self, summary: str | None = None) -> str:
         """Record the run's outcome (``finish``); the run still ends when the block does."""
         check_text(summary, "summary")
-        event_id = self._point("finish", "finish", text=summary, parent=None)
+        event_id = self.record_point("finish", "finish", text=summary, parent=None)
         self._summary = summary
         self._finished = True
         return event_id
@@ -480,85 +482,3 @@ class Run(Recorder):
     ) -> Artifact:
         """Record an artifact (by hash) at the current nesting level."""
         return self._artifact(path_or_bytes, name=name, media_type=media_type, parent=None)
-
-    # -- guarded tool calls (they live in toolledger.guard) ----------------------------
-
-    def call(self, tool: Any, **kw: Any) -> Any:
-        """Run a guarded tool call (``toolledger.guard.call``)."""
-        from ..guard import call  # type: ignore[import-not-found,unused-ignore]
-
-        return call(self, tool, **kw)
-
-    async def acall(self, tool: Any, **kw: Any) -> Any:
-        """Run a guarded tool call asynchronously (``toolledger.guard.acall``)."""
-        from ..guard import acall  # type: ignore[import-not-found,unused-ignore]
-
-        return await acall(self, tool, **kw)
-
-    def deliver(self, *args: Any, **kw: Any) -> Any:
-        """Deliver a stored tool result (``toolledger.guard.deliver``)."""
-        from ..guard import deliver  # type: ignore[import-not-found,unused-ignore]
-
-        return deliver(self, *args, **kw)
-
-    async def adeliver(self, *args: Any, **kw: Any) -> Any:
-        """Deliver a stored tool result asynchronously (``toolledger.guard.adeliver``)."""
-        from ..guard import adeliver  # type: ignore[import-not-found,unused-ignore]
-
-        return await adeliver(self, *args, **kw)
-
-    def call_many(self, *args: Any, **kw: Any) -> Any:
-        """Run parallel tool calls of one model turn (``toolledger.guard.call_many``)."""
-        from ..guard import call_many  # type: ignore[import-not-found,unused-ignore]
-
-        return call_many(self, *args, **kw)
-
-
-def run(
-    goal: str,
-    *,
-    agent: str | None = None,
-    db: Any = None,
-    run_id: str | None = None,
-    namespace: str = "default",
-    strict: bool = False,
-    tracer_provider: Any = None,
-    capture_content: bool | None = None,
-    capture_intent: bool = True,
-    redact: Any = None,
-    conversation_id: str | None = None,
-    user_id: str | None = None,
-) -> Run:
-    """Return a ``Run`` to use as ``with toolledger.run(goal, ...) as run:``.
-
-    Args:
-        goal: What the run is for.
-        agent: The agent's name.
-        db: A path, a ``sqlite:///`` URL, a ``postgresql://`` DSN or a ``Store``; default
-            ``$TOOLLEDGER_DB`` or ``.toolledger.db``.
-        run_id: Resume or name the run (default: a new 128-bit id).
-        namespace: Checkpoint namespace for the run's tool calls.
-        strict: Raise storage failures instead of recording them in ``run.errors``.
-        tracer_provider, capture_content, capture_intent, redact: Telemetry options.
-        conversation_id: The conversation (session, thread) this run belongs to: telemetry's
-            ``gen_ai.conversation.id`` on the run's spans (none when not given; never the
-            run id).
-        user_id: The end user the run acts for (``user.id`` on the run's spans).
-
-    Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments.
-    """
-    return Run(
-        goal,
-        agent=agent,
-        db=db,
-        run_id=run_id,
-        namespace=namespace,
-        strict=strict,
-        tracer_provider=tracer_provider,
-        capture_content=capture_content,
-        capture_intent=capture_intent,
-        redact=redact,
-        conversation_id=conversation_id,
-        user_id=user_id,
-    )

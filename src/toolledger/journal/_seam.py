@@ -1,0 +1,117 @@
+"""The journal seam: what the guard and the integrations record through. No I/O here.
+
+A ``Run`` is one (``journal._run.Run``); the guard and the integrations take this type,
+never the run's private methods. The journal knows none of its callers' concepts: a
+caller says which event is the parent, whether a record is written at once, and carries
+buffered records in its own transaction when it has one.
+
+Rules of the seam:
+
+- ``begin_event`` writes an event's start record and starts its span; the returned
+  ``EventHandle`` is ended exactly once (``handle.end(status, ..., flush=)``).
+- ``ride(store, end)`` hands every buffered record (and, optionally, a prepared end
+  record, appended only if the caller's transaction gates it in) to one transaction of
+  the caller's; ``Ride.settle`` says what the transaction stored.
+- ``prepare_end`` builds the end record ``handle.end`` would write, for a caller to carry;
+  ``handle.end(status, carried=prepared)`` then ends the event without writing it again.
+- ``record_point`` writes a one-record event (an approval decision, a note).
+- Recording never breaks the caller: failures go to ``record_failure`` (``run.errors``)
+  unless ``strict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+    from ..telemetry._hooks import SpanHandle
+    from ._handles import EventHandle, Step
+    from ._recorder import PreparedEnd
+    from ._writer import Ride
+
+__all__ = ["JournalSeam"]
+
+
+class JournalSeam(Protocol):
+    """A run as its callers record through it (``toolledger.Run`` is one).
+
+    Attributes:
+        run_id: The run's id (stored with what the callers write).
+        namespace: The checkpoint namespace of the run's tool calls.
+        store: The store holding the journal (and the callers' checkpoints).
+        strict: Whether recording failures are raised instead of kept.
+        span: The run's span (a no-op span without telemetry).
+    """
+
+    run_id: str
+    namespace: str
+    store: Store
+    strict: bool
+    span: SpanHandle
+
+    def begin_event(
+        self,
+        kind: str,
+        name: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        flush: bool = False,
+    ) -> EventHandle:
+        """Write an event's start record; ``parent=...``: the current context's event.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+        """
+        ...
+
+    def ride(self, store: Store, end: PreparedEnd | None = None) -> Ride | None:
+        """Hand the buffered records (and ``end``'s) to one transaction on ``store``."""
+        ...
+
+    def prepare_end(
+        self,
+        handle: EventHandle,
+        status: str,
+        *,
+        outputs: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+    ) -> PreparedEnd:
+        """Build the end record of ``handle`` for a caller's transaction to carry."""
+        ...
+
+    def record_point(
+        self,
+        kind: str,
+        name: str,
+        *,
+        status: str = "completed",
+        text: str | None = None,
+        error: BaseException | None = None,
+        approval: dict[str, Any] | None = None,
+        artifact: dict[str, Any] | None = None,
+        checkpoint: dict[str, Any] | None = None,
+        parent: EventHandle | Step | EllipsisType | None = ...,
+    ) -> str:
+        """Write a one-record event; return its id."""
+        ...
+
+    def flush(self) -> bool:
+        """Write every buffered record now; return whether nothing is left buffered."""
+        ...
+
+    def require_running(self) -> None:
+        """Raise ``INVALID_ARGUMENT`` unless the run is running."""
+        ...
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Keep a recording failure (``run.errors``); re-raise it when ``strict``."""
+        ...
