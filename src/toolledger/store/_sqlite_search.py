@@ -51,8 +51,7 @@ _GOAL = (
 )
 
 _INSERT_EVENT = (
-    "INSERT INTO events_fts (rowid, body) "
-    f"VALUES (:docid, {_BODY.format(name=':name', data=':data')})"
+    f"INSERT INTO events_fts (rowid, body) VALUES (?1, {_BODY.format(name='?2', data='?3')})"
 )
 _INSERT_GOAL = f"INSERT INTO runs_fts (rowid, goal) VALUES (:rid, {_GOAL.format(data=':data')})"
 
@@ -118,9 +117,7 @@ def reindex_run(conn: sqlite3.Connection, run_id: str, data: str) -> None:
 def index_events(conn: sqlite3.Connection, run_id: str, rows: Iterable[Any]) -> None:
     """Index appended records (``EventRow``s of one run)."""
     base = _rid(conn, run_id) << _SEQ_BITS
-    conn.executemany(
-        _INSERT_EVENT, [{"docid": base | r.seq, "name": r.name, "data": r.data} for r in rows]
-    )
+    conn.executemany(_INSERT_EVENT, [(base | r.seq, r.name, r.data) for r in rows])
 
 
 def reindex_events(
@@ -130,9 +127,7 @@ def reindex_events(
     base = _rid(conn, run_id) << _SEQ_BITS
     items = list(items)
     conn.executemany("DELETE FROM events_fts WHERE rowid = ?", [(base | s,) for s, _, _ in items])
-    conn.executemany(
-        _INSERT_EVENT, [{"docid": base | s, "name": n, "data": d} for s, n, d in items]
-    )
+    conn.executemany(_INSERT_EVENT, [(base | s, n, d) for s, n, d in items])
 
 
 _EVENT_HITS = (
