@@ -207,7 +207,7 @@ def main() -> int:
     tl = f"{cli()} --db {db}"
     print("\nnext:")
     print(
-        "  Phoenix: pip install arize-phoenix; phoenix serve; "
+        "  Phoenix: pip install arize-phoenix && phoenix serve, then in another shell: "
         f"{tl} export-otlp {run.run_id} --endpoint http://127.0.0.1:6006"
     )
     print(f"  viewer:  open {exports[2].path} in a browser")
