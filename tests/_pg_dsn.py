@@ -1,8 +1,7 @@
-"""The PostgreSQL rule every test folder shares, importable by name (``from _pg_dsn import``).
+"""The PostgreSQL rule every test folder shares: ``from .._pg_dsn import pg_dsn_or_skip``.
 
-It lives in its own module rather than only in ``tests/conftest.py`` because several test
-folders have a ``conftest.py`` of their own without ``__init__.py``, so the module name
-``conftest`` does not reliably mean the root one.
+A module of its own, not a conftest fixture, because test modules call it at import or
+collection time (module-level skips, parametrized stores) as well as inside tests.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip  # tests import it from here too
-
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

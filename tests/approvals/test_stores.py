@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import toolledger
-from conftest import pg_dsn_or_skip
 from toolledger import Approved, Denied, Pending
 from toolledger.store import SQLiteStore, Store
 from toolledger.testing import MemoryStore
 
+from .._pg_dsn import pg_dsn_or_skip
 from .conftest import Approver, Effects, approval_events
 
 INPUT = {"to": "ana@example.com"}

@@ -9,12 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from _ckpt_records import binding
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toolledger as tl
 from toolledger.checkpoint import canonical_json
+
+from ._ckpt_records import binding
 
 # -- to_dict / from_dict -----------------------------------------------------------------
 

@@ -7,10 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from _ckpt_records import RECORDS, at
 
 import toolledger as tl
 from toolledger.checkpoint import DEFAULT_MAX_PAYLOAD_BYTES, HARD_MAX_PAYLOAD_BYTES
+
+from ._ckpt_records import RECORDS, at
 
 
 def _complete(result: Any, **kwargs: Any) -> tl.Transition:

@@ -8,7 +8,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from _ckpt_records import (
+
+import toolledger as tl
+from toolledger.checkpoint import DECISIONS, TRANSITIONS
+
+from ._ckpt_records import (
     REASON,
     RECORDS,
     RESULT,
@@ -17,9 +21,6 @@ from _ckpt_records import (
     binding,
     owner_kwargs,
 )
-
-import toolledger as tl
-from toolledger.checkpoint import DECISIONS, TRANSITIONS
 
 LATER = at(10)
 

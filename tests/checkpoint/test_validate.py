@@ -9,9 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from _ckpt_records import RECORDS, STATUS_RECORDS, at, binding
 
 import toolledger as tl
+
+from ._ckpt_records import RECORDS, STATUS_RECORDS, at, binding
 
 INVARIANT_FIELDS = [
     "execution_fence",

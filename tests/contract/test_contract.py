@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import pg_dsn_or_skip
 from toolledger.store import SQLiteStore, Store
 from toolledger.store._contract import CHECKS
 from toolledger.testing import MemoryStore, check_store
+
+from .._pg_dsn import pg_dsn_or_skip
 
 
 def _memory(_: Path) -> Store:

@@ -26,15 +26,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from _fleet_worker import worker
 from click.testing import CliRunner
 from psycopg import sql
 
-from _pg_dsn import pg_dsn_or_skip
 from toolledger import ERROR_CODES, Status
 from toolledger.checkpoint.transitions import transition_between
 from toolledger.cli import main
 from toolledger.store.postgres import PostgresStore
+
+from .._pg_dsn import pg_dsn_or_skip
+from ._fleet_worker import worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from _pg_dsn import pg_dsn_or_skip
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore
+
+from .._pg_dsn import pg_dsn_or_skip
 
 __all__ = ["STORE_KINDS", "open_kind"]
 

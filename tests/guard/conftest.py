@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import toolledger
-from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
 from toolledger.store import SQLiteStore
 from toolledger.testing import crash_at
 

@@ -21,7 +21,7 @@ import pytest
 import toolledger
 from toolledger import Status
 
-from .conftest import pg_dsn_or_skip
+from .._pg_dsn import pg_dsn_or_skip
 
 CHILD = Path(__file__).with_name("_effect_key_child.py")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.checkpoint._json import canonical_json
+from toolledger.checkpoint import canonical_json
 from toolledger.integrations import anthropic
 
 from ._stores import STORE_KINDS, open_kind

@@ -18,7 +18,7 @@ import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_execution, create_checkpoint
 
-from .conftest import pg_dsn_or_skip
+from .._pg_dsn import pg_dsn_or_skip
 
 pytestmark = pytest.mark.postgres
 CHILD = Path(__file__).with_name("_worker_child.py")

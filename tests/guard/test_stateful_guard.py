@@ -28,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import toolledger
 from toolledger import Approved, Denied, Pending
-from toolledger.checkpoint._json import canonical_json
+from toolledger.checkpoint import canonical_json
 from toolledger.store import SQLiteStore
 from toolledger.testing import CRASH_POINTS as ALL_POINTS
 from toolledger.testing import crash_at

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from conftest import pg_dsn_or_skip
 from toolledger.journal._read import load_run
+
+from .._pg_dsn import pg_dsn_or_skip
 
 pytestmark = pytest.mark.postgres
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from _pg_dsn import pg_dsn_or_skip
 from toolledger import Event, RunView, SearchWarning
 from toolledger.store import SQLiteStore, Store, _sqlite_search
 from toolledger.testing import MemoryStore
+
+from .._pg_dsn import pg_dsn_or_skip
 
 
 def _postgres() -> Store:

@@ -1,10 +1,9 @@
-"""Retention test helpers: the PostgreSQL DSN, a clock, and records in every status."""
+"""Retention test helpers: a clock and records in every status."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from _pg_dsn import pg_dsn_or_skip as pg_dsn_or_skip
 from toolledger import Binding, CheckpointRecord, Status, Store, fingerprint
 from toolledger.checkpoint import (
     claim_delivery,

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _ret_support import pg_dsn_or_skip
 
 from toolledger import Store
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore
 
-__all__ = ["pg_dsn_or_skip"]  # also here: test modules elsewhere import it from "conftest"
+from .._pg_dsn import pg_dsn_or_skip
 
 
 def drop_schema(schema: str) -> None:

@@ -9,7 +9,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from _ret_support import at, make_record
 from click.testing import CliRunner
 
 import toolledger as tl
@@ -17,6 +16,8 @@ from toolledger import Status
 from toolledger.cli import main
 from toolledger.store.postgres import PostgresStore
 from toolledger.store.sqlite import MIGRATIONS
+
+from ._ret_support import at, make_record
 
 
 def _ledger(path: Path) -> dict[str, str]:

@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from _ret_support import at, make_record
 from click.testing import CliRunner
 
 import toolledger as tl
@@ -15,6 +14,8 @@ from toolledger import Status, Store
 from toolledger.checkpoint import create_checkpoint
 from toolledger.cli import main
 from toolledger.retention import parse_age
+
+from ._ret_support import at, make_record
 
 NON_TERMINAL = [Status.READY, Status.EXECUTING, Status.UNCERTAIN, Status.DELIVERING]
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 import toolledger as tl
-from _pg_dsn import pg_dsn_or_skip
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore
+
+from .._pg_dsn import pg_dsn_or_skip
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DEEP_ARRAY = "[" * 5000 + "]" * 5000

@@ -277,7 +277,7 @@ class TestPostgresReadonly:
 
         import psycopg
 
-        from _pg_dsn import pg_dsn_or_skip
+        from .._pg_dsn import pg_dsn_or_skip
 
         dsn = pg_dsn_or_skip()
         schema = f"tl_ro_{uuid.uuid4().hex[:10]}"

@@ -15,10 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from _pg_proxy import CommitProxy
 from psycopg import sql
 
-from _pg_dsn import pg_dsn_or_skip
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
 from toolledger.checkpoint import claim_execution, complete_execution
 from toolledger.store._pg_schema import MIGRATIONS
@@ -29,6 +27,9 @@ from toolledger.store.base import (
     SwapCheckpoint,
 )
 from toolledger.store.postgres import PostgresStore
+
+from .._pg_dsn import pg_dsn_or_skip
+from ._pg_proxy import CommitProxy
 
 pytestmark = pytest.mark.postgres
 

@@ -15,10 +15,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from _pg_dsn import pg_dsn_or_skip
 from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint
 from toolledger.checkpoint import claim_execution
 from toolledger.store.postgres import PostgresStore
+
+from .._pg_dsn import pg_dsn_or_skip
 
 pytestmark = pytest.mark.postgres
 

@@ -7,12 +7,13 @@ import os
 import signal
 from pathlib import Path
 
-import _proc_workers as w
 import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
 from toolledger.store.sqlite import MIGRATIONS
+
+from . import _proc_workers as w
 
 pytestmark = pytest.mark.slow
 
