@@ -260,9 +260,8 @@ def main() -> None:
                         exporter.clear()
         n = per_round * rounds
         print(f"guarded tool calls: {n} new calls per config, SQLite durability=normal")
-        print(
-            "(share: the whole-call difference; in hooks: time inside the hooks on the call's thread)\n"
-        )
+        print("(share: the whole-call difference; in hooks: time in the hooks on the call's")
+        print("thread)\n")
         head = f"{'telemetry':<26}{'call median':>12}{'p99':>10}{'call - off':>12}"
         print(head + f"{'share':>8}{'in hooks us':>13}")
         base = statistics.median(calls["off (API only)"])
