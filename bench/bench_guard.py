@@ -18,8 +18,11 @@ interleaved batch by batch in the same run so all see the same machine:
   ``guard only new`` costs beyond them.
 
 Columns: median and p99 in microseconds, commits and fsync-ed commits per call, and the
-ratio to the raw floor's median. Targets: new call at ``full`` <= 0.6x the floor; new call
-at ``normal`` <= 150 us; replayed call <= 50 us.
+ratio to the raw floor's median. A second table counts, outside the timed cases, the SQL
+statements one call sends (``set_trace_callback``; top-level statements, BEGIN/COMMIT
+included, FTS5's internal ones not) and the WAL pages it writes (the ``-wal`` file's growth
+with auto-checkpoints off for the count, divided by the frame size). Targets: new call at
+``full`` <= 0.6x the floor; new call at ``normal`` <= 150 us; replayed call <= 50 us.
 
 Run: ``.venv/bin/python bench/bench_guard.py [--calls N]``. Prints a table; nothing here is
 asserted by the test suite.
@@ -79,12 +82,38 @@ class _NoEvent:
 class NoJournalRun:
     """A run whose journal events cost nothing: isolates the guard's own cost."""
 
+    strict = False
+    span = NoopSpan()
+
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         self.namespace = "bench-guard"
         self.run_id = "0" * 32
+        self.errors: list[Any] = []
+        self.conversation_id = None
 
-    def _begin_event(self, *args: Any, **kw: Any) -> _NoEvent:
+    def require_running(self) -> None:
+        pass
+
+    def requested_by(self, call_id: str) -> None:
+        return None
+
+    def ride(self, store: Any, end: Any = None) -> None:
+        return None
+
+    def prepare_end(self, *args: Any, **kw: Any) -> None:
+        return None
+
+    def record_point(self, *args: Any, **kw: Any) -> str:
+        return "0" * 32
+
+    def record_failure(self, exc: BaseException) -> None:
+        pass
+
+    def flush(self) -> bool:
+        return True
+
+    def begin_event(self, *args: Any, **kw: Any) -> _NoEvent:
         return _NoEvent()
 
 
@@ -198,10 +227,11 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
             for _ in ids:
 
                 def event() -> None:
-                    h = run._begin_event("tool_call", "send_email", inputs=INPUT)
+                    h = run.begin_event("tool_call", "send_email", inputs=INPUT)
                     h.end("completed", outputs={"result": RESULT})
 
                 measure("journal tool_call event", event)
+        costs = count_costs(store, run, tool)
     conn.close()
     store.close()
     floor = statistics.median(samples["raw floor (5 transitions)"])
@@ -211,7 +241,48 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
         if case.startswith("raw floor"):  # plain sqlite3, not counted by the store
             commits, fsyncs = 5 * len(values), (5 * len(values) if durability == "full" else 0)
         rows.append((case, values, commits / len(values), fsyncs / len(values)))
-    return [*rows, ("__floor__", [floor], 0.0, 0.0)]
+    return [*rows, ("__floor__", [floor], 0.0, 0.0), ("__costs__", costs, 0.0, 0.0)]  # type: ignore[list-item]
+
+
+COUNTED = 20
+
+
+def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, float, float]]:
+    """Statements and WAL pages per call of a new call, a replay, a deliver (untimed)."""
+    conn = store._conn()
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    (autockpt,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+    wal = Path(f"{store.path}-wal")
+    statements: list[str] = []
+    out = []
+    cases: list[tuple[str, Callable[[int], Any]]] = [
+        ("run.call new", lambda i: run.call(tool, call_id=f"count-{i}", input=INPUT)),
+        ("run.call replayed", lambda i: run.call(tool, call_id=f"count-{i}", input=INPUT)),
+        ("run.deliver", lambda i: run.deliver(f"count-{i}", lambda payload: None)),
+    ]
+    ckpt = store._checkpointer  # no checkpoint may restart the WAL while counting
+    every = ckpt.every if ckpt is not None else 0
+    if ckpt is not None:
+        ckpt.every = 1 << 30
+    for case, fn in cases:
+        run.flush()
+        if ckpt is not None:
+            ckpt.run_now(60)  # let a round already under way end first
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        statements.clear()
+        conn.set_trace_callback(statements.append)
+        for i in range(COUNTED):
+            fn(i)
+        conn.set_trace_callback(None)
+        run.flush()  # a replay's buffered records are written by the flush policy: count them
+        pages = wal.stat().st_size / (page_size + 24) if wal.exists() else 0.0
+        conn.execute(f"PRAGMA wal_autocheckpoint = {autockpt}")
+        top = [s for s in statements if not s.startswith("--")]
+        out.append((case, len(top) / COUNTED, pages / COUNTED))
+    if ckpt is not None:
+        ckpt.every = every
+    return out
 
 
 def main() -> None:
@@ -226,12 +297,18 @@ def main() -> None:
         for durability in ("full", "normal"):
             n = args.calls or (200 if durability == "full" else 2000)
             rows = run_config(Path(tmp), durability, n)
-            floor = rows[-1][1][0]
-            for case, values, commits, fsyncs in rows[:-1]:
+            costs = rows[-1][1]
+            floor = rows[-2][1][0]
+            for case, values, commits, fsyncs in rows[:-2]:
                 med, p99 = statistics.median(values), percentile(values, 0.99)
                 print(
                     f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {p99 * 1e6:>10.1f} "
                     f"{commits:>8.2f} {fsyncs:>7.2f} {med / floor:>8.2f}"
+                )
+            for case, stmts, pages in costs:
+                print(
+                    f"{durability:<10} {'count: ' + case:<28} {'stmts/call':>10} {stmts:>10.1f} "
+                    f"{'WAL pages':>17} {pages:>7.1f}"
                 )
     print(
         "\ncommits/fsyncs are per call and include the journal's tool_call event records: "

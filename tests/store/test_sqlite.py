@@ -12,6 +12,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
+from toolledger.store.base import EventRow, RunRow
 from toolledger.store.sqlite import LATEST_VERSION, MIGRATIONS
 from toolledger.testing import MemoryStore
 
@@ -505,3 +506,143 @@ def test_sqlite_unencodable_text_is_invalid_argument(store: SQLiteStore) -> None
     with pytest.raises(tl.InvalidArgumentError):
         store.operation_remove("ns", "bad\ud800")
     assert store.get("ns", "fine") is None
+
+
+# -- folded statements: the fast paths label rows right, the slow paths apply nothing -----
+
+
+def _walk(store: SQLiteStore, call_id: str, steps: list[object]) -> None:
+    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    store.create_if_absent(rec)
+    for i, step in enumerate(steps, start=1):
+        t = step(rec, _at(i))  # type: ignore[operator]
+        assert store.compare_and_swap(t.expected_revision, t.next)
+        rec = t.next
+
+
+def test_sqlite_cas_history_names_every_edge_of_the_transition_table(store: SQLiteStore) -> None:
+    """Every legal edge (two lead to completed) is labelled as ``transition_between`` names it."""
+    from toolledger.checkpoint.transitions import TRANSITIONS, transition_between
+
+    _walk(
+        store,
+        "long",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="a", at=at, reason="timeout"),
+            lambda r, at: tl.complete_execution(r, attempt_id="a", at=at, result=1),
+            lambda r, at: tl.claim_delivery(r, delivery_id="d", at=at),
+            lambda r, at: tl.release_delivery(r, delivery_id="d", at=at),
+            lambda r, at: tl.claim_delivery(r, delivery_id="e", at=at),
+            lambda r, at: tl.complete_delivery(r, delivery_id="e", at=at),
+        ],
+    )
+    _walk(
+        store,
+        "short",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.complete_execution(r, attempt_id="a", at=at, result=1),
+        ],
+    )
+    _walk(
+        store,
+        "released",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.release_execution(r, attempt_id="a", at=at, evidence="journal-empty"),
+        ],
+    )
+    seen = set()
+    for call_id in ("long", "short", "released"):
+        hist = store.history("ns", call_id)
+        for i in range(1, len(hist)):
+            before, after = hist[i - 1], hist[i]
+            name, action = transition_between(before.status, after.status)
+            assert (after.transition, after.action) == (name, action)
+            seen.add((before.status, after.status))
+    assert seen == {(s, rule.target) for rule in TRANSITIONS.values() for s in rule.sources}
+
+
+def _history_rows(db: Path) -> int:
+    with _raw(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM checkpoint_history").fetchone()[0])
+
+
+def test_sqlite_lost_cas_writes_no_history_row(store: SQLiteStore, db: Path) -> None:
+    """A CAS at a stale revision returns False and leaves the row and its history as they were."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    assert store.compare_and_swap(0, t.next)
+    rows = _history_rows(db)
+    assert store.compare_and_swap(0, t.next) is False
+    assert store.get("ns", "c") == t.next
+    assert _history_rows(db) == rows
+
+
+def test_sqlite_cas_over_damaged_row_writes_no_history_row(store: SQLiteStore, db: Path) -> None:
+    """A row whose JSON disagrees with its columns is refused by the slow path, untouched."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    store.create_if_absent(rec)
+    with _raw(db) as conn:
+        conn.execute("UPDATE checkpoints SET record = json_set(record, '$.revision', 7)")
+    rows = _history_rows(db)
+    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    with pytest.raises(tl.InvalidCheckpointError):
+        store.compare_and_swap(0, t.next)
+    assert _history_rows(db) == rows
+
+
+def test_sqlite_create_over_stored_row_returns_it_without_history(
+    store: SQLiteStore, db: Path
+) -> None:
+    """A refused create (the key is held) answers the stored record and writes nothing."""
+    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    assert store.create_if_absent(rec) == (True, rec)
+    rows = _history_rows(db)
+    again = tl.create_checkpoint(_binding("c"), at=_at(5))
+    assert store.create_if_absent(again) == (False, rec)
+    assert _history_rows(db) == rows
+
+
+def _event_row(run_id: str, seq: int) -> EventRow:
+    return EventRow(
+        run_id=run_id,
+        seq=seq,
+        event_id=f"e{seq}",
+        parent_id=None,
+        kind="step",
+        name="s",
+        status="completed",
+        at="2026-01-01T00:00:00.000000+00:00",
+        prev_hash=None if seq == 0 else f"h{seq - 1}",
+        hash=f"h{seq}",
+        data="{}",
+    )
+
+
+def test_sqlite_append_slow_paths_unknown_run_and_empty_rows(store: SQLiteStore) -> None:
+    """Unknown run: NOT_FOUND, nothing written; no rows: True only at the current count."""
+    with pytest.raises(tl.NotFoundError):
+        store.append_events("nope", [_event_row("nope", 0)], expected_count=0)
+    assert store.read_events("nope") == []
+    store.create_run(
+        RunRow(
+            run_id="r",
+            namespace="ns",
+            agent="bot",
+            goal="g",
+            status="running",
+            started_at="2026-01-01T00:00:00.000000+00:00",
+            data='{"goal":"g"}',
+        )
+    )
+    assert store.append_events("r", [], expected_count=0) is True
+    assert store.append_events("r", [], expected_count=1) is False
+    assert store.append_events("r", [_event_row("r", 0)], expected_count=0) is True
+    assert store.append_events("r", [_event_row("r", 0)], expected_count=0) is False
+    run = store.get_run("r")
+    assert run is not None
+    assert (run.event_count, run.head_hash) == (1, "h0")
+    assert [e.seq for e in store.read_events("r")] == [0]

@@ -20,7 +20,7 @@ import sqlite3
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
-from ..checkpoint.transitions import transition_between
+from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
@@ -68,40 +68,114 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = 
     return _append(conn, op, indexed)
 
 
+_INSERT_CHECKPOINT = (
+    "INSERT OR IGNORE INTO checkpoints "
+    "(namespace, call_id, status, revision, tool_name, updated_at, record) "
+)
+# The fast path: the tombstone check rides in the INSERT (one statement); a refusal (row
+# count 0) is told apart afterwards: a stored checkpoint, or a tombstone on the key.
+_CREATE = (
+    f"{_INSERT_CHECKPOINT}SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6 WHERE NOT EXISTS "
+    "(SELECT 1 FROM tombstones WHERE namespace = ?1 AND call_id = ?2)"
+)
+
+
 def _create(
     conn: sqlite3.Connection, op: CreateCheckpoint, extra: str
 ) -> tuple[bool, CheckpointRecord]:
     rec = op.record
     ns, cid = rec.key
     cur = conn.execute(
-        "INSERT OR IGNORE INTO checkpoints "
-        "(namespace, call_id, status, revision, tool_name, updated_at, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            ns,
-            cid,
-            rec.status.value,
-            0,
-            rec.binding.tool_name,
-            format_time(rec.updated_at),
-            extra,
-        ),
+        _CREATE,
+        (ns, cid, rec.status.value, rec.binding.tool_name, format_time(rec.updated_at), extra),
     )
     if cur.rowcount == 1:
-        tomb = conn.execute(
-            "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
-        ).fetchone()
-        if tomb is not None:  # raising rolls the insert back
-            raise tombstoned_error(load_tombstone(tomb[0], ns, cid))
         _history(conn, rec, "create_checkpoint", "execute", extra)
         return (True, rec)
     row = conn.execute(
         "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
     ).fetchone()
-    return (False, load_record(row[0], ns, cid))
+    if row is not None:
+        return (False, load_record(row[0], ns, cid))
+    tomb = conn.execute(
+        "SELECT data FROM tombstones WHERE namespace = ? AND call_id = ?", (ns, cid)
+    ).fetchone()
+    if tomb is None:  # neither: the INSERT cannot have been refused (we hold the write lock)
+        raise InvalidCheckpointError(
+            message=f"creating {ns}/{cid} was refused with no checkpoint or tombstone there",
+            details={"namespace": ns, "call_id": cid, "reason": "create refused"},
+        )
+    raise tombstoned_error(load_tombstone(tomb[0], ns, cid))
+
+
+_AGREES = (
+    "json_valid(record) AND json_extract(record, '$.revision') IS revision AND "
+    "json_extract(record, '$.status') IS status AND "
+    "json_extract(record, '$.binding.namespace') IS namespace AND "
+    "json_extract(record, '$.binding.call_id') IS call_id"
+)
+
+
+def _swap_history_sql(target: Status) -> str:
+    """The fast CAS's first statement for ``target``: the history row, from the stored row.
+
+    It inserts only when the stored row is at the expected revision, in a status some
+    transition leads from to ``target``, and its JSON agrees with its columns; the
+    transition's name and action are read off the stored status in SQL.
+    """
+    edges = [
+        (source, name, rule.action.value)
+        for name, rule in TRANSITIONS.items()
+        if rule.target is target
+        for source in sorted(rule.sources, key=lambda s: s.value)
+    ]
+    names = " ".join(f"WHEN '{s.value}' THEN '{n}'" for s, n, _ in edges)
+    actions = " ".join(f"WHEN '{s.value}' THEN '{a}'" for s, _, a in edges)
+    sources = ", ".join(f"'{s.value}'" for s, _, _ in edges)
+    return (
+        "INSERT INTO checkpoint_history "
+        "(namespace, call_id, revision, status, transition, action, at, record) "
+        f"SELECT namespace, call_id, ?3, ?4, CASE status {names} END, "
+        f"CASE status {actions} END, ?5, ?6 FROM checkpoints "
+        f"WHERE namespace = ?1 AND call_id = ?2 AND revision = ?7 AND status IN ({sources}) "
+        f"AND {_AGREES}"
+    )
+
+
+_SWAP_HISTORY = {
+    target: _swap_history_sql(target) for target in {rule.target for rule in TRANSITIONS.values()}
+}
+_UPDATE = (
+    "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
+    "WHERE namespace = ? AND call_id = ? AND revision = ?"
+)
 
 
 def _swap(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
+    nxt = op.next
+    ns, cid = nxt.key
+    at = format_time(nxt.updated_at)
+    sql = _SWAP_HISTORY.get(nxt.status)
+    if sql is not None:
+        # Fast path, two statements: the history row (inserted only if every check holds),
+        # then the CAS itself. Anything else (lost CAS, damaged row, illegal move) takes the
+        # slow path below, which tells them apart; the insert left nothing behind then.
+        params = (ns, cid, nxt.revision, nxt.status.value, at, extra, op.expected_revision)
+        if conn.execute(sql, params).rowcount == 1:
+            cur = conn.execute(
+                _UPDATE,
+                (nxt.status.value, nxt.revision, at, extra, ns, cid, op.expected_revision),
+            )
+            if cur.rowcount != 1:  # cannot happen under the write lock; never half-apply
+                raise InvalidCheckpointError(
+                    message=f"stored checkpoint {ns}/{cid} changed inside a transaction",
+                    details={"namespace": ns, "call_id": cid, "reason": "cas race"},
+                )
+            return True
+    return _swap_slow(conn, op, extra)
+
+
+def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
     nxt = op.next
     ns, cid = nxt.key
     # The JSON checks run inside SQLite (C): a row whose document is damaged or disagrees
@@ -133,8 +207,7 @@ def _swap(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
         ) from exc
     name, action = transition_between(stored_status, nxt.status)
     cur = conn.execute(
-        "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
-        "WHERE namespace = ? AND call_id = ? AND revision = ?",
+        _UPDATE,
         (
             nxt.status.value,
             nxt.revision,
@@ -192,20 +265,24 @@ def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
 
 
 def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
-    row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
-    if row[0] != op.expected_count:
-        return False
-    if not op.rows:
-        return True
+    # The count CAS first (one statement); a row count of 0 is told apart afterwards (an
+    # unknown run, or another count); raising or returning False leaves nothing applied.
+    if op.rows:
+        cur = conn.execute(
+            "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ? AND event_count = ?",
+            (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id, op.expected_count),
+        )
+        applied = cur.rowcount == 1
+    else:
+        applied = False
+    if not applied:
+        row = conn.execute("SELECT event_count FROM runs WHERE run_id = ?", (op.run_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
+        return not op.rows and row[0] == op.expected_count
     conn.executemany(
         f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [event_params(r) for r in op.rows],
-    )
-    conn.execute(
-        "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ?",
-        (op.expected_count + len(op.rows), op.rows[-1].hash, op.run_id),
     )
     if indexed:  # the full-text index, in the same transaction
         index_events(conn, op.run_id, op.rows)
