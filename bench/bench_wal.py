@@ -1,0 +1,117 @@
+"""Benchmark: where SQLite's WAL checkpoints run, and what that does to a new call's p99.
+
+Cases, each a new guarded call (``run.call``, trivial tool) at durability ``normal`` on its
+own SQLite file, interleaved batch by batch in one run so all see the same machine:
+
+- ``autocheckpoint 1000 (SQLite)``: SQLite's default: the commit that takes the WAL past
+  1000 pages copies it back into the database file, on the caller's path.
+- ``autocheckpoint 10000``: the same, tuned: stalls ten times rarer, each ten times longer.
+- ``passive thread every N``: the store's default (``_sqlite_checkpointer``): writers only
+  count commits; a thread of the store's runs a passive checkpoint every ``N`` commits.
+
+Columns: median, mean, p99 and p99.9 in microseconds, the largest sample, and the WAL file's
+size at the end (the checkpoints keep it from growing). Durability semantics are the same in
+every case: only where the copy back into the database runs changes.
+
+Run: ``.venv/bin/python bench/bench_wal.py [--calls N] [--durability normal|full]``. Prints
+a table; nothing here is asserted by the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import RESULT, percentile
+
+import toolledger as tl
+from toolledger.store import SQLiteStore
+
+__all__ = ["main"]
+
+INPUT = {"to": "a@example.com", "subject": "hello"}
+BATCH = 20
+
+
+class _Tuned(SQLiteStore):
+    """SQLite's auto-checkpoint at ``pages``, no checkpoint thread."""
+
+    _checkpoint_every = None
+    pages = 1000
+
+    def _connect(self) -> Any:
+        conn = super()._connect()
+        conn.execute(f"PRAGMA wal_autocheckpoint = {self.pages}")
+        return conn
+
+
+def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
+    if kind == "auto":
+        cls = type("Auto", (_Tuned,), {"pages": value})
+        return cls(path, durability=durability)  # type: ignore[no-any-return]
+    cls = type("Passive", (SQLiteStore,), {"_checkpoint_every": value})
+    return cls(path, durability=durability)  # type: ignore[no-any-return]
+
+
+CASES = [
+    ("autocheckpoint 1000 (SQLite)", "auto", 1000),
+    ("autocheckpoint 10000", "auto", 10000),
+    ("passive thread every 8", "passive", 8),
+    ("passive thread every 16", "passive", 16),
+    ("passive thread every 64", "passive", 64),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="WAL checkpoint placement benchmark")
+    parser.add_argument("--calls", type=int, default=3000, help="new calls per case")
+    parser.add_argument("--durability", default="normal", choices=["normal", "full"])
+    args = parser.parse_args()
+    tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {
+            name: _store(Path(tmp) / f"{i}.db", args.durability, kind, value)
+            for i, (name, kind, value) in enumerate(CASES)
+        }
+        runs = {name: tl.run("bench wal", agent="bench", db=s) for name, s in stores.items()}
+        for r in runs.values():
+            r.__enter__()
+        for r in runs.values():
+            for i in range(50):  # warm up
+                r.call(tool, call_id=f"warm-{i}", input=INPUT)
+        for start in range(0, args.calls, BATCH):
+            for name, r in runs.items():
+                for i in range(start, min(args.calls, start + BATCH)):
+                    t0 = time.perf_counter()
+                    r.call(tool, call_id=f"c-{i}", input=INPUT)
+                    samples[name].append(time.perf_counter() - t0)
+        wal = {name: Path(f"{s.path}-wal").stat().st_size for name, s in stores.items()}
+        for r in runs.values():
+            r.__exit__(None, None, None)
+        for s in stores.values():
+            s.close()
+    print(
+        f"{'case (' + args.durability + ')':<30} {'median':>8} {'mean':>8} {'p99':>8} "
+        f"{'p99.9':>8} {'max':>8} {'WAL KiB':>8}"
+    )
+    for name, values in samples.items():
+        print(
+            f"{name:<30} {statistics.median(values) * 1e6:>8.1f} "
+            f"{statistics.fmean(values) * 1e6:>8.1f} {percentile(values, 0.99) * 1e6:>8.1f} "
+            f"{percentile(values, 0.999) * 1e6:>8.1f} {max(values) * 1e6:>8.1f} "
+            f"{wal[name] / 1024:>8.0f}"
+        )
+    print(
+        f"\nmicroseconds per new call, {args.calls} per case, batches of {BATCH} interleaved; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Passive WAL checkpoints on a thread of their own, off the callers' commits.
+
+Rules this module keeps:
+
+- SQLite's auto-checkpoint runs inside the commit that crosses its threshold, so one call
+  in a few dozen pays for copying the whole WAL back (milliseconds). Here the store's
+  writers only count their commits (``committed``: no I/O, no lock); every ``every``
+  commits a daemon thread runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection.
+  A passive checkpoint never takes the write lock and never waits on a busy handler, so it
+  never holds a claim and never blocks a writer; whatever it cannot copy now (a reader on
+  an older snapshot, another checkpoint running) waits for the next round.
+- The writers keep an auto-checkpoint as a backstop (``BACKSTOP_PAGES``), so the WAL stays
+  bounded if this thread falls behind or is gone.
+- Fork-safe: ``fork`` waits for a running checkpoint to finish (a child must not inherit a
+  connection mid-call); a child never uses the parent's thread or connection, the store
+  starts a new checkpointer there when it first writes.
+- ``close`` stops the thread and closes its connection; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+
+__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "Checkpointer"]
+
+#: Commits between two passive checkpoints (a new call commits twice).
+CHECKPOINT_EVERY = 16
+#: Passive rounds per wake-up at most (each copies what the writers added meanwhile).
+MAX_ROUNDS = 8
+#: The writers' ``wal_autocheckpoint``: reached only when the thread falls far behind.
+BACKSTOP_PAGES = 1000
+
+_LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+
+
+class Checkpointer:
+    """Run passive checkpoints of ``path`` on a daemon thread, every ``every`` commits."""
+
+    def __init__(self, path: Path, *, every: int = CHECKPOINT_EVERY) -> None:
+        self.path = path
+        self.every = max(1, int(every))
+        self.checkpoints = 0  # passive rounds run (tests and benches read it)
+        self._pending = 0
+        self._wake = threading.Event()
+        self._rounds = threading.Condition()
+        self._requested = 0  # ``run_now`` calls made, and the last one a round began after
+        self._served = 0
+        self._busy = threading.Lock()  # held while the thread is inside SQLite
+        self._stopped = False
+        self._forking = False
+        self._pid = os.getpid()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"toolledger-checkpoint {path.name}", daemon=True
+        )
+        _LIVE.add(self)
+        self._thread.start()
+
+    def committed(self) -> None:
+        """Note one commit; wake the thread every ``every`` commits."""
+        self._pending += 1
+        if self._pending >= self.every:
+            self._pending = 0
+            self._wake.set()
+
+    def run_now(self, timeout: float) -> bool:
+        """Wake the thread and wait until it has handled that wake-up; False on timeout."""
+        with self._rounds:
+            self._requested += 1
+            target = self._requested
+            self._wake.set()
+            return self._rounds.wait_for(lambda: self._served >= target or self._stopped, timeout)
+
+    def close(self) -> None:
+        """Stop the thread (after a checkpoint in progress) and close its connection."""
+        self._stopped = True
+        self._wake.set()
+        mine = os.getpid() == self._pid and threading.current_thread() is not self._thread
+        if mine and self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopped:
+                    return
+                with self._rounds:
+                    serving = self._requested  # the requests this round began after
+                with self._busy:
+                    if self._stopped:
+                        return
+                    try:
+                        if conn is None:
+                            conn = sqlite3.connect(
+                                str(self.path),
+                                timeout=0,
+                                isolation_level=None,
+                                check_same_thread=False,
+                            )
+                            conn.execute("PRAGMA busy_timeout = 0")
+                        self._catch_up(conn)
+                    except sqlite3.Error:
+                        # Never breaks a caller: the writers' backstop keeps the WAL bounded.
+                        if conn is not None:
+                            with contextlib.suppress(sqlite3.Error):
+                                conn.close()
+                        conn = None
+                with self._rounds:
+                    self._served = serving
+                    self._rounds.notify_all()
+        finally:
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            with self._rounds:
+                self._rounds.notify_all()
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        # Writers append while a round copies: chase until caught up (each round copies
+        # what the last one's writers added, far less), a few rounds at most.
+        for _ in range(MAX_ROUNDS):
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self.checkpoints += 1
+            if busy or self._stopped or frames <= 0:
+                return
+            if copied >= frames:
+                return
+
+    # -- fork --------------------------------------------------------------------------
+
+    def _before_fork(self) -> None:
+        self._busy.acquire()
+
+    def _after_fork_parent(self) -> None:
+        self._busy.release()
+
+    def _after_fork_child(self) -> None:
+        # The thread does not exist here; its connection belongs to the parent.
+        self._stopped = True
+        self._busy.release()
+
+
+def _before_fork() -> None:
+    for c in list(_LIVE):
+        if c._pid == os.getpid() and not c._stopped:
+            c._before_fork()
+            c._forking = True
+
+
+def _after_fork(child: bool) -> None:
+    for c in list(_LIVE):
+        if c._forking:
+            c._forking = False
+            if child:
+                c._after_fork_child()
+            else:
+                c._after_fork_parent()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=lambda: _after_fork(False),
+        after_in_child=lambda: _after_fork(True),
+    )

@@ -1,0 +1,144 @@
+"""SQLiteStore's WAL checkpoints on a thread of the store's, off the callers' commits."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+import toolledger as tl
+from toolledger.store import SQLiteStore
+from toolledger.store._sqlite_checkpointer import BACKSTOP_PAGES
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WAIT = 60.0  # seconds: a bound for a hung thread, never a synchronisation
+
+
+class _Every4(SQLiteStore):
+    _checkpoint_every = 4
+
+
+class _NoThread(SQLiteStore):
+    _checkpoint_every = None
+
+
+def _create(store: SQLiteStore, n: int, prefix: str = "c") -> None:
+    for i in range(n):
+        b = tl.Binding("ns", f"{prefix}{i}", "send_email", "1", tl.fingerprint({"i": i}))
+        store.create_if_absent(tl.create_checkpoint(b, at=T0))
+
+
+def _rows_in_database_file(path: Path) -> int:
+    """Rows the main database file holds, reading past the WAL (``immutable`` skips it)."""
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+    try:
+        tables = conn.execute("SELECT name FROM sqlite_master WHERE name = 'checkpoints'")
+        if tables.fetchone() is None:  # even the schema is still only in the WAL
+            return 0
+        return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _checkpointer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("toolledger-checkpoint")]
+
+
+class TestCheckpointer:
+    def test_commits_reach_the_database_file_without_a_caller_checkpoint(
+        self, tmp_path: Path
+    ) -> None:
+        """The thread copies committed pages back; the writers' own threshold is not reached."""
+        store = _Every4(tmp_path / "db.sqlite", durability="normal")
+        try:
+            _create(store, 12)
+            ckpt = store._checkpointer
+            assert ckpt is not None
+            assert ckpt.run_now(WAIT)
+            assert ckpt.checkpoints >= 1
+            assert _rows_in_database_file(store.path) == 12
+            (pages,) = store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()
+            assert pages == BACKSTOP_PAGES
+        finally:
+            store.close()
+
+    def test_without_the_thread_commits_stay_in_the_wal(self, tmp_path: Path) -> None:
+        """The control: with SQLite's own auto-checkpoint only, small commits stay in the WAL."""
+        store = _NoThread(tmp_path / "db.sqlite", durability="normal")
+        try:
+            _create(store, 12)
+            assert store._checkpointer is None
+            assert _rows_in_database_file(store.path) == 0
+            assert store.get("ns", "c11") is not None
+        finally:
+            store.close()
+
+    def test_close_stops_the_thread_and_is_idempotent(self, tmp_path: Path) -> None:
+        """Closing the store stops its checkpoint thread; a second close does nothing."""
+        store = _Every4(tmp_path / "db.sqlite")
+        _create(store, 2)
+        ckpt = store._checkpointer
+        assert ckpt is not None
+        thread = ckpt._thread
+        assert thread.is_alive()
+        store.close()
+        assert not thread.is_alive()
+        store.close()
+        assert ckpt.run_now(WAIT)  # a stopped checkpointer answers at once
+
+    def test_readonly_store_starts_no_thread(self, tmp_path: Path) -> None:
+        """A reader never writes, so it never checkpoints."""
+        path = tmp_path / "db.sqlite"
+        SQLiteStore(path).close()
+        before = len(_checkpointer_threads())
+        reader = SQLiteStore(path, readonly=True)
+        try:
+            assert reader.list() == []
+            assert reader._checkpointer is None
+            assert len(_checkpointer_threads()) == before
+        finally:
+            reader.close()
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+    def test_forked_child_starts_its_own_thread(self, tmp_path: Path) -> None:
+        """After fork the child never uses the parent's thread; its writes get one of its own."""
+        store = _Every4(tmp_path / "db.sqlite", durability="normal")
+        try:
+            _create(store, 4, "parent")
+            parent = store._checkpointer
+            assert parent is not None
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report, then leave without running pytest's teardown
+                code = 1
+                try:
+                    _create(store, 8, "child")
+                    child = store._checkpointer
+                    ok = (
+                        child is not None
+                        and child is not parent
+                        and child._thread.is_alive()
+                        and child.run_now(WAIT)
+                        and _rows_in_database_file(store.path) == 12
+                    )
+                    store.close()
+                    code = 0 if ok and not child._thread.is_alive() else 1  # type: ignore[union-attr]
+                finally:
+                    os.write(write, bytes([code]))
+                    os._exit(code)
+            os.close(write)
+            _, status = os.waitpid(pid, 0)
+            assert os.read(read, 1) == b"\x00"
+            os.close(read)
+            assert os.WEXITSTATUS(status) == 0
+            assert store._checkpointer is parent
+            assert parent._thread.is_alive()
+            _create(store, 4, "after")
+            assert parent.run_now(WAIT)
+            assert _rows_in_database_file(store.path) == 16
+        finally:
+            store.close()
