@@ -19,8 +19,7 @@ Configurations:
 - SDK + metrics: the same and an SDK ``MeterProvider`` (``InMemoryMetricReader``).
 - configure(): OTLP + metrics: the provider ``toolledger.configure(endpoint=...)`` builds
   (``BatchSpanProcessor`` + OTLP/HTTP to a real receiver, tests/telemetry/otlp_receiver.py,
-  in another process; its spans end inline, without the telemetry thread's hop), and
-  metrics. The user-built providers above end spans on the telemetry thread.
+  in another process), and metrics.
 
 Targets: the telemetry share of a call at durability normal <= 25 % (SDK + metrics);
 metrics add <= 5 us per call. Printed, never asserted.
@@ -204,17 +203,13 @@ def providers(endpoint: str | None) -> dict[str, tuple[Any, Any, Any]]:
         "SDK + metrics": (with_metrics, metrics_exp, meters),
     }
     if endpoint:
-        # What users run: the provider configure() builds (batch OTLP/HTTP; its spans end
-        # inline, see _ender.TRUSTED), with metrics. Built here as configure() builds it,
-        # because configure() would also install it as the global provider (and "off"
-        # would no longer be off).
+        # What users run: the provider configure() builds (batch OTLP/HTTP), with metrics.
+        # Built here as configure() builds it, because configure() would also install it
+        # as the global provider (and "off" would no longer be off).
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        from toolledger.telemetry._ender import TRUSTED
 
         otlp = TracerProvider(shutdown_on_exit=False)
         otlp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-        TRUSTED.add(otlp)
         otlp_meters = MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
         out["configure(): OTLP + metrics"] = (otlp, None, otlp_meters)
     return out
@@ -265,7 +260,8 @@ def main() -> None:
                         exporter.clear()
         n = per_round * rounds
         print(f"guarded tool calls: {n} new calls per config, SQLite durability=normal")
-        print("(telemetry us: median time spent inside the telemetry hooks during each call)\n")
+        print("(share: the whole-call difference; in hooks: time in the hooks on the call's")
+        print("thread)\n")
         head = f"{'telemetry':<26}{'call median':>12}{'p99':>10}{'call - off':>12}"
         print(head + f"{'share':>8}{'in hooks us':>13}")
         base = statistics.median(calls["off (API only)"])

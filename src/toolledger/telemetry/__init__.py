@@ -14,7 +14,6 @@ from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerPro
 
 from .._version import __version__
 from ._configure import TelemetryHandle, configure
-from ._ender import TRUSTED
 from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
@@ -87,8 +86,7 @@ def hooks_for(
         logger = None
         if not isinstance(logs, (_logs.NoOpLoggerProvider, _ProxyLoggerProvider)):
             logger = logs.get_logger("toolledger", __version__, schema_url=SCHEMA_URL)
-        inline = provider in TRUSTED
-        return OTelTelemetry(get_tracer(provider), policy, Signals(instruments, logger, inline))
+        return OTelTelemetry(get_tracer(provider), policy, Signals(instruments, logger))
     except Exception as exc:
         report("hooks_for", exc)
         return NOOP_TELEMETRY

@@ -28,7 +28,6 @@ from typing import Any
 from opentelemetry import trace
 
 from ..errors import InvalidArgumentError
-from ._ender import TRUSTED
 from ._policy import DEFAULTS, Redactor
 from ._report import logger as report_logger
 from ._report import report
@@ -329,7 +328,6 @@ def configure(
         return TelemetryHandle(tracer_provider=trace.NoOpTracerProvider(), enabled=False)
     resource = make_resource(service_name, project)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    TRUSTED.add(provider)  # only a BatchSpanProcessor (or none): its spans may end inline
     owned: list[Any] = []
     if url is not None:
         provider.add_span_processor(BatchSpanProcessor(make_exporter(url, proto, headers)))

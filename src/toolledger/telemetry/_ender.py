@@ -23,18 +23,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from ._report import report
 
-__all__ = ["ENDER", "MAX_PENDING", "STUCK_SECONDS", "TRUSTED", "Ender"]
-
-#: Tracer providers ``configure()`` built itself (only a ``BatchSpanProcessor``, whose
-#: ``on_end`` never blocks): their spans end on the caller's thread, without the hop.
-TRUSTED: weakref.WeakSet[Any] = weakref.WeakSet()
+__all__ = ["ENDER", "MAX_PENDING", "STUCK_SECONDS", "Ender"]
 
 #: Span endings queued at most; past this, endings are dropped (never blocking the caller).
 MAX_PENDING = 65_536

@@ -23,9 +23,9 @@ Rules of this module:
   ``on_start`` there, and the ids the journal stores come from it) and *ended* on
   toolledger's telemetry thread (``_ender``): final attributes, status and ``end()``, so a
   processor's ``on_end`` or a synchronous exporter never runs on the thread of a tool call.
-  The one exception is the provider ``configure()`` builds (``_ender.TRUSTED``): its only
-  processor is a ``BatchSpanProcessor``, whose ``on_end`` appends to a bounded queue and
-  never blocks, so its spans end inline (no thread hop).
+  Always, even for a ``BatchSpanProcessor`` whose ``on_end`` never blocks: ending inline
+  was measured slower for the call (``bench/bench_telemetry.py``), because the telemetry
+  thread's work overlaps the call's commits, which release the GIL.
   Ending a run's span waits (bounded by ``RUN_END_WAIT``) for the run's endings, so the
   spans of a run are with the processors when its ``with`` block exits.
 """
@@ -138,16 +138,13 @@ def _seconds(start: int | None, end: int | None) -> float | None:
 
 
 class Signals:
-    """Where a run's metrics and log records go (either may be ``None``: not recorded), and
-    whether its spans may end on the caller's thread (``inline``: the provider is one
-    ``configure()`` built, whose only processor is a ``BatchSpanProcessor``)."""
+    """Where a run's metrics and log records go (either may be ``None``: not recorded)."""
 
-    __slots__ = ("inline", "instruments", "logger")
+    __slots__ = ("instruments", "logger")
 
-    def __init__(self, instruments: Instruments | None, logger: Any, inline: bool = False) -> None:
+    def __init__(self, instruments: Instruments | None, logger: Any) -> None:
         self.instruments = instruments
         self.logger = logger
-        self.inline = inline
 
 
 NO_SIGNALS = Signals(None, None)
@@ -404,10 +401,7 @@ class OTelSpan:
                 self._transitions,
                 self._signals,
             )
-            if self._signals.inline:
-                ending()  # a BatchSpanProcessor's on_end only appends to its queue
-            else:
-                ENDER.submit(ending)
+            ENDER.submit(ending)
             if self._kind == "invoke_agent":
                 ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
         except Exception as exc:
