@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..tools import Tool, ToolOutcome
@@ -68,7 +69,7 @@ from ._call import (
     start_item,
 )
 from ._deliver import Delivery
-from ._flow import CANCELLATION, Claim, join_claims
+from ._flow import CANCELLATION, CallFlow, Claim, join_claims
 from ._seams import GuardedRun
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
@@ -159,17 +160,48 @@ def call_many(
         that did not execute yet are released first.
     """
     flows = [start_item(run, item, on_error, sync=True) for item in calls]
-    slots: list[Any] = [None] * len(flows)
-    # Phase 1: gate and decide every call in order; new ones stop at their Claim request.
-    # A later item for a call id already in this turn waits for phase 3 (it then decides
-    # from what the earlier one stored: a replay, or BINDING_CONFLICT for another input);
-    # so does a later item with an effect key already in this turn (it then returns the
-    # earlier one's result instead of finding its claim not yet executed).
-    waiting: list[tuple[int, Any, Any]] = []
+    turn = _Turn(flows=flows, slots=[None] * len(flows), return_exceptions=return_exceptions)
+    waiting = _decide_all(turn)
+    ready, errors = _claim_all(run, turn, waiting)
+    _execute_in_order(turn, ready, errors)
+    return turn.slots
+
+
+#: A call of a turn waiting for its next step: ``(index, flow generator, its request)``;
+#: ``(index, None, None)`` for a call not started yet (it repeats an earlier call).
+_Step = tuple[int, Any, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Turn:
+    """One ``call_many``: its flows, their result slots, and what happens to an error."""
+
+    flows: list[CallFlow]
+    slots: list[Any]
+    return_exceptions: bool
+
+    def kept(self, i: int, exc: BaseException) -> bool:
+        """Put ``exc`` in slot ``i`` if errors are returned (never an interruption)."""
+        if self.return_exceptions and not isinstance(exc, CANCELLATION):
+            self.slots[i] = exc
+            return True
+        return False
+
+
+def _decide_all(turn: _Turn) -> list[_Step]:
+    """Phase 1: gate and decide every call in order; new ones stop at their Claim request.
+
+    A later item for a call id already in this turn waits for phase 3 (it then decides
+    from what the earlier one stored: a replay, or BINDING_CONFLICT for another input); so
+    does a later item with an effect key already in this turn (it then returns the earlier
+    one's result instead of finding its claim not yet executed). If a call raises (and is
+    not kept), the calls decided so far are abandoned: nothing of the turn was claimed.
+    """
+    waiting: list[_Step] = []
     seen: set[tuple[str, str]] = set()
     seen_effects: set[Any] = set()
     try:
-        for i, flow in enumerate(flows):
+        for i, flow in enumerate(turn.flows):
             if flow.binding.key in seen or flow.effect in seen_effects:
                 waiting.append((i, None, None))
                 continue
@@ -179,24 +211,34 @@ def call_many(
             try:
                 gen, req, done = begin(flow, ask_sync=True)
             except BaseException as exc:
-                if return_exceptions and not isinstance(exc, CANCELLATION):
-                    slots[i] = exc
+                if turn.kept(i, exc):
                     continue
                 raise
             if done is not None:
-                slots[i] = done
+                turn.slots[i] = done
             else:
                 waiting.append((i, gen, req))
     except BaseException as exc:
         for i, gen, req in waiting:
-            abandon(flows[i], gen, req, exc)
+            abandon(turn.flows[i], gen, req, exc)
         raise
-    # Phase 2: one transaction for every claim of this turn; each flow sees its outcomes.
-    claims = [(i, gen, req) for i, gen, req in waiting if isinstance(req, Claim)]
+    return waiting
+
+
+def _claim_all(
+    run: GuardedRun, turn: _Turn, waiting: list[_Step]
+) -> tuple[list[_Step], list[tuple[int, BaseException]]]:
+    """Phase 2: one transaction for every claim of the turn; each flow sees its outcomes.
+
+    Returns:
+        The calls ready for phase 3 (in order), and the calls whose flow raised on its
+        claim's outcome.
+    """
+    claims = [req for _, _, req in waiting if isinstance(req, Claim)]
     outcomes: Any = []
     if claims:
-        outcomes = commit_claims(run.store, (run,), join_claims(r.ops for _, _, r in claims))
-    ready: list[tuple[int, Any, Any]] = []
+        outcomes = commit_claims(run.store, (run,), join_claims(r.ops for r in claims))
+    ready: list[_Step] = []
     errors: list[tuple[int, BaseException]] = []
     at = 0
     for i, gen, req in waiting:
@@ -209,37 +251,42 @@ def call_many(
         try:
             ready.append((i, gen, gen.send(reply)))
         except StopIteration as stop:
-            slots[i] = stop.value
-            finish(flows[i], stop.value, None)
+            turn.slots[i] = stop.value
+            finish(turn.flows[i], stop.value, None)
         except BaseException as exc:
-            finish(flows[i], None, exc)
+            finish(turn.flows[i], None, exc)
             errors.append((i, exc))
-    # Phase 3: execute in order; on a raising call, give back the claims not yet used.
+    return ready, errors
+
+
+def _execute_in_order(
+    turn: _Turn, ready: list[_Step], errors: list[tuple[int, BaseException]]
+) -> None:
+    """Phase 3: execute in order; on a raising call, give back the claims not yet used.
+
+    Raises:
+        The first error that is not kept (``return_exceptions``), after the release.
+    """
     failure: BaseException | None = None
     for i, err in errors:
-        if return_exceptions and not isinstance(err, CANCELLATION):
-            slots[i] = err
-        elif failure is None:
+        if not turn.kept(i, err) and failure is None:
             failure = err
     while ready and failure is None:
         i, gen, req = ready.pop(0)
         try:
             if gen is None:  # a repeated call id: decided now, after the earlier item
-                gen, req, done = begin(flows[i])
+                gen, req, done = begin(turn.flows[i])
                 if done is not None:
-                    slots[i] = done
+                    turn.slots[i] = done
                     continue
-            slots[i] = drive_sync(flows[i], gen, req)
+            turn.slots[i] = drive_sync(turn.flows[i], gen, req)
         except BaseException as exc:
-            if return_exceptions and not isinstance(exc, CANCELLATION):
-                slots[i] = exc
-            else:
+            if not turn.kept(i, exc):
                 failure = exc
     if failure is not None:
         for i, gen, req in ready:
-            abandon(flows[i], gen, req, failure)
+            abandon(turn.flows[i], gen, req, failure)
         raise failure
-    return slots
 
 
 async def acall(
