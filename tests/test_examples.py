@@ -7,6 +7,7 @@ summary come from the real run (the spans the SDK caught, the journal's replay).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -246,3 +247,39 @@ def test_readme_demo_tree_excerpt_names_spans_the_demo_prints(
     out, _ = _demo_output(monkeypatch, tmp_path, capsys)
     printed = set(_tree_names(_printed_tree(out)))
     assert wanted <= printed, f"README names spans the demo no longer prints: {wanted - printed}"
+
+
+def test_demo_phoenix_line_shows_the_same_spans_in_phoenix() -> None:
+    """The export command the demo prints, run word for word, puts the tree's spans in Phoenix."""
+    from telemetry.test_phoenix import _namespace_ok, _phoenix_bin  # one place for both probes
+
+    binary = _phoenix_bin()
+    reason = None
+    if binary is None:
+        reason = "no Phoenix virtualenv (set TOOLLEDGER_PHOENIX or run .ci/run)"
+    elif not _namespace_ok():
+        reason = "cannot make a network namespace (unshare --net needs root)"
+    if reason is not None:
+        if os.environ.get("TOOLLEDGER_REQUIRE_PHOENIX") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLLEDGER_DB", "OTEL_"))}
+    proc = subprocess.run(
+        [
+            "unshare",
+            "--net",
+            sys.executable,
+            str(ROOT / "scripts" / "demo_phoenix.py"),
+            str(binary),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert f"export-otlp {doc['run_id']} --endpoint http://127.0.0.1:6006" in doc["command"]
+    assert f"{len(doc['printed'])} spans" in doc["export_stdout"]
+    assert sorted(doc["printed"]) == doc["phoenix"]
