@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -251,13 +252,15 @@ def test_readme_demo_tree_excerpt_names_spans_the_demo_prints(
 
 def test_demo_phoenix_line_shows_the_same_spans_in_phoenix() -> None:
     """The export command the demo prints, run word for word, puts the tree's spans in Phoenix."""
-    from telemetry.test_phoenix import _namespace_ok, _phoenix_bin  # one place for both probes
-
-    binary = _phoenix_bin()
+    # The same probes as tests/telemetry/test_phoenix.py (its module name depends on the run).
+    venv = Path(os.environ.get("TOOLLEDGER_PHOENIX") or ROOT / ".venv-phoenix")
+    binary = venv / "bin" / "phoenix"
     reason = None
-    if binary is None:
+    if not binary.is_file():
         reason = "no Phoenix virtualenv (set TOOLLEDGER_PHOENIX or run .ci/run)"
-    elif not _namespace_ok():
+    elif shutil.which("unshare") is None or shutil.which("ip") is None:
+        reason = "cannot make a network namespace (no unshare or ip)"
+    elif subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False).returncode:
         reason = "cannot make a network namespace (unshare --net needs root)"
     if reason is not None:
         if os.environ.get("TOOLLEDGER_REQUIRE_PHOENIX") == "1":
