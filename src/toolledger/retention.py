@@ -15,8 +15,10 @@ Rules:
   re-run.
 - Journal content: every run that *ended* before the cutoff (in the namespace, if given)
   has each record's content removed by ``toolledger.journal.erase_content``, which keeps
-  every hash input, so ``toolledger.verify`` still passes. Runs still going (no
-  ``ended_at``) are never touched. The run's own row (goal, status, head hash) is kept.
+  every hash input, so ``toolledger.verify`` still passes. A run's records are erased in
+  one transaction, whole: ``verify`` reports a partial, selective or future-dated erasure
+  (or an erased goal) as tampering. Runs still going (no ``ended_at``) are never touched.
+  The run's own row (goal, status, head hash) is kept.
 - Running gc twice erases nothing twice (records already erased are left as they are).
 """
 
@@ -191,9 +193,9 @@ def _erase_journal(
             continue  # erased in order, so an erased last record means a done run
         rewritten = 0
         after = -1
+        changes: dict[int, str] = {}
         while True:
             rows = store.read_events(run.run_id, after_seq=after, limit=_BATCH)
-            changes: dict[int, str] = {}
             for row in rows:
                 try:
                     text = erase_content(row.data, at=stamp, reason=reason)
@@ -202,11 +204,11 @@ def _erase_journal(
                     continue
                 if text != row.data:
                     changes[row.seq] = text
-            if changes:
-                rewritten += store.rewrite_event_data(run.run_id, changes)
             if len(rows) < _BATCH:
                 break
             after = rows[-1].seq
+        if changes:  # the whole run in one transaction: verify accepts only whole erasures
+            rewritten = store.rewrite_event_data(run.run_id, changes)
         runs += rewritten > 0
         events += rewritten
     return runs, events, skipped

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,15 @@ class TestVerify:
             "UPDATE runs SET event_count = 6, head_hash = ? WHERE run_id = ?", (prev, run_id)
         )
         conn.commit()
+        # The run's end was cut off with the tail: the store alone sees that much.
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert "status" in report.reason
+        # ... unless the attacker also makes the run look as if it never ended.
+        conn.execute(
+            "UPDATE runs SET status = 'running', ended_at = NULL WHERE run_id = ?", (run_id,)
+        )
+        conn.commit()
         conn.close()
         assert toolledger.verify(db, run_id).ok
         report = toolledger.verify(
@@ -167,22 +177,21 @@ class TestErasure:
         store = MemoryStore()
         run_id = _make_run(store)
         rows = store._events[run_id]
+        erased_at = datetime.now(timezone.utc).isoformat()  # after the run ended
         store._events[run_id] = [
             dataclasses.replace(
                 r,
-                data=erase_content(r.data, at="2027-01-01T00:00:00+00:00", reason="retention 30d"),
+                data=erase_content(r.data, at=erased_at, reason="retention 30d"),
             )
-            if r.seq in (0, 1)
-            else r
             for r in rows
         ]
         report = toolledger.verify(store, run_id)
         assert report.ok
-        assert report.content_erased == 2
+        assert report.content_erased == len(rows)
         from toolledger.journal._read import load_run
 
         ev = load_run(store, run_id).events[0]
-        assert ev["erased"] == {"at": "2027-01-01T00:00:00+00:00", "reason": "retention 30d"}
+        assert ev["erased"] == {"at": erased_at, "reason": "retention 30d"}
         assert ev["inputs"] is None
         assert ev["justification"] is None
 

@@ -128,9 +128,9 @@ def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
             view = load_run(store, run_id)
     finally:
         store.close()
-    row = view.row
-    click.echo(clean(f"run {row.run_id}  {view.status}  agent={row.agent or '-'}"))
-    click.echo(clean(f"goal: {row.goal}"))
+    row, facts = view.row, view.facts  # hashed values only, never the runs columns
+    click.echo(clean(f"run {row.run_id}  {view.status}  agent={facts.agent or '-'}"))
+    click.echo(clean(f"goal: {facts.goal if facts.goal is not None else '(erased)'}"))
     color = sys.stdout.isatty()
     for index, depth in tree_order(view.events):
         ev = view.events[index]
@@ -159,6 +159,9 @@ def _detail_line(ev: dict[str, Any]) -> str:
         return "(content erased)"
     approval = ev.get("approval")
     if isinstance(approval, dict):
+        if approval.get("granted") is None:  # requested, not decided yet
+            ticket = approval.get("ticket")
+            return "pending" + (f" (ticket {ticket})" if ticket else "")
         verdict = "granted" if approval.get("granted") else "refused"
         return f"{verdict} by {approval.get('by')}: {approval.get('reason') or ''}".strip()
     if ev.get("error"):
@@ -246,14 +249,24 @@ def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
 
 @main.command()
 @click.argument("run_id", required=False)
-@click.option("--expected-head", default=None, help="Head hash from an export or a receipt.")
+@click.option(
+    "--expect-head",
+    "--expected-head",
+    "expected_head",
+    default=None,
+    metavar="DIGEST",
+    help="Fail unless the run's head is DIGEST (printed earlier by --head, kept elsewhere).",
+)
 @click.option("--expected-count", type=int, default=None, help="Record count from an export.")
 @click.option(
     "--export",
     "export_file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Verify this JSON export file (on its own, or against RUN_ID's head).",
+    help="Verify this JSON export file (on its own, and RUN_ID record by record against it).",
+)
+@click.option(
+    "--head", "print_head", is_flag=True, help="Print only the verified head digest (to anchor)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
@@ -263,9 +276,14 @@ def verify(
     expected_head: str | None,
     expected_count: int | None,
     export_file: str | None,
+    print_head: bool,
     as_json: bool,
 ) -> None:
     """Verify a run's hash chain (exit 1 names the first bad record and why).
+
+    A keyed run (TOOLLEDGER_JOURNAL_KEY) is verified with the key from the environment.
+    Anchor a run's head outside the database: `--head` prints it, `--expect-head`
+    checks it later.
 
     Example: toolledger verify 3f2a…   |   toolledger verify --export run.json
     """
@@ -278,14 +296,16 @@ def verify(
     with _mapped():
         if export_file is not None:
             reports.append(verify_export(export_file))
-            if run_id is not None and expected_head is None:
-                expected_head, expected_count = reports[0].head_hash, reports[0].event_count
         if run_id is not None:
             store = get_store(ctx)
             try:
                 reports.append(
                     verify_run(
-                        store, run_id, expected_head=expected_head, expected_count=expected_count
+                        store,
+                        run_id,
+                        expected_head=expected_head,
+                        expected_count=expected_count,
+                        export=export_file,
                     )
                 )
             finally:
@@ -293,12 +313,21 @@ def verify(
     for report in reports:
         if as_json:
             click.echo(_dumps(report.as_dict()))
+        elif print_head:
+            if report.ok and report is reports[-1]:
+                click.echo(str(report.head_hash))
         elif report.ok:
             erased = f", {report.content_erased} erased" if report.content_erased else ""
+            legacy = (
+                ""
+                if report.end_hashed
+                else " (recorded before run ends were chained: its status and end time "
+                "are not covered)"
+            )
             click.echo(
                 clean(
                     f"OK {report.source} {report.run_id}: {report.event_count} records{erased}, "
-                    f"head {report.head_hash}"
+                    f"head {report.head_hash}{legacy}"
                 )
             )
     failed = [r for r in reports if not r.ok]

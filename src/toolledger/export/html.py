@@ -81,16 +81,16 @@ def render_html(view: Any, lives: dict[str, Any] | None = None, *, back: str | N
         back: A relative link shown as "all runs" (the static site's index).
     """
     row = view.row
-    goal = (view.doc.get("content") or {}).get("goal", row.goal)
+    facts = view.facts  # hashed values only, never the runs columns
     data = {
         "run": {
             "run_id": row.run_id,
-            "goal": goal,
-            "agent": row.agent,
-            "namespace": row.namespace,
+            "goal": facts.goal,
+            "agent": facts.agent,
+            "namespace": facts.namespace,
             "status": view.status,
-            "started_at": row.started_at,
-            "ended_at": row.ended_at,
+            "started_at": facts.started_at,
+            "ended_at": facts.ended_at,
             "head_hash": view.rows[-1].hash if view.rows else view.doc.get("genesis"),
             "event_count": len(view.rows),
         },

@@ -6,6 +6,7 @@ Layout (``format: "toolledger-journal"``, ``version: 1``)::
      "head_hash", "event_count",                   # what verify_export checks against
      "run": {"run_id", "namespace", "agent", "goal", "status", "started_at", "ended_at",
              "head_hash", "event_count", "document"},  # document: the stored run JSON
+                                  # (the other fields are its hashed facts: journal._facts)
      "events": [{"run_id", "event_id", "seq", "parent_id", "kind", "name", "status",
                  "goal", "started_at", "ended_at", "ts_start_ms", "ts_end_ms",
                  "duration_ms", "justification", "justification_source",
@@ -30,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._version import __version__
+from ..journal._events import parse_many
 from ..journal._read import load_stored_run
 from ..journal._reader import events_of
 from ..store._open import using_store
@@ -70,7 +72,7 @@ def export_json(
     with using_store(db, readonly=True) as store:
         stored = load_stored_run(store, run_id)
         events = events_of(store, stored)
-    row, doc = stored.row, stored.doc
+    row, doc, facts = stored.row, stored.doc, stored.facts  # hashed values, never columns
     head: str | None = doc.get("genesis")
     count = 0
     with atomic_text(path) as fh:
@@ -79,12 +81,12 @@ def export_json(
         fh.write(f'"exported_at":{_dumps(datetime.now(timezone.utc).isoformat())},')
         run = {
             "run_id": row.run_id,
-            "namespace": row.namespace,
-            "agent": row.agent,
-            "goal": row.goal,
-            "status": row.status,
-            "started_at": row.started_at,
-            "ended_at": row.ended_at,
+            "namespace": facts.namespace,
+            "agent": facts.agent,
+            "goal": facts.goal,
+            "status": facts.status,
+            "started_at": facts.started_at,
+            "ended_at": facts.ended_at,
             "head_hash": row.head_hash,
             "event_count": row.event_count,
             "document": doc,
@@ -136,11 +138,12 @@ def _event_json(event: dict[str, Any]) -> str:
         return _dumps(safe)
 
 
-def _data(text: str) -> str:
-    """Embed a stored record as JSON; a corrupted one as a string (verify names it)."""
-    try:
-        json.loads(text)
-    except ValueError:
+def _data(text: Any) -> str:
+    """Embed a stored record as JSON; an unreadable one as a string (verify names it)."""
+    if type(text) is not str:  # a BLOB: kept (as text) under a marker verify rejects
+        raw = text.decode("utf-8", "backslashreplace") if isinstance(text, bytes) else text
+        return _dumps({"$blob": str(raw)})
+    if parse_many([text])[0].get("unreadable") is True:
         return _dumps(text)
     return text
 

@@ -52,15 +52,16 @@ def _event_title(ev: Mapping[str, Any]) -> str:
 def render_markdown(view: Any) -> str:
     """Return the Markdown document of a loaded run (``journal._read.StoredRun``)."""
     row = view.row
+    run = view.facts  # hashed values only, never the runs columns
     out: list[str] = [f"# Run {escape_md(row.run_id)}", ""]
-    goal = (view.doc.get("content") or {}).get("goal", row.goal)
+    goal = run.goal
     facts = [
         ("Goal", goal if goal is not None else "(erased)"),
-        ("Agent", row.agent or ""),
-        ("Namespace", row.namespace),
+        ("Agent", run.agent or ""),
+        ("Namespace", run.namespace or ""),
         ("Status", view.status),
-        ("Started", row.started_at),
-        ("Ended", row.ended_at or ""),
+        ("Started", run.started_at or ""),
+        ("Ended", run.ended_at or ""),
         ("Records", row.event_count),
         ("Head hash", row.head_hash or ""),
     ]

@@ -160,6 +160,7 @@ def run(
     redact: Any = None,
     conversation_id: str | None = None,
     user_id: str | None = None,
+    key: str | bytes | None = None,
 ) -> Run:
     """Return a ``Run`` to use as ``with toolledger.run(goal, ...) as run:``.
 
@@ -176,6 +177,9 @@ def run(
             ``gen_ai.conversation.id`` on the run's spans (none when not given; never the
             run id).
         user_id: The end user the run acts for (``user.id`` on the run's spans).
+        key: A secret journal key (default ``$TOOLLEDGER_JOURNAL_KEY``): the run's chain is
+            then HMAC-SHA256 keyed, so a full re-chain without the key is detected;
+            ``verify`` needs the same key. See ``docs/journal.md``.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments.
@@ -193,4 +197,5 @@ def run(
         redact=redact,
         conversation_id=conversation_id,
         user_id=user_id,
+        key=key,
     )

@@ -8,7 +8,8 @@ Stored layout (``EventRow.data``, compact JSON)::
 The *header* is small and never erased: ``v, run_id, event_id, seq, parent_id, kind, name,
 status, phase`` (``start`` / ``end`` / ``point``), ``at``, ``justification_source``,
 ``justification_missing``, ``checkpoint`` (``{"namespace", "call_id", "revision"}``),
-``trace_id``, ``span_id`` and ``content_sha256``. The fields that are also indexed columns
+``trace_id``, ``span_id``, ``content_sha256`` and, on a run's closing record only,
+``run_end: true``. The fields that are also indexed columns
 of the row (``COLUMN_KEYS``) are not repeated in ``data``: the full header is the stored
 header plus the columns, and that full header is what is hashed. The *content* holds what
 users wrote: ``inputs, outputs, justification, error, meta, approval, text, artifact``.
@@ -34,7 +35,9 @@ event under ``extra``.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -47,13 +50,21 @@ __all__ = [
     "CONTENT_KEYS",
     "FORMAT_VERSION",
     "HEADER_KEYS",
+    "RUN_FORMAT_VERSION",
     "KINDS",
     "canonical",
+    "KEY_ENV",
+    "MAC_HMAC_SHA256",
     "chain_hash",
+    "journal_key",
+    "key_id",
     "content_hash",
     "erase_content",
     "header_json",
+    "check_readable",
     "event_summary_text",
+    "MAX_READ_DEPTH",
+    "parse_document",
     "merge_records",
     "RecordParser",
     "parse_many",
@@ -63,6 +74,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+#: The run header's format: 2 chains the run's end (a closing ``finish`` record whose
+#: header has ``run_end: true``); 1 (older runs) did not.
+RUN_FORMAT_VERSION = 2
 
 #: Event kinds the journal writes (readers accept others, for newer writers).
 KINDS = ("step", "tool_call", "approval", "artifact", "note", "finish")
@@ -85,6 +99,7 @@ HEADER_KEYS = frozenset(
         "trace_id",
         "span_id",
         "content_sha256",
+        "run_end",
     }
 )
 #: Header fields stored as indexed columns of the row, not repeated in its ``data``: the
@@ -128,11 +143,57 @@ def content_hash(content: Mapping[str, Any], *, maybe_float: bool = True) -> str
     return _sha(canonical(content, maybe_float=maybe_float))
 
 
-def chain_hash(prev_hash: str | None, header_json: str) -> str:
-    """Return ``sha256(prev_hash + header_json)`` as hex (``prev_hash`` ``None`` is ``""``)."""
+def chain_hash(prev_hash: str | None, header_json: str, key: bytes | None = None) -> str:
+    """Return ``sha256(prev_hash + header_json)`` as hex (``prev_hash`` ``None`` is ``""``).
+
+    With ``key`` (a keyed run), ``HMAC-SHA256(key, prev_hash + header_json)`` instead.
+    """
+    if key is not None:
+        mac = hmac.new(key, (prev_hash or "").encode("ascii"), hashlib.sha256)
+        mac.update(header_json.encode("utf-8"))
+        return mac.hexdigest()
     h = hashlib.sha256((prev_hash or "").encode("ascii"))
     h.update(header_json.encode("utf-8"))
     return h.hexdigest()
+
+
+#: The environment variable holding the journal key (``toolledger.run(key=...)``).
+KEY_ENV = "TOOLLEDGER_JOURNAL_KEY"
+#: The run header's ``mac`` value for a keyed run.
+MAC_HMAC_SHA256 = "hmac-sha256"
+
+
+def journal_key(key: str | bytes | None) -> bytes | None:
+    """Return the key to chain or verify with: ``key``, else ``$TOOLLEDGER_JOURNAL_KEY``.
+
+    ``None`` (and an empty value) means unkeyed. A str is used as its UTF-8 bytes.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a key that is not str or bytes.
+    """
+    if key is None:
+        key = os.environ.get(KEY_ENV) or None
+    if key is None:
+        return None
+    if isinstance(key, str):
+        try:
+            key = key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            from ..errors import InvalidArgumentError
+
+            raise InvalidArgumentError(message="the journal key is not valid Unicode") from exc
+    if not isinstance(key, (bytes, bytearray)):
+        from ..errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            message=f"the journal key must be str or bytes; got {type(key).__name__}"
+        )
+    return bytes(key) or None
+
+
+def key_id(key: bytes) -> str:
+    """Return the public id of a key (16 hex digits), kept in a keyed run's header."""
+    return hashlib.sha256(b"toolledger-journal-key-id\0" + key).hexdigest()[:16]
 
 
 def stored_header(header: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,6 +260,49 @@ def run_genesis(run_header: Mapping[str, Any]) -> str:
     return _sha(canonical(run_header))
 
 
+#: Stored records nested deeper than this are unreadable (writers bound values to
+#: ``_values.MAX_DEPTH`` levels; this leaves room for the record's own levels).
+MAX_READ_DEPTH = 200
+#: A JSON escape of a UTF-16 surrogate: the only way a lone surrogate gets into parsed text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_readable(text: str, doc: Any) -> None:
+    """Reject what stored JSON text may decode to but no journal writer stores.
+
+    Cheap unless the text could hold it: nesting deeper than ``MAX_READ_DEPTH`` (only
+    walked when the text has that many brackets) or a lone surrogate (only checked when
+    the text holds a surrogate escape).
+
+    Raises:
+        ValueError: nested too deep.
+        UnicodeEncodeError: a lone surrogate.
+    """
+    if text.count("[") + text.count("{") >= MAX_READ_DEPTH and _depth(doc) > MAX_READ_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_READ_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(text):
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+
+
+def _depth(doc: Any) -> int:
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_READ_DEPTH:
+                    return deepest
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return deepest
+
+
 class RecordParser:
     """Parse stored records, noting whether each holds a float (one decoder, reused)."""
 
@@ -206,7 +310,7 @@ class RecordParser:
 
     def __init__(self) -> None:
         self._seen = False
-        self._decode = json.JSONDecoder(parse_float=self._float).decode
+        self._decode = json.JSONDecoder(parse_float=self._float, parse_constant=_no_constant).decode
 
     def _float(self, text: str) -> float:
         self._seen = True
@@ -216,12 +320,16 @@ class RecordParser:
         """Return ``(document, contains_float)``.
 
         Raises:
-            ValueError: the text is not a JSON object.
+            ValueError: the text is not a JSON object (``NaN`` and ``Infinity`` are not
+                JSON), or is nested too deep.
+            UnicodeEncodeError: it holds a lone surrogate.
+            RecursionError, TypeError: nested too deep for the decoder; not text.
         """
         self._seen = False
         doc = self._decode(data)
         if not isinstance(doc, dict):
             raise ValueError("a journal record must be a JSON object")
+        check_readable(data, doc)
         return doc, self._seen
 
 
@@ -234,22 +342,41 @@ def parse_record(data: str) -> tuple[dict[str, Any], bool]:
     return RecordParser().parse(data)
 
 
-def parse_many(texts: list[str]) -> list[dict[str, Any]]:
-    """Parse many stored records at once; an unreadable one becomes ``{"unreadable": True}``."""
-    try:
-        docs = json.loads("[" + ",".join(texts) + "]")
-        if len(docs) == len(texts) and all(type(d) is dict for d in docs):
-            return list(docs)
-    except ValueError:
-        pass
+_strict_loads = json.JSONDecoder(parse_constant=_no_constant).decode
+_READ_ERRORS = (ValueError, UnicodeError, RecursionError, TypeError)
+
+
+def parse_many(texts: list[Any]) -> list[dict[str, Any]]:
+    """Parse many stored records at once; an unreadable one becomes ``{"unreadable": True}``.
+
+    Unreadable: not a JSON object, ``NaN``/``Infinity``, a lone surrogate, nesting deeper
+    than ``MAX_READ_DEPTH``, or not text at all (a BLOB). Never raises for any of them.
+    """
+    if all(type(t) is str for t in texts):
+        joined = "[" + ",".join(texts) + "]"
+        try:
+            docs = _strict_loads(joined)
+            if len(docs) == len(texts) and all(type(d) is dict for d in docs):
+                check_readable(joined, docs)
+                return list(docs)
+        except _READ_ERRORS:
+            pass
     out: list[dict[str, Any]] = []
     for text in texts:
         try:
-            doc = json.loads(text)
-        except ValueError:
+            doc = _strict_loads(text)
+            if isinstance(doc, dict):
+                check_readable(text, doc)
+        except _READ_ERRORS:
             doc = None
         out.append(doc if isinstance(doc, dict) else {"unreadable": True})
     return out
+
+
+def parse_document(text: Any) -> dict[str, Any]:
+    """Parse one stored JSON object (a run document); ``{}`` when unreadable."""
+    (doc,) = parse_many([text])
+    return {} if doc.get("unreadable") is True and len(doc) == 1 else doc
 
 
 def erase_content(event_data_json: str, *, at: str, reason: str) -> str:

@@ -363,6 +363,14 @@ def hash_artifact(
         raise InvalidArgumentError(message="artifact name must be a non-empty str")
     if media_type is not None and not isinstance(media_type, str):
         raise InvalidArgumentError(message="media_type must be a str or None")
+    for what, text in (("artifact name", name), ("media_type", media_type)):
+        if text is not None and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidArgumentError(
+                    message=f"{what} is not valid Unicode (a lone surrogate at {exc.start})"
+                ) from exc
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
         return {

@@ -20,12 +20,15 @@ __all__ = ["import_json"]
 _BATCH = 5000
 
 
-def import_json(path: str | os.PathLike[str], db: Any = None) -> str:
+def import_json(
+    path: str | os.PathLike[str], db: Any = None, *, key: str | bytes | None = None
+) -> str:
     """Import a JSON export (``export_json``) into ``db``; return the run id.
 
     Args:
         path: The export file.
         db: A ``Store``, path or URL (default ``$TOOLLEDGER_DB`` or ``.toolledger.db``).
+        key: The run's journal key when it is keyed (default ``$TOOLLEDGER_JOURNAL_KEY``).
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` when the file is not an export, fails
@@ -47,6 +50,7 @@ def import_json(path: str | os.PathLike[str], db: Any = None) -> str:
         expected_head=doc.get("head_hash"),
         expected_count=doc.get("event_count"),
         source="export",
+        key=key,
     )
     if not report.ok:
         raise InvalidArgumentError(

@@ -1,13 +1,13 @@
 """Read a stored run back: its row, its document, its records and merged events.
 
-Readers only read the store. A run whose status is still ``running`` is *live* only when
-its writer process is alive on this host; otherwise it crashed, and events it left
-``running`` are shown as interrupted.
+Readers only read the store, and display the run's hashed facts (``StoredRun.facts``,
+``read_facts``; see ``journal._facts``), never the ``runs`` columns. A run whose status
+is still ``running`` is *live* only when its writer process is alive on this host;
+otherwise it crashed, and events it left ``running`` are shown as interrupted.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -18,16 +18,20 @@ from ..errors import InvalidArgumentError, NotFoundError
 from ..store import Store
 from ..store._open import using_store
 from ..store.base import EventRow, RunRow
-from ._events import merge_records, parse_many
+from ._events import merge_records, parse_document, parse_many
+from ._facts import TAIL, RunFacts, find_end, run_facts
 
 __all__ = [
     "StoredRun",
+    "display_status",
     "get_run_row",
     "is_live",
     "iter_rows",
     "load_run",
     "load_stored_run",
+    "read_facts",
     "run_document",
+    "stored_run_head",
 ]
 
 
@@ -40,26 +44,52 @@ class StoredRun:
     rows: list[EventRow]
     events: list[dict[str, Any]]
     live: bool
+    facts: RunFacts  # what readers display: hashed values only (journal._facts)
 
     @property
     def status(self) -> str:
         """``running``, ``completed``, ``failed`` or ``interrupted`` (crashed)."""
-        if self.row.status == "running" and not self.live:
-            return "interrupted"
-        return self.row.status
+        return display_status(self.facts, self.live)
+
+
+def display_status(facts: RunFacts, live: bool) -> str:
+    """The status readers show: the hashed one, ``interrupted`` for a dead writer's run."""
+    if facts.status == "running" and not live:
+        return "interrupted"
+    return facts.status
+
+
+def read_facts(store: Store, row: RunRow, doc: dict[str, Any] | None = None) -> RunFacts:
+    """Return the run's hashed facts (``journal._facts.run_facts``), reading its tail.
+
+    The closing record is searched among the last ``TAIL`` records, then (rarely: many
+    records written after the run ended, or a damaged count) among all of them.
+    """
+    doc = run_document(row) if doc is None else doc
+    count = row.event_count
+    end = find_end(store.read_events(row.run_id, after_seq=count - TAIL - 1)) if count else None
+    if end is None and (count > TAIL or count < 0) and row.status != "running":
+        end = find_end(list(iter_rows(store, row.run_id)))
+    return run_facts(row, doc, end)
+
+
+def stored_run_head(store: Store, row: RunRow) -> StoredRun:
+    """A ``StoredRun`` without records or events (a listing): row, document, facts."""
+    doc = run_document(row)
+    facts = read_facts(store, row, doc)
+    return StoredRun(
+        row=row, doc=doc, rows=[], events=[], live=is_live(row, doc, facts), facts=facts
+    )
 
 
 def run_document(row: RunRow) -> dict[str, Any]:
     """Return the run's stored JSON document (``{}`` when unreadable)."""
-    try:
-        doc = json.loads(row.data)
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+    return parse_document(row.data)
 
 
-def is_live(row: RunRow, doc: dict[str, Any]) -> bool:
-    if row.status != "running":
+def is_live(row: RunRow, doc: dict[str, Any], facts: RunFacts | None = None) -> bool:
+    """Whether a run still runs: its (hashed) status is ``running`` and its writer lives."""
+    if (row.status if facts is None else facts.status) != "running":
         return False
     pid = doc.get("pid")
     if doc.get("host") != socket.gethostname() or type(pid) is not int:
@@ -132,9 +162,10 @@ def load_stored_run(
         if progress is not None and len(rows) % 5000 == 0:
             progress(len(rows), row.event_count)
     doc = run_document(row)
-    live = is_live(row, doc)
-    events = merged_events(rows, doc, live, default_goal=row.goal)
-    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live)
+    facts = run_facts(row, doc, find_end(rows))
+    live = is_live(row, doc, facts)
+    events = merged_events(rows, doc, live, default_goal=facts.goal)
+    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live, facts=facts)
 
 
 def merged_events(
@@ -149,6 +180,7 @@ def merged_events(
         else:
             header.update(_header_from_row(rows[i]))  # the columns complete the header
     content = doc.get("content")
+    # The hashed goal; a damaged document falls back to ``default_goal`` (the facts' goal).
     goal = content.get("goal", default_goal) if isinstance(content, dict) else default_goal
     return merge_records(docs, goal=goal, live=live)
 

@@ -22,9 +22,7 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._open import store_for, using_store
 from ..store._search import EventQuery, parse_query
-from ..store.base import RunRow
-from ._read import StoredRun, load_stored_run, merged_events, run_document
-from ._read import is_live as _is_live
+from ._read import StoredRun, load_stored_run, merged_events, stored_run_head
 from ._view import Event, RunView, event_from_merged, parse_event_time
 
 __all__ = [
@@ -85,18 +83,20 @@ def to_time(value: Any, name: str, *, now: datetime | None = None) -> str | None
         ) from exc
 
 
-def _run_fields(row: RunRow, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's displayed fields: hashed values from its document, else the row's."""
-    header = _section(doc, "header")
-    content = _section(doc, "content")
-    end = _section(doc, "end")
+def _run_fields(stored: StoredRun) -> dict[str, Any]:
+    """The run's displayed fields: its hashed facts (``journal._facts``), never the columns.
+
+    The error of a run recorded before run ends were chained comes from its document.
+    """
+    facts = stored.facts
+    end = _section(stored.doc, "end")
     return {
-        "namespace": str(header.get("namespace", row.namespace)),
-        "agent": header.get("agent", row.agent),
-        "goal": content.get("goal", row.goal),
-        "started_at": header.get("started_at", row.started_at),
-        "ended_at": row.ended_at,
-        "error": end.get("error"),
+        "namespace": str(facts.namespace or stored.row.namespace),
+        "agent": facts.agent,
+        "goal": facts.goal,
+        "started_at": facts.started_at,
+        "ended_at": facts.ended_at,
+        "error": facts.error if facts.end_hashed else end.get("error"),
     }
 
 
@@ -107,7 +107,7 @@ def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
     """Return the ``RunView`` of a stored run and its events."""
-    fields = _run_fields(stored.row, stored.doc)
+    fields = _run_fields(stored)
     return RunView(
         run_id=stored.row.run_id,
         namespace=fields["namespace"],
@@ -139,7 +139,7 @@ def checkpoint_status(store: Store, link: Mapping[str, Any]) -> str:
 
 def events_of(store: Store, stored: StoredRun) -> list[Event]:
     """Return the stored run's merged events as ``Event`` values."""
-    fields = _run_fields(stored.row, stored.doc)
+    fields = _run_fields(stored)
     statuses: dict[tuple[Any, Any], str] = {}
     out: list[Event] = []
     for ev in stored.events:
@@ -219,10 +219,7 @@ def list_runs(
         while len(out) < limit:
             rows = store.list_runs(namespace=namespace, limit=offset + page)[offset:]
             for row in rows:
-                doc = run_document(row)
-                view = run_view(
-                    StoredRun(row=row, doc=doc, rows=[], events=[], live=_is_live(row, doc))
-                )
+                view = run_view(stored_run_head(store, row))
                 if _run_matches(view, status, agent, namespace, low, high):
                     out.append(view)
                     if len(out) >= limit:
@@ -373,13 +370,13 @@ def _search(store: Store, query: EventQuery, status: str | None, limit: int) -> 
             stored = _run_of(store, runs, rows[0].run_id)
             if stored is None:
                 continue
-            fields = _run_fields(stored.row, stored.doc)
+            fields = _run_fields(stored)
             if query.agent is not None and fields["agent"] != query.agent:
                 continue
             if query.namespace is not None and fields["namespace"] != query.namespace:
                 continue
             merged = merged_events(
-                list(rows), stored.doc, stored.live, default_goal=stored.row.goal
+                list(rows), stored.doc, stored.live, default_goal=stored.facts.goal
             )
             if not merged:
                 continue
@@ -412,8 +409,7 @@ def _run_of(store: Store, cache: dict[str, StoredRun | None], run_id: str) -> St
         if row is None:
             cache[run_id] = None
         else:
-            doc = run_document(row)
-            cache[run_id] = StoredRun(row=row, doc=doc, rows=[], events=[], live=_is_live(row, doc))
+            cache[run_id] = stored_run_head(store, row)
     return cache[run_id]
 
 

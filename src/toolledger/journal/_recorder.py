@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = [
+    "MAX_ERRORS",
     "JournalWarning",
     "PreparedEnd",
     "Recorder",
@@ -53,6 +54,11 @@ __all__ = [
 log = logging.getLogger("toolledger.journal")
 
 _JUSTIFICATION_SOURCES = ("developer", "model")
+
+
+#: ``run.errors`` keeps at most this many failures: the first half and the latest ones
+#: (``run.error_count`` counts every failure).
+MAX_ERRORS = 100
 
 
 class JournalWarning(RuntimeWarning):
@@ -139,6 +145,7 @@ class Recorder:
     strict: bool
     status: str
     errors: list[BaseException]
+    error_count: int
     telemetry: TelemetryHooks
     span: SpanHandle
     _writer: ChainWriter | None
@@ -510,7 +517,12 @@ class Recorder:
         """Keep a recording failure in ``run.errors`` (warned once); re-raise when strict."""
         if self.strict:
             raise exc
-        self.errors.append(exc)
+        self.error_count = getattr(self, "error_count", 0) + 1
+        errors = self.errors
+        if len(errors) >= MAX_ERRORS:
+            # Keep the first failures (usually the cause) and the latest ones.
+            del errors[MAX_ERRORS // 2]
+        errors.append(exc)
         log.warning("toolledger: journal write for run %s failed: %s", self.run_id, exc)
         if not self._warned:
             self._warned = True

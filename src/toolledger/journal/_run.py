@@ -32,12 +32,22 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..checkpoint.model import check_identifier
 from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._open import store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
-from ._events import FORMAT_VERSION, content_hash, run_genesis
+from ._events import (
+    FORMAT_VERSION,
+    MAC_HMAC_SHA256,
+    RUN_FORMAT_VERSION,
+    content_hash,
+    journal_key,
+    key_id,
+    run_genesis,
+)
+from ._facts import RUN_END_KEY, TAIL, find_end
 from ._handles import Artifact, Step, error_info
 from ._recorder import Recorder, check_name, check_source, check_text, new_id, now
 from ._writer import ChainWriter
@@ -62,7 +72,9 @@ class Run(Recorder):
         goal, agent, namespace: As given.
         store: The ``Store`` holding the journal.
         telemetry: The ``TelemetryHooks``; ``span``: the run's span (after entering).
-        errors: Recording failures (storage, telemetry is logged only), oldest first.
+        errors: Recording failures (storage, telemetry is logged only), oldest first; at
+            most ``MAX_ERRORS`` are kept (the first and the latest ones), ``error_count``
+            counts them all.
         status: ``created``, ``running``, ``completed`` or ``failed``.
     """
 
@@ -81,6 +93,7 @@ class Run(Recorder):
         redact: Any = None,
         conversation_id: str | None = None,
         user_id: str | None = None,
+        key: str | bytes | None = None,
     ) -> None:
         if not isinstance(goal, str):
             raise InvalidArgumentError(message=f"goal must be a str; got {type(goal).__name__}")
@@ -90,23 +103,27 @@ class Run(Recorder):
         self.conversation_id = check_text(conversation_id, "conversation_id")
         self.user_id = check_text(user_id, "user_id")
         self._summary: str | None = None
-        self.namespace = check_name(namespace, "namespace")
+        # The checkpoint's rule, so a bad namespace is refused here, not at the first call.
+        self.namespace = check_identifier(namespace, "namespace")
         if run_id is not None and not (isinstance(run_id, str) and _ID.match(run_id)):
             raise InvalidArgumentError(
                 message="run_id must be 1-128 characters of letters, digits and ._:-; "
                 f"got {run_id!r}"
             )
         self.run_id: str = run_id or new_id()
+        #: The journal key (``key=`` or ``$TOOLLEDGER_JOURNAL_KEY``): an HMAC-keyed chain.
+        self._key = journal_key(key)
         self.strict = bool(strict)
         self.store: Store
         self.store, self._owns_store = store_for(db)
-        self.errors: list[BaseException] = []
+        self.errors: list[BaseException] = []  # bounded: MAX_ERRORS (see record_failure)
+        self.error_count = 0
         self.status = "created"
         self.started_at: str | None = None
         self.span: SpanHandle = NoopSpan()
         self._warned = False
         self._telemetry_warned = False
-        self._finished = False
+        self._finished: str | None = None  # the event id of run.finish(...)
         self._token: Token[Run | None] | None = None
         self._writer: ChainWriter | None = None
         self._doc: dict[str, Any] = {}
@@ -169,7 +186,7 @@ class Run(Recorder):
         self.status = "running"
         self.started_at = now()
         header: dict[str, Any] = {
-            "v": FORMAT_VERSION,
+            "v": RUN_FORMAT_VERSION,
             "run_id": self.run_id,
             "namespace": self.namespace,
             "agent": self.agent,
@@ -181,6 +198,9 @@ class Run(Recorder):
             header["conversation_id"] = self.conversation_id
         if self.user_id is not None:
             header["user_id"] = self.user_id
+        if self._key is not None:
+            header["mac"] = MAC_HMAC_SHA256
+            header["key_id"] = key_id(self._key)
         # The span starts first so that the run document can carry its live ids.
         self.span = self._safe_telemetry(
             self.telemetry.run_started,
@@ -206,6 +226,7 @@ class Run(Recorder):
             strict=self.strict,
             on_error=self.record_failure,
             pending_row=pending,
+            key=self._key,
         )
 
     def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int, RunRow | None]:
@@ -261,6 +282,7 @@ class Run(Recorder):
             doc = json.loads(existing.data)
         except ValueError:
             doc = {}
+        self._check_resumed_key(doc)
         if isinstance(doc, dict) and "genesis" in doc:
             # A resumed run keeps the trace ids of its first live span, if it had one.
             self._doc = {
@@ -281,6 +303,19 @@ class Run(Recorder):
             self.record_failure(exc)
         return existing.head_hash, existing.event_count
 
+    def _check_resumed_key(self, doc: Any) -> None:
+        """A resumed run chains as it started: keyed with its key, or unkeyed."""
+        header = doc.get("header") if isinstance(doc, dict) else None
+        if not isinstance(header, dict) or header.get("mac") is None:
+            self._key = None  # an unkeyed run stays unkeyed
+            return
+        if self._key is None or key_id(self._key) != header.get("key_id"):
+            raise InvalidArgumentError(
+                message=f"run {self.run_id} is keyed (key id {header.get('key_id')}): resume it "
+                "with its key (key= or TOOLLEDGER_JOURNAL_KEY)",
+                details={"run_id": self.run_id},
+            )
+
     def close(self, error: BaseException | None = None) -> None:
         """Finish the run: record ``finish`` if needed, flush, update the run, end its span.
 
@@ -289,23 +324,15 @@ class Run(Recorder):
         """
         if self.status != "running":
             return
-        failed = error is not None
-        if not self._finished:
-            self.record_point(
-                "finish",
-                "finish",
-                status="failed" if failed else "completed",
-                text=None,
-                error=error,
-                parent=None,
-            )
-        self.status = "failed" if failed else "completed"
+        status = "failed" if error is not None else "completed"
+        ended = now()
+        self._close_record(status, error, ended)
+        self.status = status
         writer = self._writer
         assert writer is not None
         try:
             writer.close()
         finally:
-            ended = now()
             self._doc["end"] = {"status": self.status, "ended_at": ended}
             # The run span's live ids, so telemetry re-export keeps the same parentage.
             if isinstance(getattr(self.span, "span_id", None), str):
@@ -314,13 +341,12 @@ class Run(Recorder):
             if error is not None:
                 self._doc["end"]["error"] = error_info(error)
             if self.errors:
-                self._doc["end"]["recording_errors"] = len(self.errors)
+                self._doc["end"]["recording_errors"] = self.error_count
             try:
-                self.store.update_run(
-                    self.run_id,
-                    status=self.status,
-                    ended_at=ended,
-                    data=json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
+                self._store_end(
+                    self.status,
+                    ended,
+                    json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
                 )
             except CheckpointError as exc:
                 if self.strict:
@@ -344,6 +370,49 @@ class Run(Recorder):
             if self._owns_store:
                 with contextlib.suppress(Exception):
                     self.store.close()
+
+    def _store_end(self, status: str, ended: str, data: str) -> None:
+        """Make the ``status``/``ended_at`` columns match the chain's last closing record.
+
+        Another process ending the same run may append its closing record between ours and
+        this update: after each update the chain is read again and the columns follow its
+        last closing record, until they agree (each closer re-reads after writing, so the
+        last one to write leaves the chain's last end).
+        """
+        text: str | None = data
+        for _attempt in range(16):
+            self.store.update_run(self.run_id, status=status, ended_at=ended, data=text)
+            text = None
+            row = self.store.get_run(self.run_id)
+            count = 0 if row is None else row.event_count
+            end = find_end(self.store.read_events(self.run_id, after_seq=count - TAIL - 1))
+            if end is None or end.status is None or end.at is None:
+                return  # our end was not stored: verify will say the columns disagree
+            if (end.status, end.at) == (status, ended):
+                return
+            status, ended = end.status, end.at
+
+    def _close_record(self, status: str, error: BaseException | None, ended: str) -> None:
+        """Chain the run's end (``journal._facts``): the closing ``finish`` record.
+
+        Its header holds the status, the end time (``at``, equal to the ``ended_at``
+        column) and ``run_end: true``; its content the error. After ``run.finish(...)`` it
+        is that event's end record, else a one-record ``finish`` event.
+        """
+        err = error_info(error)
+        header: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "event_id": self._finished or new_id(),
+            "parent_id": None,
+            "kind": "finish",
+            "name": "finish",
+            "status": status,
+            "phase": "end" if self._finished else "point",
+            "at": ended,
+            RUN_END_KEY: True,
+        }
+        self._write(header, {} if err is None else {"error": err}, False)
 
     @property
     def head_hash(self) -> str | None:
@@ -470,7 +539,7 @@ class Run(Recorder):
         check_text(summary, "summary")
         event_id = self.record_point("finish", "finish", text=summary, parent=None)
         self._summary = summary
-        self._finished = True
+        self._finished = event_id  # the run's closing record ends this event
         return event_id
 
     def add_artifact(

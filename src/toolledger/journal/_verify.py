@@ -2,25 +2,49 @@
 
 ``verify`` detects an edited record (content, header or an indexed column), an inserted,
 deleted or reordered record (``seq`` and ``prev_hash`` stop linking), an altered run
-header or goal (the genesis hash), and, when given the head hash and count from an export
-(or from ``expected_head``/``expected_count``), a cut-off tail. Records whose content was
-erased by retention still verify: the chain covers content *hashes*; they are counted in
-``content_erased`` (their content cannot be checked, because it is gone).
+header or goal (the genesis hash), an edited ``runs`` column (``namespace, agent, goal,
+started_at, status, ended_at``: compared with the hashed run, ``journal._facts``) and, when
+given the head hash and count from an export (or from ``expected_head``/``expected_count``),
+a cut-off tail.
+
+Records whose content was erased by retention still verify: the chain covers content
+*hashes*; they are counted in ``content_erased`` (their content cannot be checked, because
+it is gone). Erasure markers are not trusted blindly: ``gc`` erases whole runs that ended
+before a cutoff, in one transaction, and never a goal. So erased records must be a prefix
+of the chain that ends at a ``finish`` record (or at the last record, past a ``finish``);
+each marker must be dated at or after the end of what it erased and not in the future;
+and the goal must be present. Anything else is reported as tampering.
+
+Unreadable records (not JSON, a ``NaN`` literal, a lone surrogate, nesting too deep to
+read, a non-text value) are named like any other bad record; nothing here raises for them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..store._open import using_store
-from ..store.base import EventRow
-from ._events import RecordParser, canonical, chain_hash, content_hash, run_genesis
+from ..store.base import EventRow, RunRow
+from ._events import (
+    KEY_ENV,
+    MAC_HMAC_SHA256,
+    RecordParser,
+    canonical,
+    chain_hash,
+    content_hash,
+    journal_key,
+    key_id,
+    run_genesis,
+)
+from ._facts import EndRecord, end_record, run_facts
 from ._read import get_run_row, iter_rows, run_document
 
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
@@ -41,6 +65,8 @@ class VerifyReport:
         first_bad_seq, first_bad_event_id: The first bad record, when one is to blame.
         content_erased: Records whose content was erased (hash-checked, content gone).
         source: ``"store"`` or ``"export"``.
+        end_hashed: Whether the run's end (status, end time) is in the chain; ``False``
+            for a run recorded before run ends were chained (its end is not vouched for).
     """
 
     ok: bool
@@ -52,6 +78,7 @@ class VerifyReport:
     first_bad_event_id: str | None = None
     content_erased: int = 0
     source: str = "store"
+    end_hashed: bool = True
 
     def __bool__(self) -> bool:
         return self.ok
@@ -74,15 +101,50 @@ def _check_genesis(doc: Mapping[str, Any]) -> str:
     genesis = doc.get("genesis")
     if not isinstance(header, dict) or not isinstance(genesis, str):
         raise _Bad("the run document has no header or genesis hash")
-    if run_genesis(header) != genesis:
-        raise _Bad("the run header (id, namespace, agent or start time) was altered")
-    content = doc.get("content")
-    if isinstance(content, dict):
-        if content_hash(content) != header.get("content_sha256"):
-            raise _Bad("the run's goal was altered")
-    elif "erased" not in doc:
-        raise _Bad("the run's goal is missing without an erasure marker")
+    try:
+        if run_genesis(header) != genesis:
+            raise _Bad("the run header (id, namespace, agent or start time) was altered")
+        content = doc.get("content")
+        if isinstance(content, dict):
+            if content_hash(content) != header.get("content_sha256"):
+                raise _Bad("the run's goal was altered")
+        elif "erased" in doc:
+            raise _Bad("the run's goal was erased, which retention never does")
+        else:
+            raise _Bad("the run's goal is missing")
+    except _UNREADABLE as exc:
+        raise _Bad(f"the run document is not exact JSON ({_why(exc)})") from exc
     return genesis
+
+
+#: What reading a hostile record can raise: not JSON / NaN (ValueError), a lone surrogate
+#: (UnicodeError), nesting too deep (RecursionError), a BLOB or number (TypeError), and
+#: values that are not exact JSON (InvalidArgumentError).
+_UNREADABLE = (ValueError, UnicodeError, RecursionError, TypeError, InvalidArgumentError)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    if isinstance(exc, UnicodeError):
+        return "a lone surrogate"
+    if isinstance(exc, InvalidArgumentError):
+        return exc.message
+    return str(exc)[:200] or type(exc).__name__
+
+
+class _Walk:
+    """What ``check_chain`` remembers across records: events, the end, erasures."""
+
+    __slots__ = ("end", "ended", "erased", "erased_at", "finish_text", "opened")
+
+    def __init__(self) -> None:
+        self.opened: set[str] = set()
+        self.ended: set[str] = set()
+        self.end: EndRecord | None = None
+        self.finish_text: dict[str, str] = {}
+        self.erased: list[tuple[int, str, dict[str, Any]]] = []  # (seq, event id, marker)
+        self.erased_at: list[tuple[int, str | None, str]] = []  # (seq, kind, at)
 
 
 def check_chain(
@@ -95,22 +157,43 @@ def check_chain(
     expected_head: str | None = None,
     expected_count: int | None = None,
     source: str = "store",
+    columns: RunRow | None = None,
+    now: datetime | None = None,
+    key: str | bytes | None = None,
+    against: Sequence[EventRow] | None = None,
 ) -> VerifyReport:
-    """Check a run's records (in stored order) against its genesis and each other."""
+    """Check a run's records (in stored order) against its genesis and each other.
+
+    ``columns``: the ``runs`` row (or an export's run fields) to compare with the hashed
+    run; ``now``: the clock erasure markers must not be ahead of (default: now, UTC);
+    ``key``: the journal key of a keyed run (default ``$TOOLLEDGER_JOURNAL_KEY``);
+    ``against``: the records of an export of the run: the first record that differs from
+    it is named.
+    """
     count = 0
-    erased = 0
     prev: str | None = None
+    walk = _Walk()
+    end_hashed = True
     try:
         prev = _check_genesis(run_doc)
         if run_doc.get("header", {}).get("run_id") != run_id:
             raise _Bad("the run document belongs to another run id")
-        opened: set[str] = set()
-        ended: set[str] = set()
+        mac_key = _run_key(run_doc["header"], journal_key(key))
         parser = RecordParser()
         for row in rows:
-            erased += _check_row(row, count, prev, run_id, opened, ended, parser)
+            _check_row(row, count, prev, run_id, walk, parser, mac_key)
+            if against is not None:
+                _compare(row, against, count)
             prev = row.hash
             count += 1
+        if against is not None and len(against) > count:
+            raise _Bad(
+                f"record {count} of the export is missing from the store (the tail was cut off)",
+                count,
+                against[count].event_id,
+            )
+        if stored_count is not None and (type(stored_count) is not int or stored_count < 0):
+            raise _Bad(f"the run's event_count column is not a count ({stored_count!r})")
         if stored_count is not None and stored_count != count:
             raise _Bad(
                 f"the run records {stored_count} events but {count} are stored "
@@ -127,6 +210,9 @@ def check_chain(
             )
         if expected_head is not None and expected_head != prev:
             raise _Bad("the head hash differs from the expected head (the tail was changed)")
+        _check_erasures(walk, count, now or datetime.now(timezone.utc))
+        if columns is not None:
+            end_hashed = _check_columns(columns, run_doc, walk)
     except _Bad as bad:
         return VerifyReport(
             ok=False,
@@ -136,7 +222,7 @@ def check_chain(
             reason=bad.reason,
             first_bad_seq=bad.seq,
             first_bad_event_id=bad.event_id,
-            content_erased=erased,
+            content_erased=len(walk.erased),
             source=source,
         )
     return VerifyReport(
@@ -144,9 +230,137 @@ def check_chain(
         run_id=run_id,
         event_count=count,
         head_hash=prev,
-        content_erased=erased,
+        content_erased=len(walk.erased),
         source=source,
+        end_hashed=end_hashed,
     )
+
+
+def _run_key(header: Mapping[str, Any], key: bytes | None) -> bytes | None:
+    """The key the run's chain is verified with; a keyed/unkeyed mismatch is tampering."""
+    mac = header.get("mac")
+    if mac is None:
+        if key is not None:
+            raise _Bad(
+                "the run's chain is not keyed, but a journal key was given: a keyed run "
+                "re-chained without its key looks like this (verify unkeyed runs without "
+                f"a key: unset {KEY_ENV})"
+            )
+        return None
+    if mac != MAC_HMAC_SHA256:
+        raise _Bad(f"the run's chain uses an unknown MAC {mac!r}")
+    if key is None:
+        raise _Bad(
+            f"the run's chain is keyed (HMAC-SHA256, key id {header.get('key_id')}): verify "
+            f"it with its key (key= or {KEY_ENV})"
+        )
+    if key_id(key) != header.get("key_id"):
+        raise _Bad(
+            f"the journal key given is not the run's key (key id {key_id(key)}, the run's "
+            f"{header.get('key_id')})"
+        )
+    return key
+
+
+def _compare(row: EventRow, against: Sequence[EventRow], index: int) -> None:
+    """Name the first stored record that differs from the export's."""
+    if index >= len(against):
+        raise _Bad(
+            f"record {row.seq} is not in the export (records were added after it)",
+            row.seq,
+            row.event_id,
+        )
+    other = against[index]
+    if other.hash != row.hash or other.seq != row.seq:
+        what = [
+            name
+            for name in ("event_id", "kind", "name", "status", "at", "data")
+            if getattr(other, name) != getattr(row, name)
+        ]
+        detail = f" ({', '.join(what)} changed)" if what else " (re-chained)"
+        raise _Bad(f"record {row.seq} differs from the export{detail}", row.seq, row.event_id)
+
+
+def _check_columns(columns: RunRow, run_doc: Mapping[str, Any], walk: _Walk) -> bool:
+    """Compare the ``runs`` columns with the hashed run; return whether its end is hashed."""
+    end = walk.end
+    if end is not None and end.summary is None and end.event_id in walk.finish_text:
+        end = dataclasses.replace(end, summary=walk.finish_text[end.event_id])
+    facts = run_facts(columns, run_doc, end)
+    if facts.differs:
+        names = ", ".join(name for name, _, _ in facts.differs)
+        at_end = end is not None and facts.differs[0][0] in ("status", "ended_at")
+        raise _Bad(
+            f"the runs table's {names} differ{'s' if len(facts.differs) == 1 else ''} from "
+            f"the hashed run: {facts.describe_differences()}",
+            end.seq if at_end and end is not None else None,
+            end.event_id if at_end and end is not None else None,
+        )
+    return facts.end_hashed
+
+
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+#: How far ahead of the verifier's clock an erasure marker may be (clock skew).
+_SKEW = timedelta(minutes=5)
+
+
+def _check_erasures(walk: _Walk, count: int, now: datetime) -> None:
+    """Erased records must be what ``gc`` leaves: a whole ended run, dated after its end."""
+    if not walk.erased:
+        return
+    for i, (seq, event_id, _marker) in enumerate(walk.erased):
+        if seq != i:
+            raise _Bad(
+                f"record {seq}: its content was erased but record {i} was not "
+                "(retention erases whole runs: a selective erasure)",
+                seq,
+                event_id,
+            )
+    kinds = [kind for _, kind, _ in walk.erased_at]
+    finishes = [at for _, kind, at in walk.erased_at if kind == "finish"]
+    if not (kinds[-1] == "finish" or (len(kinds) == count and finishes)):
+        seq, event_id, _ = walk.erased[-1]
+        raise _Bad(
+            f"record {seq}: content erased up to here, but the run had not ended there "
+            "(retention erases only ended runs, whole)",
+            seq,
+            event_id,
+        )
+    # Each record was erased after the end that closed it (the next finish record on).
+    segment_end: list[str | None] = []
+    closing: str | None = finishes[-1]
+    for _seq, kind, at_text in reversed(walk.erased_at):
+        if kind == "finish":
+            closing = at_text
+        segment_end.append(closing)
+    segment_end.reverse()
+    for (seq, event_id, marker), end_text in zip(walk.erased, segment_end, strict=True):
+        ended = _time(end_text)
+        at = _time(marker.get("at"))
+        if at is None:
+            raise _Bad(f"record {seq}: its erasure marker has no valid time", seq, event_id)
+        if at > now + _SKEW:
+            raise _Bad(
+                f"record {seq}: its erasure is dated {marker.get('at')}, in the future",
+                seq,
+                event_id,
+            )
+        if ended is not None and at < ended:
+            raise _Bad(
+                f"record {seq}: its erasure ({marker.get('at')}) predates the end of the run "
+                "it erased (retention erases only ended runs)",
+                seq,
+                event_id,
+            )
 
 
 def _check_row(
@@ -154,10 +368,10 @@ def _check_row(
     index: int,
     prev: str | None,
     run_id: str,
-    opened: set[str],
-    ended: set[str],
+    walk: _Walk,
     parser: RecordParser,
-) -> int:
+    key: bytes | None = None,
+) -> None:
     def bad(why: str) -> _Bad:
         return _Bad(f"record {row.seq}: {why}", row.seq, row.event_id)
 
@@ -169,10 +383,12 @@ def _check_row(
         )
     if row.prev_hash != prev:
         raise bad("its prev_hash does not link to the previous record")
+    if type(row.data) is not str:
+        raise bad(f"its data is not text (a {type(row.data).__name__})")
     try:
         doc, floats = parser.parse(row.data)
-    except ValueError as exc:
-        raise bad(f"its data is not a JSON object ({exc})") from exc
+    except _UNREADABLE as exc:
+        raise bad(f"its data is not a JSON object ({_why(exc)})") from exc
     header = doc.get("header")
     if not isinstance(header, dict):
         raise bad("it has no header")
@@ -183,32 +399,39 @@ def _check_row(
             raise bad(f"column {column!r} differs from the hashed header")
     if header.get("run_id") != run_id:
         raise bad("it belongs to another run")
-    erased = 0
     content = doc.get("content")
-    if isinstance(content, dict):
-        if content_hash(content, maybe_float=floats) != header.get("content_sha256"):
-            raise bad("its content was altered (content hash mismatch)")
-    elif isinstance(doc.get("erased"), dict):
-        erased = 1
-    else:
-        raise bad("its content is missing without an erasure marker")
+    erased = doc.get("erased")
     try:
+        if isinstance(content, dict):
+            if content_hash(content, maybe_float=floats) != header.get("content_sha256"):
+                raise bad("its content was altered (content hash mismatch)")
+        elif not isinstance(erased, dict):
+            raise bad("its content is missing without an erasure marker")
         header_json = canonical(header, maybe_float=floats)
-    except InvalidArgumentError as exc:
-        raise bad(f"its header is not exact JSON ({exc.message})") from exc
-    if chain_hash(prev, header_json) != row.hash:
+    except _UNREADABLE as exc:
+        raise bad(f"it is not exact JSON ({_why(exc)})") from exc
+    if chain_hash(prev, header_json, key) != row.hash:
         raise bad("its hash does not match its header (the record was edited)")
+    kind = header.get("kind")
+    if isinstance(erased, dict) and not isinstance(content, dict):
+        walk.erased.append((row.seq, row.event_id, erased))
+        walk.erased_at.append((row.seq, kind if isinstance(kind, str) else None, row.at))
+    if kind == "finish":
+        closing = end_record(row.seq, header, content if isinstance(content, dict) else None)
+        if closing is not None:
+            walk.end = closing
+        elif isinstance(content, dict) and isinstance(content.get("text"), str):
+            walk.finish_text[row.event_id] = content["text"]
     event_id = row.event_id
     phase = header.get("phase")
     if phase == "end":
-        if event_id not in opened or event_id in ended:
+        if event_id not in walk.opened or event_id in walk.ended:
             raise bad("an end record without a matching start")
-        ended.add(event_id)
-    elif event_id in opened:
+        walk.ended.add(event_id)
+    elif event_id in walk.opened:
         raise bad("a second start record for the same event")
     else:
-        opened.add(event_id)
-    return erased
+        walk.opened.add(event_id)
 
 
 def verify(
@@ -217,6 +440,8 @@ def verify(
     *,
     expected_head: str | None = None,
     expected_count: int | None = None,
+    key: str | bytes | None = None,
+    export: str | os.PathLike[str] | None = None,
 ) -> VerifyReport:
     """Verify a stored run's hash chain.
 
@@ -225,6 +450,10 @@ def verify(
         run_id: The run.
         expected_head, expected_count: From an export (or a receipt): detects a cut-off or
             rewritten tail, which the store alone cannot prove.
+        key: The run's journal key, for a keyed run (default ``$TOOLLEDGER_JOURNAL_KEY``).
+        export: A JSON export of the run: the store is checked against it record by
+            record (a full re-chain of the store is then named at its first changed
+            record), and against its head and count.
 
     Returns:
         A ``VerifyReport``; ``report.ok`` is ``False`` with the first bad record and why.
@@ -234,6 +463,12 @@ def verify(
     """
     with using_store(db, readonly=True) as store:
         row = get_run_row(store, run_id)
+        against = None
+        if export is not None:
+            doc = load_export(export)
+            against = export_rows(doc)
+            if expected_head is None and expected_count is None:
+                expected_head, expected_count = doc.get("head_hash"), doc.get("event_count")
         return check_chain(
             run_id,
             run_document(row),
@@ -242,6 +477,9 @@ def verify(
             stored_count=row.event_count,
             expected_head=expected_head,
             expected_count=expected_count,
+            columns=row,
+            key=key,
+            against=against,
         )
 
 
@@ -301,7 +539,7 @@ def export_rows(doc: Mapping[str, Any]) -> list[EventRow]:
     return rows
 
 
-def verify_export(path: str | os.PathLike[str]) -> VerifyReport:
+def verify_export(path: str | os.PathLike[str], *, key: str | bytes | None = None) -> VerifyReport:
     """Verify a JSON export on its own, against the head hash and count it carries.
 
     Raises:
@@ -330,4 +568,20 @@ def verify_export(path: str | os.PathLike[str]) -> VerifyReport:
         expected_head=doc.get("head_hash"),
         expected_count=doc.get("event_count"),
         source="export",
+        columns=export_columns(run),
+        key=key,
+    )
+
+
+def export_columns(run: Mapping[str, Any]) -> RunRow:
+    """The run fields an export carries (what its readers display), as a ``RunRow``.
+
+    The values are compared with the hashed run, never trusted, whatever their type.
+    """
+    fields: Any = {k: run.get(k) for k in ("namespace", "agent", "goal", "status")}
+    return RunRow(
+        run_id=str(run.get("run_id")),
+        started_at=run.get("started_at"),  # type: ignore[arg-type]
+        ended_at=run.get("ended_at"),
+        **fields,
     )

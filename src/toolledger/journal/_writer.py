@@ -70,9 +70,11 @@ class _Pending:
         self.row = row
 
 
-def _row(header: dict[str, Any], content_json: str, prev: str | None) -> EventRow:
+def _row(
+    header: dict[str, Any], content_json: str, prev: str | None, key: bytes | None = None
+) -> EventRow:
     full, stored = header_json(header)
-    digest = chain_hash(prev, full)
+    digest = chain_hash(prev, full, key)
     return EventRow(
         run_id=header["run_id"],
         seq=header["seq"],
@@ -139,6 +141,7 @@ class ChainWriter:
         on_error: Called with each storage failure (non-strict).
         pending_row: The run's row when storing it failed at start: stored before the
             first batch.
+        key: The run's journal key (a keyed run: HMAC-SHA256 chain), or ``None``.
     """
 
     def __init__(
@@ -152,8 +155,10 @@ class ChainWriter:
         strict: bool,
         on_error: Callable[[BaseException], None],
         pending_row: RunRow | None = None,
+        key: bytes | None = None,
     ) -> None:
         self.store = store
+        self.key = key
         self.pending_row = pending_row
         self.run_id = run_id
         self.genesis = genesis
@@ -179,7 +184,7 @@ class ChainWriter:
         """Chain one record (``header`` lacks ``seq``) and buffer it; return its row."""
         with self.lock:
             header["seq"] = self.next_seq
-            row = _row(header, content_json, self.head)
+            row = _row(header, content_json, self.head, self.key)
             if not self._pending:
                 self._oldest = time.monotonic()
             self._pending.append(_Pending(header, content_json, row))
@@ -264,7 +269,8 @@ class ChainWriter:
                 if extra is not None:
                     header, content_json = extra
                     header["seq"] = self.next_seq
-                    last = _Pending(header, content_json, _row(header, content_json, self.head))
+                    row = _row(header, content_json, self.head, self.key)
+                    last = _Pending(header, content_json, row)
                     self._pending.append(last)
                     self.head = last.row.hash
                     self.next_seq += 1
@@ -387,7 +393,7 @@ class ChainWriter:
         seq = count
         for p in items:
             p.header["seq"] = seq
-            p.row = _row(p.header, p.content_json, prev)
+            p.row = _row(p.header, p.content_json, prev, self.key)
             prev = p.row.hash
             seq += 1
         self.stored_count = count

@@ -120,9 +120,20 @@ def run_row(r: Sequence[Any]) -> RunRow:
         started_at=r[5],
         ended_at=r[6],
         head_hash=r[7],
-        event_count=int(r[8]),
+        event_count=_count(r[8]),
         data=r[9],
     )
+
+
+def _count(value: Any) -> int:
+    """A stored event count; ``-1`` when the column holds no integer (a damaged row, which
+    ``verify`` names) so one bad row never breaks a listing."""
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
 
 
 def event_row(r: Sequence[Any]) -> EventRow:

@@ -85,7 +85,8 @@ class QuarantinedRow:
 class RunRow:
     """A stored run. ``data`` is the run's JSON document (owned by the journal layer).
 
-    ``head_hash`` and ``event_count`` are maintained by ``append_events``.
+    ``head_hash`` and ``event_count`` are maintained by ``append_events``; a stored
+    ``event_count`` that is not an integer (a damaged row) reads as ``-1``.
     """
 
     run_id: str

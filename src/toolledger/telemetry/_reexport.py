@@ -88,6 +88,7 @@ def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]
     view = load_run(store, run_id)
     row = view.row
     run: dict[str, Any] = dict(view.doc)
+    facts = view.facts  # hashed values only, never the runs columns
     found = run.get("end")
     end: dict[str, Any] = found if isinstance(found, dict) else {}
     header = run.get("header")
@@ -95,14 +96,14 @@ def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]
     finish = [e for e in view.events if e.get("kind") == "finish"]
     run.update(
         run_id=row.run_id,
-        agent=row.agent,
-        goal=row.goal,
-        status=row.status,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
+        agent=facts.agent,
+        goal=facts.goal,
+        status=facts.status,
+        started_at=facts.started_at,
+        ended_at=facts.ended_at,
         head_hash=row.head_hash,
         event_count=row.event_count,
-        error=end.get("error"),
+        error=facts.error if facts.end_hashed else end.get("error"),
         conversation_id=head.get("conversation_id"),
         user_id=head.get("user_id"),
         summary=finish[-1].get("text") if finish else None,
