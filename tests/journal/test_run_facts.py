@@ -90,6 +90,16 @@ class TestEditedColumns:
             outputs[fmt] = path.read_text(encoding="utf-8")
         for name, text in outputs.items():
             assert forged not in text, name
+        public = toolledger.load_run(db, run_id)  # the public read API
+        listed = toolledger.list_runs(db)
+        assert len(listed) == 1
+        for view in (public, listed[0]):
+            assert view.goal == "Refund order A-1001"
+            assert view.agent == "support-bot"
+            assert view.namespace == "default"
+            assert view.status == "completed"
+            assert view.started_at is not None
+            assert view.started_at.isoformat() == before.started_at
         runs = json.loads(_cli(db, "runs", "--json").output)
         assert runs["goal"] == "Refund order A-1001"
         assert runs["agent"] == "support-bot"

@@ -380,10 +380,19 @@ class Run(Recorder):
         last one to write leaves the chain's last end).
         """
         text: str | None = data
-        for _attempt in range(16):
+        writer = self._writer
+        for attempt in range(16):
             self.store.update_run(self.run_id, status=status, ended_at=ended, data=text)
             text = None
             row = self.store.get_run(self.run_id)
+            if (
+                attempt == 0
+                and row is not None
+                and writer is not None
+                and not writer.pending
+                and row.head_hash == writer.stored_head
+            ):
+                return  # our records, closing one included, are the last stored: agreed
             count = 0 if row is None else row.event_count
             end = find_end(self.store.read_events(self.run_id, after_seq=count - TAIL - 1))
             if end is None or end.status is None or end.at is None:
