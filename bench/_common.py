@@ -13,13 +13,16 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import toolledger as tl
 from toolledger.checkpoint.model import format_time
+from toolledger.store import SQLiteStore
 from toolledger.store._rows import dump_record
 
 __all__ = [
     "RESULT",
+    "CountingStore",
     "T0",
     "lifecycle_docs",
     "percentile",
@@ -53,6 +56,19 @@ _STEPS = [
     ("delivering", "claim_delivery", "deliver"),
     ("delivered", "complete_delivery", "none"),
 ]
+
+
+class CountingStore(SQLiteStore):
+    """Counts commits, and which of them were fsync-ed (durable at full durability)."""
+
+    commits = 0
+    fsyncs = 0
+
+    def apply(self, ops: Any, *, durable: bool = True) -> Any:
+        result = super().apply(ops, durable=durable)
+        self.commits += 1
+        self.fsyncs += int(durable and self.durability == "full")
+        return result
 
 
 def lifecycle_docs(

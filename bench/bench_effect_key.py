@@ -27,27 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import RESULT, percentile
+from _common import RESULT, CountingStore, percentile
 
 import toolledger as tl
-from toolledger.store import SQLiteStore
 
 __all__ = ["main"]
 
 BATCH = 20
-
-
-class CountingStore(SQLiteStore):
-    """Counts commits, and which of them were fsync-ed (durable at full durability)."""
-
-    commits = 0
-    fsyncs = 0
-
-    def apply(self, ops: Any, *, durable: bool = True) -> Any:
-        result = super().apply(ops, durable=durable)
-        self.commits += 1
-        self.fsyncs += int(durable and self.durability == "full")
-        return result
 
 
 def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float], float, float]]:

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import RESULT, lifecycle_docs, percentile, raw_connect, raw_lifecycle
+from _common import RESULT, CountingStore, lifecycle_docs, percentile, raw_connect, raw_lifecycle
 
 import toolledger as tl
 from toolledger import guard
@@ -53,19 +53,6 @@ __all__ = ["main"]
 
 INPUT = {"to": "a@example.com", "subject": "hello"}
 BATCH = 20
-
-
-class CountingStore(SQLiteStore):
-    """Counts commits, and which of them were fsync-ed (durable at full durability)."""
-
-    commits = 0
-    fsyncs = 0
-
-    def apply(self, ops: Any, *, durable: bool = True) -> Any:
-        result = super().apply(ops, durable=durable)
-        self.commits += 1
-        self.fsyncs += int(durable and self.durability == "full")
-        return result
 
 
 class _NoEvent:
