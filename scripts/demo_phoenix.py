@@ -16,43 +16,19 @@ headless Chromium saves Phoenix's view of the trace as a PNG.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from _phoenix import BASE, chrome, gql, serve
+
 ROOT = Path(__file__).resolve().parents[1]
-PORT = 6006
-BASE = f"http://127.0.0.1:{PORT}"
-START_SECONDS = 150.0
 MARK = "then in another shell: "
-
-
-def _healthy() -> bool:
-    try:
-        with urllib.request.urlopen(BASE + "/healthz", timeout=5) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def gql(query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    request = urllib.request.Request(
-        BASE + "/graphql", data=body, headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        doc = json.loads(response.read())
-    if doc.get("errors"):
-        raise RuntimeError(f"GraphQL errors: {doc['errors']}")
-    return dict(doc["data"])
 
 
 def trace_spans(trace_id: str, count: int, deadline: float) -> tuple[str, list[dict[str, Any]]]:
@@ -79,24 +55,11 @@ def trace_spans(trace_id: str, count: int, deadline: float) -> tuple[str, list[d
 
 
 def screenshot(project: str, trace_id: str, root_name: str, out: Path, workdir: Path) -> None:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1600,1000",
-        f"--user-data-dir={workdir / 'chrome'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = chrome(workdir)
     try:
         driver.get(f"{BASE}/projects/{project}/traces/{trace_id}")
         xpath = f"//*[normalize-space(text())='{root_name}']"
@@ -130,23 +93,8 @@ def main() -> None:
     shot = None
     if "--screenshot" in sys.argv:
         shot = Path(sys.argv[sys.argv.index("--screenshot") + 1]).resolve()
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     workdir = Path(tempfile.mkdtemp(prefix="demo-phoenix-"))
-    env = {
-        **os.environ,
-        "PHOENIX_WORKING_DIR": str(workdir / "phoenix"),
-        "PHOENIX_PORT": str(PORT),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-    }
-    log = (workdir / "phoenix.log").open("wb")
-    server = subprocess.Popen([phoenix, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        started = time.monotonic()
-        while not _healthy():
-            if server.poll() is not None or time.monotonic() - started > START_SECONDS:
-                raise SystemExit(f"phoenix did not start; see {workdir / 'phoenix.log'}")
-            time.sleep(0.5)  # waiting for an external server to listen
+    with serve(phoenix, workdir):
         demo = subprocess.run(
             [sys.executable, str(ROOT / "examples" / "demo_agent.py")],
             cwd=workdir,
@@ -179,12 +127,6 @@ def main() -> None:
                 }
             )
         )
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 if __name__ == "__main__":

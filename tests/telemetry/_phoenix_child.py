@@ -11,21 +11,18 @@ API returns it. Phoenix's gRPC port binds every interface whatever
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import _scenario
 
-PORT = 6006
-BASE = f"http://127.0.0.1:{PORT}"
+# The Phoenix pieces scripts/demo_phoenix.py shares (server, GraphQL, Chromium).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from _phoenix import BASE, chrome, gql, serve
+
 PROJECT = "toolledger-e2e"
-START_SECONDS = 150.0
 SPAN_FIELDS = """
   name spanKind statusCode statusMessage startTime endTime parentId
   context { spanId traceId }
@@ -33,26 +30,6 @@ SPAN_FIELDS = """
   attributes
   events { name timestamp }
 """
-
-
-def _get(path: str) -> int:
-    try:
-        with urllib.request.urlopen(BASE + path, timeout=5) as response:
-            return int(response.status)
-    except (urllib.error.URLError, OSError):
-        return 0
-
-
-def gql(query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    request = urllib.request.Request(
-        BASE + "/graphql", data=body, headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        doc = json.loads(response.read())
-    if doc.get("errors"):
-        raise RuntimeError(f"GraphQL errors: {doc['errors']}")
-    return dict(doc["data"])
 
 
 def project_spans(count: int, deadline: float) -> list[dict[str, Any]]:
@@ -76,8 +53,6 @@ def project_spans(count: int, deadline: float) -> list[dict[str, Any]]:
 
 def screenshots(spans: list[dict[str, Any]], out: Path, workdir: Path) -> None:
     """Save Phoenix's trace view: the tree, the chat span, the denied approval."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -85,18 +60,7 @@ def screenshots(spans: list[dict[str, Any]], out: Path, workdir: Path) -> None:
     projects = gql("{ projects { edges { node { id name } } } }")["projects"]["edges"]
     project = next(p["node"]["id"] for p in projects if p["node"]["name"] == PROJECT)
     run = next(s for s in spans if s["name"] == "invoke_agent support-bot")
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1600,1000",
-        f"--user-data-dir={workdir / 'chrome'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver = chrome(workdir)
     try:
         driver.get(f"{BASE}/projects/{project}/traces/{run['context']['traceId']}")
         wait = WebDriverWait(driver, 60)
@@ -127,24 +91,7 @@ def main() -> None:
     shots = None
     if "--screenshots" in sys.argv:
         shots = Path(sys.argv[sys.argv.index("--screenshots") + 1])
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    env = {
-        **os.environ,
-        "PHOENIX_WORKING_DIR": str(workdir / "phoenix"),
-        "PHOENIX_PORT": str(PORT),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-    }
-    log = (workdir / "phoenix.log").open("wb")
-    server = subprocess.Popen([phoenix, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        started = time.monotonic()
-        while _get("/healthz") != 200:
-            if server.poll() is not None or time.monotonic() - started > START_SECONDS:
-                raise SystemExit(f"phoenix did not start; see {workdir / 'phoenix.log'}")
-            time.sleep(0.5)  # waiting for an external server to listen
-        startup = time.monotonic() - started
-
+    with serve(phoenix, workdir) as startup:
         import toolledger
 
         handle = toolledger.configure(
@@ -170,12 +117,6 @@ def main() -> None:
                 }
             )
         )
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 if __name__ == "__main__":
