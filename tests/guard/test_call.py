@@ -13,7 +13,7 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_delivery, claim_execution, create_checkpoint
-from toolledger.guard._flow import RecoveryFailed
+from toolledger.guard._flow_outcomes import RecoveryFailed
 from toolledger.journal._read import load_run
 
 from .conftest import CountingStore, Effects, RecordingTelemetry

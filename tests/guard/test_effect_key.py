@@ -470,7 +470,8 @@ class TestOneTurn:
         """Batched claims: each call's checkpoint ops are gated on its own key claim."""
         from toolledger import Binding, claim_execution, create_checkpoint, fingerprint
         from toolledger.guard._effect_key import EffectKey
-        from toolledger.guard._flow import join_claims, now
+        from toolledger.guard._flow_state import join_claims
+        from toolledger.guard._seams import now
         from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
 
         def claim(call_id: str, key: str) -> tuple[Any, ...]:

@@ -33,15 +33,8 @@ from ..tools import Tool, ToolOutcome
 from ._approval_flow import GateFlow
 from ._approval_gate import aask, ask, resolve
 from ._effect_key import effect_key_for
-from ._flow import (
-    CANCELLATION,
-    Abandoned,
-    CallFlow,
-    Claim,
-    Execute,
-    Recover,
-    join_claims,
-)
+from ._flow import CallFlow
+from ._flow_state import CANCELLATION, Abandoned, Claim, Execute, Recover, join_claims
 from ._seams import GuardedRun
 
 __all__ = [

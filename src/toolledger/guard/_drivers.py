@@ -1,8 +1,8 @@
 """Guarded tool calls: execute once, deliver safely, recover lost outcomes.
 
 ``run.call``/``run.acall``/``run.call_many``/``run.deliver``/``run.adeliver`` delegate here.
-The state machine lives in ``_flow.py``; this module builds the call (binding,
-journal event, attempt id) and drives the flow with sync or async user code.
+The state machine is ``_flow.CallFlow`` (its concerns in ``_flow_*``); ``_call`` builds
+the call (binding, gate, effect key) and drives the flow with sync or async user code.
 
 Rules this module keeps:
 
@@ -18,7 +18,7 @@ Rules this module keeps:
 - Every call is a ``tool_call`` journal event linked to its checkpoint. Its start record
   rides in the create+claim transaction and its end record in the completion transaction
   (gated on the completion CAS), so the journal costs a new call no commit of its own; a
-  replayed call's records stay buffered (``commit_claims``, ``CallFlow._swap``).
+  replayed call's records stay buffered (``commit_claims``, ``FlowCommits._swap``).
 
 Telemetry: what this module sends (the telemetry layer maps it to attributes)
 -----------------------------------------------------------------------------
@@ -69,7 +69,8 @@ from ._call import (
     start_item,
 )
 from ._deliver import Delivery
-from ._flow import CANCELLATION, CallFlow, Claim, join_claims
+from ._flow import CallFlow
+from ._flow_state import CANCELLATION, Claim, join_claims
 from ._seams import GuardedRun
 
 __all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]

@@ -60,7 +60,8 @@ from ..tools import Tool, ToolOutcome
 from ._seams import EFFECT_KEY_ROUNDS
 
 if TYPE_CHECKING:
-    from ._flow import CallFlow, Request
+    from ._flow import CallFlow
+    from ._flow_state import Request
 
 __all__ = ["EFFECT_KEY_MAX", "EffectKey", "HolderHandle", "effect_key_for", "resolve"]
 
