@@ -24,7 +24,6 @@ from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
-from ._sqlite_search import index_events
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -42,7 +41,7 @@ __all__ = ["execute_op"]
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
 
 
-def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = False) -> Any:
+def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
 
     Raises:
@@ -65,7 +64,7 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = 
     if isinstance(op, ReleaseEffectKey):
         return _release_effect_key(conn, op)
     assert isinstance(op, AppendEvents)
-    return _append(conn, op, indexed)
+    return _append(conn, op)
 
 
 _INSERT_CHECKPOINT = (
@@ -264,7 +263,7 @@ def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
     return cur.rowcount == 1
 
 
-def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
+def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
     # The count CAS first (one statement); a row count of 0 is told apart afterwards (an
     # unknown run, or another count); raising or returning False leaves nothing applied.
     if op.rows:
@@ -280,12 +279,11 @@ def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
         if row is None:
             raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
         return not op.rows and row[0] == op.expected_count
+    # The full-text index follows in batches (``_sqlite_search``: a trigger marks the run).
     conn.executemany(
         f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [event_params(r) for r in op.rows],
     )
-    if indexed:  # the full-text index, in the same transaction
-        index_events(conn, op.run_id, op.rows)
     return True
 
 

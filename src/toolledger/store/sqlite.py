@@ -333,7 +333,14 @@ class SQLiteStore(ApplyShortcuts):
         return conn
 
     def close(self) -> None:
-        """Close every connection this store opened in this process. Idempotent."""
+        """Close every connection this store opened in this process. Idempotent.
+
+        Records still waiting for the search index are indexed first (best effort: a
+        busy or failing database leaves them to the next search).
+        """
+        if not self._closed and os.getpid() == self._pid and not self.readonly:
+            with contextlib.suppress(CheckpointError):
+                self._index_pending()
         self._closed = True
         if os.getpid() != self._pid:
             return
@@ -548,11 +555,7 @@ class SQLiteStore(ApplyShortcuts):
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
             out: builtins.list[Any] = []
             for op, extra in prepared:
-                out.append(
-                    False
-                    if gated_off(op, out)
-                    else execute_op(conn, op, extra, indexed=self._indexed)
-                )
+                out.append(False if gated_off(op, out) else execute_op(conn, op, extra))
             return out
 
         return self._write(run, durable=durable)
@@ -838,13 +841,34 @@ class SQLiteStore(ApplyShortcuts):
 
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
         """Return the records of matching events, newest first; see ``Store.search_events``."""
+        staged = False
+        if self._indexed and query.terms:
+            if self.readonly:
+                try:
+                    staged = _sqlite_search.stage_pending(self._conn())
+                except sqlite3.Error as exc:
+                    raise _map_error(exc, "reading") from exc
+            else:
+                self._index_pending()
         return _sqlite_search.search_events(
             query,
             read=self._read,
             records=self._event_records,
             many=self._events_records,
             indexed=self._indexed,
+            staged=staged,
         )
+
+    def _index_pending(self) -> None:
+        """Index the records appended since the last time (its own relaxed write)."""
+        if not self._indexed:
+            return
+        try:
+            pending = _sqlite_search.has_pending(self._conn())
+        except sqlite3.Error as exc:
+            raise _map_error(exc, "reading") from exc
+        if pending:
+            self._write(_sqlite_search.index_pending, durable=False)
 
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
         return self._events_records([(run_id, event_id)])[0]
