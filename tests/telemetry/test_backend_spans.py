@@ -85,7 +85,8 @@ def expected(content: bool) -> dict[str, dict[str, Any]]:
             **CONTEXT,
             a.TL_INTENT_GOAL: "Refund order 42 and email Ana.",
             a.TL_RUN_SUMMARY: "Emailed Ana; lookup failed; refund denied.",
-            a.TL_JOURNAL_EVENT_COUNT: 16,  # records; run.finish(...) then the chained run end
+            # records (a replay is one); run.finish(...) then the chained run end
+            a.TL_JOURNAL_EVENT_COUNT: 15,
         },
         "chat claude-x-1": {
             a.GEN_AI_OPERATION_NAME: "chat",
@@ -311,7 +312,7 @@ def test_openinference_projection_exact(recorded: Recorded, request) -> None:
         a.OI_INPUT_MIME_TYPE: "text/plain",
         a.OI_OUTPUT_VALUE: "Emailed Ana; lookup failed; refund denied.",
         a.OI_OUTPUT_MIME_TYPE: "text/plain",
-        a.OI_METADATA: json.dumps({"run_id": recorded.rec.run_id, "event_count": 16}),
+        a.OI_METADATA: json.dumps({"run_id": recorded.rec.run_id, "event_count": 15}),
     }
     email = oi("execute_tool send_email")
     meta = json.loads(email.pop(a.OI_METADATA))

@@ -139,20 +139,10 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
     rec = flow.last
     handle = flow.handle
     if handle is None:
+        if flow.replay_only and outcome is not None:
+            _record_replay(flow, outcome)
         return
-    facts: dict[str, Any] = {
-        "checkpoint.status": outcome.status if outcome else (rec.status.value if rec else "none"),
-        "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
-        "checkpoint.action": _first_action(flow),
-        "replayed": bool(outcome and outcome.replayed),
-        "recovered": bool(outcome and outcome.recovered),
-    }
-    if flow.tool.description:
-        facts["tool.description"] = flow.tool.description
-    if flow.link is not None:
-        facts["link"] = flow.link
-    if flow.deduplicated_from is not None:
-        facts["deduplicated_from"] = flow.deduplicated_from
+    facts = _span_facts(flow, outcome)
     with contextlib.suppress(Exception):  # telemetry never breaks a tool call
         handle.span.update(facts)
     try:
@@ -180,6 +170,56 @@ def finish(flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | N
             handle.end(status, error=error, meta=meta, flush=True)
     except Exception:  # recording never breaks the agent (the journal keeps run.errors)
         pass
+
+
+def _span_facts(flow: CallFlow, outcome: ToolOutcome | None) -> dict[str, Any]:
+    """What the call's span is told when the call is decided (the documented keys)."""
+    rec = flow.last
+    facts: dict[str, Any] = {
+        "checkpoint.status": outcome.status if outcome else (rec.status.value if rec else "none"),
+        "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
+        "checkpoint.action": _first_action(flow),
+        "replayed": bool(outcome and outcome.replayed),
+        "recovered": bool(outcome and outcome.recovered),
+    }
+    if flow.tool.description:
+        facts["tool.description"] = flow.tool.description
+    if flow.link is not None:
+        facts["link"] = flow.link
+    if flow.deduplicated_from is not None:
+        facts["deduplicated_from"] = flow.deduplicated_from
+    return facts
+
+
+def _record_replay(flow: CallFlow, outcome: ToolOutcome) -> None:
+    """Journal a replay as one ``tool_call`` record (status ``replayed``); never raises.
+
+    It holds what a start and an end record would (inputs, justification, the stored
+    result, meta, the checkpoint link) and stays buffered: the replay commits nothing.
+    """
+    rec = flow.last
+    assert rec is not None
+    assert rec.result is not None
+    binding = flow.binding
+    with contextlib.suppress(Exception):  # recording never breaks the agent (run.errors)
+        flow.run.record_event(
+            "tool_call",
+            flow.tool.name,
+            "replayed",
+            justification=flow.justification,
+            justification_source=flow.justification_source,
+            inputs=flow.input if isinstance(flow.input, dict) else {"input": flow.input},
+            outputs={"result": rec.result.payload, "is_error": rec.result.is_error},
+            meta={
+                "tool_revision": flow.tool.revision,
+                "input_fingerprint": binding.input_fingerprint,
+                "replayed": True,
+                "recovered": False,
+            },
+            checkpoint=flow.checkpoint_link(rec.revision),
+            parent=flow.run.requested_by(binding.call_id) or ...,
+            facts=_span_facts(flow, outcome),
+        )
 
 
 # -- SIGINT deferral (sync finalization) ---------------------------------------------------

@@ -59,6 +59,12 @@ class CallFlow(FlowCommits):
         if stopped is not None:
             return stopped  # waiting or denied: no tool_call event, nothing claimed
         rec = self.gate.checkpoint
+        if rec is not None and rec.status in DONE:
+            # A replay (the gate checked the binding): nothing to claim or write here. Its
+            # journal event is one record, written when the call finishes (``finish``).
+            self.first_action = DECISIONS[rec.status].value
+            self.replay_only = True
+            return self._outcome(rec, replayed=True)
         self.open_event()
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.

@@ -151,6 +151,8 @@ class FlowState:
         self.first_action: str | None = None
         #: The end record the completion transaction carried (``finish`` reuses it).
         self.end_carried: Any = None
+        #: Whether the gate found the call done: a replay, journaled as one record.
+        self.replay_only = False
         self._store_errors = 0
         self.operation = OperationJournal(self.store, binding.namespace, binding.call_id)
 

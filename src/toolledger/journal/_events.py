@@ -111,9 +111,37 @@ CONTENT_KEYS = frozenset(
 )
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_dumps = json.JSONEncoder(
+_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-).encode
+)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _make_dumps() -> Any:
+    """``_ENCODER.encode``, without building a C encoder on every call when CPython has one.
+
+    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made once (the same
+    arguments ``JSONEncoder.iterencode`` passes, a fresh ``markers`` dict per call so
+    cycles still raise) writes the same text.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
+        return _ENCODER.encode
+    escape = json.encoder.encode_basestring
+
+    def dumps(value: Any) -> str:
+        if type(value) is str:
+            return str(escape(value))
+        encode = make({}, _not_json, escape, None, ":", ",", True, False, False)
+        return "".join(encode(value, 0))
+
+    return dumps
+
+
+_dumps = _make_dumps()
 
 
 def canonical(value: Any, *, maybe_float: bool = True) -> str:
@@ -215,6 +243,9 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
     full: list[str] = []
     stored: list[str] = []
     for key in sorted(header):
+        known = _KEY_TEXT.get(key)
+        if known is None:
+            return _header_json_any(header)
         value = header[key]
         tp = type(value)
         if tp is str:
@@ -232,13 +263,20 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
             text = canonical(value, maybe_float=False)  # e.g. the checkpoint link
         else:
             text = canonical(value)
-        if not key.isascii() or '"' in key or "\\" in key or not key.isprintable():
-            return canonical(header), canonical(stored_header(header))
-        item = f'"{key}":{text}'
+        item = known[0] + text
         full.append(item)
-        if key not in _COLUMN_SET:
+        if known[1]:
             stored.append(item)
     return "{" + ",".join(full) + "}", "{" + ",".join(stored) + "}"
+
+
+#: ``'"key":'`` of every header key the journal writes, and whether ``data`` stores it.
+_KEY_TEXT = {key: (f'"{key}":', key not in _COLUMN_SET) for key in HEADER_KEYS}
+
+
+def _header_json_any(header: Mapping[str, Any]) -> tuple[str, str]:
+    """``header_json`` of a header holding a key the journal does not write (a newer one)."""
+    return canonical(header), canonical(stored_header(header))
 
 
 def _flat(value: dict[Any, Any]) -> bool:

@@ -28,8 +28,9 @@ import json
 import os
 import re
 import socket
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
-from types import TracebackType
+from types import EllipsisType, TracebackType
 from typing import Any, TypeVar
 
 from ..checkpoint.model import check_identifier
@@ -48,8 +49,9 @@ from ._events import (
     run_genesis,
 )
 from ._facts import RUN_END_KEY, TAIL, find_end
-from ._handles import Artifact, Step, error_info
+from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
 from ._recorder import Recorder, check_name, check_source, check_text, new_id, now
+from ._values import to_json
 from ._writer import ChainWriter
 
 __all__ = ["Run", "current_run"]
@@ -538,6 +540,102 @@ class Run(Recorder):
         )
         link = {"namespace": binding.namespace, "call_id": binding.call_id, "revision": revision}
         return binding.call_id, fp, link
+
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        outputs: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        facts: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Write an event that began and ended at once as one record; return its id.
+
+        What ``begin_event`` + ``handle.end(status, outputs=, meta=)`` would record, in one
+        ``point`` record (its ``at`` is the event's start and end): readers merge it into
+        the same event. The record is buffered (written by the flush policy or carried by
+        the next transaction that rides the buffer). Its span starts and ends here;
+        ``facts`` are told to the span (``span.update``) before it ends.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+        """
+        self.require_running()
+        check_name(kind, "kind")
+        check_name(name, "name")
+        check_text(justification, "justification")
+        check_source(justification_source)
+        if not isinstance(status, str) or not status or len(status) > 64 or not status.isascii():
+            raise InvalidArgumentError(
+                message=f"status must be a short non-empty str; got {status!r}"
+            )
+        link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        content: dict[str, Any] = {}
+        floats = False
+        if inputs is not None:
+            content["inputs"], floats = to_json(inputs)
+        if justification is not None:
+            content["justification"] = justification
+        meta_value: dict[str, Any] = {}
+        if meta:
+            meta_value, f2 = to_json(dict(meta))
+            floats |= f2
+            content["meta"] = meta_value
+        out: dict[str, Any] | None = None
+        if outputs:
+            out, f3 = to_json(dict(outputs))
+            floats |= f3
+            content["outputs"] = out
+        if parent is ...:
+            parent = self._parent()
+        stamp = now()
+        missing = justification is None and justification_source == "model"
+        event: dict[str, Any] = {
+            "run_id": self.run_id,
+            "event_id": new_id(),
+            "parent_id": parent.event_id if parent else None,
+            "kind": kind,
+            "name": name,
+            "status": "running",
+            "started_at": stamp,
+            "ended_at": None,
+            "justification": justification,
+            "justification_source": justification_source,
+            "justification_missing": missing,
+            "meta": {**meta_value, "justification_source": justification_source},
+            "inputs": content.get("inputs"),
+            "outputs": None,
+            "error": None,
+            "checkpoint": link,
+        }
+        telemetry = self.telemetry is not NOOP_TELEMETRY
+        span: SpanHandle = NoopSpan()
+        if telemetry:
+            span = self._safe_telemetry(
+                self.telemetry.event_started,
+                event,
+                parent.span if parent else None,
+                default=span,
+            )
+        event["status"] = status
+        header = self._header(event, "point", link, span)
+        header["justification_source"] = justification_source
+        header["justification_missing"] = missing
+        self._write(header, content, floats)
+        if telemetry:
+            event.update(ended_at=stamp, outputs=out)
+            if facts:
+                self._safe_telemetry(span.update, dict(facts))
+            self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
+            self._safe_telemetry(span.end, event, None)
+        return str(event["event_id"])
 
     def note(self, text: str) -> str:
         """Record a note at the current nesting level; return its event id."""

@@ -14,7 +14,9 @@ Rules of the seam:
   the caller's; ``Ride.settle`` says what the transaction stored.
 - ``prepare_end`` builds the end record ``handle.end`` would write, for a caller to carry;
   ``handle.end(status, carried=prepared)`` then ends the event without writing it again.
-- ``record_point`` writes a one-record event (an approval decision, a note).
+- ``record_point`` writes a one-record event (an approval decision, a note);
+  ``record_event`` one that began and ended at once with inputs and outputs (a replayed
+  tool call), buffered like a step's records.
 - Recording never breaks the caller: failures go to ``record_failure`` (``run.errors``)
   unless ``strict``.
 """
@@ -86,6 +88,28 @@ class JournalSeam(Protocol):
         checkpoint: Mapping[str, Any],
     ) -> PreparedEnd:
         """Build the end record of ``handle`` for a caller's transaction to carry."""
+        ...
+
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        outputs: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        facts: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Write an event that began and ended at once as one buffered record (a replay).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+        """
         ...
 
     def record_point(

@@ -69,8 +69,61 @@ def to_json(value: Any) -> tuple[Any, bool]:
         else:
             return dict(value), False
     walk = _Walk()
+    if type(value) is dict or type(value) is list:
+        try:
+            return _exact(value, walk, 0), walk.floats
+        except _NotExact:
+            walk.floats = False
     out = _convert(value, walk, 0)
     return out, walk.floats
+
+
+class _NotExact(Exception):
+    """``_exact`` met a value that needs a marker: ``_convert`` walks it instead."""
+
+
+def _exact(value: Any, walk: _Walk, depth: int) -> Any:
+    """Copy a value that is exact JSON already (what ``_convert`` returns unchanged).
+
+    Raises ``_NotExact`` at the first value ``_convert`` would mark (a tuple, a lone
+    surrogate, an unsafe int, a non-finite float, nesting at ``MAX_DEPTH``, a cycle).
+    """
+    tp = type(value)
+    if tp is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotExact from None
+        return value
+    if value is None or tp is bool:
+        return value
+    if tp is int:
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return value
+        raise _NotExact
+    if tp is float:
+        if math.isfinite(value):
+            walk.floats = True
+            return value
+        raise _NotExact
+    if depth >= MAX_DEPTH:
+        raise _NotExact  # (a cycle ends here too)
+    if tp is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotExact
+            if not key.isascii():
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _NotExact from None
+            out[key] = _exact(item, walk, depth + 1)
+        return out
+    if tp is list:
+        return [_exact(item, walk, depth + 1) for item in value]
+    raise _NotExact
 
 
 def _convert(value: Any, walk: _Walk, depth: int) -> Any:

@@ -1,8 +1,21 @@
-"""Serialisation shared by every backend: records to and from stored JSON. No I/O here."""
+"""Serialisation shared by every backend: records to and from stored JSON. No I/O here.
+
+Rules this module keeps:
+
+- ``load_record`` runs every check on a stored row's text, unless that exact text (byte
+  for byte, for the same key) was already proven: it passed ``load_record``'s checks, or it
+  is what ``prepare_op`` encoded from a record that passed ``validate_checkpoint`` (the
+  property test pins ``dump_record`` to ``compact_json(to_dict())``, and the checks are a
+  function of the text alone). ``_Proven`` keeps those texts, bounded in count and bytes.
+  A text that differs in one byte from what was proven is checked in full again.
+- A record handed out never shares a mutable object with the cache or with another read:
+  a proven record's payload is parsed again from the row's own text.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from json.encoder import encode_basestring
@@ -12,6 +25,7 @@ from ..checkpoint._json import check_bounds, check_types, compact_json
 from ..checkpoint.model import (
     Binding,
     CheckpointRecord,
+    Result,
     Status,
     check_identifier,
     format_time,
@@ -121,8 +135,77 @@ def _stored_size(text: str | bytes) -> int:
     return 4 * len(text)
 
 
+class _Proven:
+    """Stored texts already proven valid, by key: the latest text of each, bounded.
+
+    An entry is ``(text, record)``; the record's payload is never handed out (a hit parses
+    the payload again from the row's text), so nobody can change what the cache holds.
+    """
+
+    MAX_ENTRIES = 4096
+    MAX_TEXT = 65_536  # longer texts are always checked in full
+    MAX_BYTES = 8 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str], tuple[str, CheckpointRecord]] = {}
+        self._bytes = 0
+
+    def remember(self, key: tuple[str, str], text: str, record: CheckpointRecord) -> None:
+        if type(text) is not str or len(text) > self.MAX_TEXT:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old[0])
+            entries = self._entries
+            while entries and (len(entries) >= self.MAX_ENTRIES or self._bytes > self.MAX_BYTES):
+                first = next(iter(entries))
+                self._bytes -= len(entries.pop(first)[0])
+            entries[key] = (text, record)
+            self._bytes += len(text)
+
+    def get(self, key: tuple[str, str], text: str | bytes) -> CheckpointRecord | None:
+        """The record of ``text`` if exactly this text was proven for ``key``, else ``None``."""
+        hit = self._entries.get(key)
+        if hit is None or hit[0] != text:
+            return None
+        rec = hit[1]
+        if rec.result is None:
+            return rec  # every field of a payload-free record is immutable
+        data = json.loads(text)  # a private payload, parsed from this very row
+        return remember_valid(
+            CheckpointRecord(
+                schema_version=rec.schema_version,
+                binding=rec.binding,
+                status=rec.status,
+                revision=rec.revision,
+                created_at=rec.created_at,
+                updated_at=rec.updated_at,
+                execution_fence=rec.execution_fence,
+                execution_claimed_at=rec.execution_claimed_at,
+                uncertain_reason=rec.uncertain_reason,
+                result=Result(payload=data["result"]["payload"], is_error=rec.result.is_error),
+                completed_at=rec.completed_at,
+                delivery_fence=rec.delivery_fence,
+                delivery_attempts=rec.delivery_attempts,
+                delivered_at=rec.delivered_at,
+            )
+        )
+
+
+_PROVEN = _Proven()
+
+
 def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRecord:
-    """Parse and validate a stored row; raise ``INVALID_CHECKPOINT`` naming its key."""
+    """Parse and validate a stored row; raise ``INVALID_CHECKPOINT`` naming its key.
+
+    A text proven before for this key (see the module docstring) is not checked again.
+    """
+    key = (namespace, call_id)
+    proven = _PROVEN.get(key, text)
+    if proven is not None:
+        return proven
     try:
         data = json.loads(text)
     except RecursionError as exc:  # nested past the parser's depth: quarantined like the rest
@@ -149,6 +232,8 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
             f"{rec.binding.namespace}/{rec.binding.call_id} (left untouched)",
             details={"namespace": namespace, "call_id": call_id, "reason": "key mismatch"},
         )
+    if type(text) is str:
+        _PROVEN.remember(key, text, rec)
     return remember_valid(rec)  # its payload is ours: parsed from the row just now
 
 
@@ -274,10 +359,14 @@ def prepare_op(op: Op) -> tuple[Op, Any]:
                 "(create_checkpoint's result)",
                 details={"status": rec.status.value, "revision": rec.revision},
             )
-        return op, dump_record(rec)
+        text = dump_record(rec)
+        _PROVEN.remember(rec.key, text, rec)
+        return op, text
     if isinstance(op, SwapCheckpoint):
         check_next(op.expected_revision, op.next)
-        return op, dump_record(op.next)
+        text = dump_record(op.next)
+        _PROVEN.remember(op.next.key, text, op.next)
+        return op, text
     if isinstance(op, WriteOperation):
         return op, dump_operation(op.data)
     if isinstance(op, RemoveOperation):
