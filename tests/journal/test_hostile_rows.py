@@ -1,7 +1,8 @@
 """Hostile journal rows never crash a reader: verify names them, the others go on.
 
 Rows are edited in a real SQLite file by a second connection (a NaN literal, a lone
-surrogate escape, 10,000-level nesting, a BLOB), then read back through the CLI.
+surrogate escape, 10,000-level nesting, a BLOB, content that is not an object), then read
+back through the CLI.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ DAMAGE = {
     "lone_surrogate": lambda d: d.replace('"q":1', '"q":"\\ud800"'),
     "deep_nesting": lambda d: d.replace('"q":1', '"q":' + "[" * 10_000 + "]" * 10_000),
     "blob": None,
+    "content_not_an_object": lambda d: d[: d.index('"content":')] + '"content":[1,2]}',
 }
 
 READERS = [

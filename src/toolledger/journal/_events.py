@@ -39,11 +39,12 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from ..checkpoint import canonical_json
+from ..store.base import EventRow
 
 __all__ = [
     "COLUMN_KEYS",
@@ -326,6 +327,22 @@ def check_readable(text: str, doc: Any) -> None:
         json.dumps(doc, ensure_ascii=False).encode("utf-8")
 
 
+def _check_all_readable(joined: str, texts: list[str], docs: list[Any]) -> None:
+    """``check_readable`` of every record, given their joined text (one pass when clean).
+
+    The depth bound is per record: the joined text has as many brackets as all records
+    together, so only a record that alone holds ``MAX_READ_DEPTH`` brackets is walked (a
+    record nested deeper than that is at least twice as many characters long).
+    """
+    if joined.count("[") + joined.count("{") >= MAX_READ_DEPTH:
+        shortest = 2 * MAX_READ_DEPTH
+        for text, doc in zip(texts, docs, strict=True):
+            if len(text) > shortest:
+                check_readable(text, doc)
+    if _SURROGATE_ESCAPE.search(joined):
+        json.dumps(docs, ensure_ascii=False).encode("utf-8")
+
+
 def _depth(doc: Any) -> int:
     deepest = 0
     stack: list[tuple[Any, int]] = [(doc, 1)]
@@ -395,7 +412,7 @@ def parse_many(texts: list[Any]) -> list[dict[str, Any]]:
         try:
             docs = _strict_loads(joined)
             if len(docs) == len(texts) and all(type(d) is dict for d in docs):
-                check_readable(joined, docs)
+                _check_all_readable(joined, texts, docs)
                 return list(docs)
         except _READ_ERRORS:
             pass
@@ -449,23 +466,35 @@ def erase_content(event_data_json: str, *, at: str, reason: str) -> str:
 # -- merging records into events ---------------------------------------------------------
 
 
+_fromisoformat = datetime.fromisoformat
+
+
 def _duration_ms(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
     try:
-        delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
-    except ValueError:
+        delta = _fromisoformat(end) - _fromisoformat(start)
+    except (TypeError, ValueError):
         return None
     return round(delta.total_seconds() * 1000.0, 3)
 
 
 def merge_records(
-    docs: Iterable[Mapping[str, Any]], *, goal: str | None = None, live: bool = False
+    rows: Sequence[EventRow],
+    docs: Sequence[Mapping[str, Any]],
+    *,
+    goal: str | None = None,
+    live: bool = False,
 ) -> list[dict[str, Any]]:
-    """Merge stored records (parsed, in ``seq`` order) into events, first-seen order.
+    """Merge stored records (in ``seq`` order) into events, first-seen order.
+
+    One pass, one dict per event: this is most of what reading a run costs, so the row's
+    columns are read where they are (not copied into each header first).
 
     Args:
-        docs: Parsed record documents (``{"header", "content"|"erased"}``).
+        rows: The stored records; their columns are the header fields in ``COLUMN_KEYS``.
+        docs: ``rows[i].data`` parsed (``{"header", "content"|"erased"}``); one whose
+            header is not an object is read as a point event with no content.
         goal: The run's goal, copied onto every event.
         live: Whether the run may still be running; when ``False`` an event that never
             ended is marked ``interrupted``.
@@ -478,19 +507,47 @@ def merge_records(
     """
     events: dict[str, dict[str, Any]] = {}
     order: list[dict[str, Any]] = []
-    for doc in docs:
-        header = doc.get("header") or {}
-        content = doc.get("content") or {}
-        event_id = str(header.get("event_id"))
-        phase = header.get("phase", "point")
+    for row, doc in zip(rows, docs, strict=True):
+        header = doc.get("header")
+        if type(header) is dict:
+            content = doc.get("content")
+            if type(content) is not dict:
+                content = {}
+            erased = doc.get("erased")
+        else:  # unreadable: the columns alone
+            header, content, erased = {}, {}, None
+        get = header.get
+        event_id = str(row.event_id)
+        phase = get("phase", "point")
         ev = events.get(event_id)
         if ev is None or phase != "end":
-            ev = _new_event(header, goal)
+            ev = _new_event(row, get, phase, goal)
             events[event_id] = ev
             order.append(ev)
-        _merge_one(ev, header, content, doc.get("erased"), phase)
-        if header.get("kind") == "artifact" and phase != "end":
-            parent = events.get(str(header.get("parent_id")))
+        else:
+            ev["status"] = row.status
+            ev["ended_at"] = row.at
+        for key in ("checkpoint", "trace_id", "span_id"):
+            value = get(key)
+            if value is not None:
+                ev[key] = value
+        if erased is not None:
+            ev["erased"] = erased
+        for key, value in content.items():
+            if key not in CONTENT_KEYS:
+                ev["extra"][key] = value
+            elif key == "outputs" and isinstance(value, dict) and isinstance(ev["outputs"], dict):
+                ev["outputs"] = {**ev["outputs"], **value}
+            elif key == "meta" and isinstance(value, dict):
+                ev["meta"] = {**ev["meta"], **value}
+            else:
+                ev[key] = value
+        if not HEADER_KEYS.issuperset(header):
+            for key, value in header.items():
+                if key not in HEADER_KEYS:
+                    ev["extra"][key] = value
+        if row.kind == "artifact" and phase != "end":
+            parent = events.get(str(row.parent_id))
             if parent is not None and content.get("artifact") is not None:
                 parent["artifacts"].append(content["artifact"])
     for ev in order:
@@ -500,85 +557,39 @@ def merge_records(
     return order
 
 
-_EVENT_TEMPLATE: dict[str, Any] = {
-    "run_id": None,
-    "event_id": None,
-    "seq": None,
-    "parent_id": None,
-    "kind": None,
-    "name": None,
-    "goal": None,
-    "status": None,
-    "started_at": None,
-    "ended_at": None,
-    "duration_ms": None,
-    "justification": None,
-    "justification_source": None,
-    "justification_missing": False,
-    "inputs": None,
-    "outputs": None,
-    "artifacts": None,
-    "approval": None,
-    "error": None,
-    "text": None,
-    "meta": None,
-    "checkpoint": None,
-    "trace_id": None,
-    "span_id": None,
-    "erased": None,
-    "interrupted": False,
-    "extra": None,
-}
-
-
-def _new_event(header: Mapping[str, Any], goal: str | None) -> dict[str, Any]:
-    source = header.get("justification_source")
-    ev = _EVENT_TEMPLATE.copy()
-    ev["run_id"] = header.get("run_id")
-    ev["event_id"] = header.get("event_id")
-    ev["seq"] = header.get("seq")
-    ev["parent_id"] = header.get("parent_id")
-    ev["kind"] = header.get("kind")
-    ev["name"] = header.get("name")
-    ev["goal"] = goal
-    ev["status"] = header.get("status")
-    ev["started_at"] = header.get("at")
-    ev["justification_source"] = source
-    ev["justification_missing"] = bool(header.get("justification_missing", False))
-    ev["artifacts"] = []
-    ev["meta"] = {"justification_source": source} if source else {}
-    ev["extra"] = {}
-    return ev
-
-
-def _merge_one(
-    ev: dict[str, Any],
-    header: Mapping[str, Any],
-    content: Mapping[str, Any],
-    erased: Any,
-    phase: str,
-) -> None:
-    ev["status"] = header.get("status", ev["status"])
-    if phase in ("end", "point"):
-        ev["ended_at"] = header.get("at")
-    for key in ("checkpoint", "trace_id", "span_id"):
-        if header.get(key) is not None:
-            ev[key] = header[key]
-    if erased is not None:
-        ev["erased"] = erased
-    for key, value in content.items():
-        if key == "outputs" and isinstance(value, dict) and isinstance(ev["outputs"], dict):
-            ev["outputs"] = {**ev["outputs"], **value}
-        elif key == "meta" and isinstance(value, dict):
-            ev["meta"] = {**ev["meta"], **value}
-        elif key in CONTENT_KEYS:
-            ev[key] = value
-        else:
-            ev["extra"][key] = value
-    if not HEADER_KEYS.issuperset(header):
-        for key, value in header.items():
-            if key not in HEADER_KEYS:
-                ev["extra"][key] = value
+def _new_event(
+    row: EventRow, get: Callable[..., Any], phase: Any, goal: str | None
+) -> dict[str, Any]:
+    source = get("justification_source")
+    return {
+        "run_id": row.run_id,
+        "event_id": row.event_id,
+        "seq": row.seq,
+        "parent_id": row.parent_id,
+        "kind": row.kind,
+        "name": row.name,
+        "goal": goal,
+        "status": row.status,
+        "started_at": row.at,
+        "ended_at": row.at if phase == "end" or phase == "point" else None,
+        "duration_ms": None,
+        "justification": None,
+        "justification_source": source,
+        "justification_missing": bool(get("justification_missing", False)),
+        "inputs": None,
+        "outputs": None,
+        "artifacts": [],
+        "approval": None,
+        "error": None,
+        "text": None,
+        "meta": {"justification_source": source} if source else {},
+        "checkpoint": None,
+        "trace_id": None,
+        "span_id": None,
+        "erased": None,
+        "interrupted": False,
+        "extra": {},
+    }
 
 
 def event_summary_text(ev: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._open import store_for, using_store
 from ..store._search import EventQuery, parse_query
-from ._read import StoredRun, load_stored_run, merged_events, stored_run_head
+from ._read import StoredRun, collector_paused, load_stored_run, merged_events, stored_run_head
 from ._view import Event, RunView, event_from_merged, parse_event_time
 
 __all__ = [
@@ -174,7 +174,7 @@ def load_run(db: Any, run_id: str) -> RunView:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a malformed ``db`` or run id.
         StoreError: the store cannot be read.
     """
-    with using_store(db, readonly=True) as store:
+    with using_store(db, readonly=True) as store, collector_paused():
         stored = load_stored_run(store, run_id)
         return run_view(stored, events_of(store, stored))
 
