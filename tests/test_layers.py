@@ -32,14 +32,6 @@ FOUNDATION = {"errors", "_version"}
 #: Diagram node ids that are not unit names.
 NODE_UNITS = {"main": {"__main__"}, "foundation": FOUNDATION}
 
-#: Upward imports that exist today, each to be removed by the work named beside it. The
-#: test fails when one of them is gone and still listed, so this list only shrinks.
-KNOWN_VIOLATIONS = {
-    # reexport() reads the journal from inside telemetry/, which the journal reports to
-    # (the lazy import dodges journal -> telemetry -> _reexport -> journal).
-    ("toolledger.telemetry._reexport", "toolledger.journal._read"),
-}
-
 
 def _cli_registration(cycle: frozenset[str]) -> bool:
     """Commands in cli/ register themselves on the click group in cli/__init__.py."""
@@ -214,22 +206,57 @@ def test_layers_foundation_imports_nothing_of_toolledger() -> None:
     assert bad == []
 
 
-def test_layers_no_import_runs_up_a_layer() -> None:
-    """Every import between units follows the diagram's arrows (or is a listed exception)."""
-    bad = [
+def _described(imports: list[Import]) -> list[str]:
+    return [
         f"{i.source}:{i.line} imports {i.target} ({_unit(i.source)} -> {_unit(i.target)} "
         "is not an arrow of docs/architecture.md)"
-        for i in _upward(_imports(PACKAGE), _diagram())
-        if (i.source, i.target) not in KNOWN_VIOLATIONS
+        for i in imports
     ]
+
+
+def test_layers_no_import_runs_up_a_layer() -> None:
+    """Every import between units follows the diagram's arrows."""
+    bad = _described(_upward(_imports(PACKAGE), _diagram()))
     assert not bad, "\n".join(bad)
 
 
-def test_layers_known_violations_still_exist() -> None:
-    """A fixed violation must leave KNOWN_VIOLATIONS, so the list only shrinks."""
-    present = {(i.source, i.target) for i in _upward(_imports(PACKAGE), _diagram())}
-    gone = KNOWN_VIOLATIONS - present
-    assert not gone, f"fixed, so remove from KNOWN_VIOLATIONS: {sorted(gone)}"
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "toolledger" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "toolledger"
+
+
+def test_layers_upward_import_inside_a_function_is_reported(tmp_path: Path) -> None:
+    """A store module importing the guard, even lazily, is named with its line."""
+    package = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "guard/__init__.py": "",
+            "store/__init__.py": "",
+            "store/sqlite.py": "def f():\n    from ..guard import call\n",
+        },
+    )
+    assert _described(_upward(_imports(package), _diagram())) == [
+        "toolledger.store.sqlite:2 imports toolledger.guard (store -> guard is not an arrow "
+        "of docs/architecture.md)"
+    ]
+
+
+def test_layers_cycle_between_modules_is_reported(tmp_path: Path) -> None:
+    """Two guard modules importing each other at run time form a cycle."""
+    package = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "guard/__init__.py": "",
+            "guard/_a.py": "from . import _b\n",
+            "guard/_b.py": "from . import _a\n",
+        },
+    )
+    assert _cycles(_imports(package)) == [frozenset({"toolledger.guard._a", "toolledger.guard._b"})]
 
 
 def test_layers_no_import_cycle_but_the_allowed_ones() -> None:

@@ -46,7 +46,15 @@ from .errors import (
     TombstonedError,
     UnsupportedSchemaError,
 )
-from .export import ExportInfo, SiteInfo, export_html, export_json, export_markdown, export_site
+from .export import (
+    ExportInfo,
+    SiteInfo,
+    export_html,
+    export_json,
+    export_markdown,
+    export_site,
+    reexport,
+)
 from .guard._run import Run, run
 from .journal import (
     Event,
@@ -68,7 +76,7 @@ from .retention import GcReport, gc
 from .store import SQLiteStore, Store, open_store
 from .store._search import SearchWarning
 from .store.base import Tombstone
-from .telemetry import configure, reexport
+from .telemetry import configure
 from .tools import (
     ExecuteContext,
     NotRecovered,

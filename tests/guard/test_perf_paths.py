@@ -293,7 +293,7 @@ def test_resumed_recovered_call_reports_first_action_live_as_reexported(
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from toolledger.telemetry import reexport
+    from toolledger import reexport
 
     db = tmp_path / "t.db"
     store = toolledger.open_store(db)

@@ -190,7 +190,7 @@ def test_api_only_install_works_and_records_no_spans(tmp_path) -> None:
 
 def test_public_api_exports_configure_and_reexport() -> None:
     assert toolledger.configure is toolledger.telemetry.configure
-    assert toolledger.reexport is toolledger.telemetry.reexport
+    assert toolledger.reexport is toolledger.export.reexport
     assert {"configure", "reexport"} <= set(toolledger.__all__)
 
 

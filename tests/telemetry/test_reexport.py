@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import toolledger
+from toolledger import reexport
 from toolledger.errors import NotFoundError
 from toolledger.telemetry import attributes as a
-from toolledger.telemetry import reexport
 
 
 def lookup(input: dict[str, Any], ctx: Any) -> dict[str, Any]:

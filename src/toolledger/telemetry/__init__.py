@@ -1,8 +1,9 @@
 """Telemetry: OpenTelemetry spans as a view of the store. Never decides anything.
 
 ``hooks_for()`` gives the journal/guard the hooks of one run; ``configure()`` sets
-process-wide defaults (and can install the SDK with OTLP); ``reexport()`` rebuilds a stored
-run's spans from the database. Attribute names live in ``toolledger.telemetry.attributes``.
+process-wide defaults (and can install the SDK with OTLP); ``_reexport`` rebuilds a stored
+run's spans from what the journal's reader passes in (``toolledger.reexport``, in
+``export/``, reads and sends them). Attribute names live in ``toolledger.telemetry.attributes``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ._configure import TelemetryHandle, configure
 from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
-from ._reexport import ReexportReport, reexport
+from ._reexport import ReexportReport
 from ._report import report
 from ._spans import OTelSpan, OTelTelemetry, Signals, flush_spans, get_tracer
 from .attributes import SCHEMA_URL
@@ -41,7 +42,6 @@ __all__ = [
     "flush_spans",
     "hooks_for",
     "observe_reconcile_queue",
-    "reexport",
 ]
 
 

@@ -1,10 +1,14 @@
-"""Rebuild a stored run's spans from the database and hand them to a span exporter.
+"""Rebuild a stored run's spans and hand them to a span exporter.
+
+``toolledger.reexport`` (``export/_otlp.py``) reads the run through the journal's reader
+and passes what it read in; this module never reads the journal (it sits below it).
 
 Rules of this module:
 
 - The database is the authority: spans are rebuilt from the run row, its journal records
-  (merged into events by the journal's own reader) and the checkpoints' stored history,
-  with their original timestamps and parentage. Nothing is read from live telemetry.
+  (merged into events by the journal's own reader, passed in) and the checkpoints' stored
+  history, with their original timestamps and parentage. Nothing is read from live
+  telemetry.
 - Ids: the trace and span ids recorded at live time (``trace_id``/``span_id`` in the
   journal) are reused. A run recorded with no SDK gets deterministic ids, so sending twice
   gives the same ids:
@@ -31,9 +35,8 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 from ..checkpoint._attempt import parse_link
 from ..checkpoint.transitions import DECISIONS
-from ..journal._read import load_run
 from . import _model, _openinference
-from ._policy import Policy, Redactor, resolve_policy
+from ._policy import Policy
 from .attributes import (
     ERROR_TYPE,
     SCHEMA_URL,
@@ -45,7 +48,13 @@ from .attributes import (
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["ReexportReport", "build_spans", "derived_span_id", "derived_trace_id", "reexport"]
+__all__ = [
+    "ReexportReport",
+    "build_spans",
+    "derived_span_id",
+    "derived_trace_id",
+    "send_spans",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,35 +90,6 @@ def _hex(value: Any, digits: int) -> str | None:
         except ValueError:
             return None
     return None
-
-
-def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Return the run (row fields over its document) and its merged events."""
-    view = load_run(store, run_id)
-    row = view.row
-    run: dict[str, Any] = dict(view.doc)
-    facts = view.facts  # hashed values only, never the runs columns
-    found = run.get("end")
-    end: dict[str, Any] = found if isinstance(found, dict) else {}
-    header = run.get("header")
-    head: Mapping[str, Any] = header if isinstance(header, Mapping) else {}
-    finish = [e for e in view.events if e.get("kind") == "finish"]
-    run.update(
-        run_id=row.run_id,
-        agent=facts.agent,
-        goal=facts.goal,
-        status=facts.status,
-        started_at=facts.started_at,
-        ended_at=facts.ended_at,
-        head_hash=row.head_hash,
-        event_count=row.event_count,
-        error=facts.error if facts.end_hashed else end.get("error"),
-        conversation_id=head.get("conversation_id"),
-        user_id=head.get("user_id"),
-        summary=finish[-1].get("text") if finish else None,
-    )
-    # ``finish`` records have no live span (the summary is the run's output).
-    return run, [e for e in view.events if e.get("kind") != "finish"]
 
 
 class _Builder:
@@ -259,27 +239,29 @@ def _event_span(
 
 
 def build_spans(
-    store: Any,
-    run_id: str,
+    run: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
     *,
+    store: Any,
     policy: Policy,
     resource: Any = None,
 ) -> list[ReadableSpan]:
-    """Return the run's spans rebuilt from ``store`` (run span first).
+    """Return the spans of a stored run (run span first), rebuilt from what the journal read.
 
     Args:
-        store: The ``Store`` holding the run.
-        run_id: The run.
+        run: The run's facts (``run_id``, ``agent``, ``status``, times, ids, ...), as the
+            journal's reader shows them.
+        events: The run's merged events, in order (no ``finish`` records: the summary is
+            the run's output).
+        store: The ``Store`` holding the run's checkpoints (their history gives the tool
+            calls' transitions).
         policy: Content capture, intent switch and redaction to apply.
         resource: The SDK ``Resource`` of the spans (``None``: the SDK default).
 
     Returns:
         SDK ``ReadableSpan`` objects, ready for any ``SpanExporter.export()``.
-
-    Raises:
-        NotFoundError: ``NOT_FOUND`` for an unknown run.
     """
-    run, events = _read(store, run_id)
+    run_id = str(run.get("run_id"))
     b = _Builder(run, policy, resource)
     trace_hex = _hex(run.get("trace_id"), 32)
     run_span_hex = _hex(run.get("span_id"), 16)
@@ -366,51 +348,12 @@ def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:
     return max(known) if known else None
 
 
-def reexport(
-    db: Any,
-    run_id: str,
-    exporter: Any,
-    *,
-    capture_content: bool | None = None,
-    capture_intent: bool | None = True,
-    redact: Redactor | None = None,
-    service_name: str | None = None,
-    batch_size: int = 512,
-    project: str | None = None,
+def send_spans(
+    run_id: str, spans: Sequence[ReadableSpan], exporter: Any, batch_size: int
 ) -> ReexportReport:
-    """Rebuild run ``run_id``'s spans from ``db`` and pass them to ``exporter.export()``.
-
-    Args:
-        db: A path, URL or ``Store`` (as for ``toolledger.run``).
-        run_id: The run to send.
-        exporter: An OpenTelemetry ``SpanExporter`` (e.g. OTLP); it is not shut down.
-        capture_content: As for live spans (``None``: ``configure()``'s, else the env var).
-        capture_intent: ``False`` drops intent text.
-        redact: ``redact(attributes) -> attributes`` applied before anything is set.
-        service_name: ``service.name`` of the resource (else ``OTEL_SERVICE_NAME``).
-        project: ``openinference.project.name`` of the resource (the Phoenix project).
-        batch_size: Spans per ``export()`` call (one OTLP request each); the first batch
-            that fails stops the export.
-
-    Returns:
-        A ``ReexportReport``; ``success`` is the exporter's verdict.
-
-    Raises:
-        NotFoundError: ``NOT_FOUND`` for an unknown run.
-        StoreError: the database cannot be read.
-    """
+    """Pass ``spans`` to ``exporter.export()`` in batches; the first failed batch stops it."""
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from ..store._open import using_store
-    from ._configure import make_resource
-
-    with using_store(db, readonly=True) as store:
-        policy = resolve_policy(
-            capture_content=capture_content, capture_intent=capture_intent, redact=redact
-        )
-        spans = build_spans(
-            store, run_id, policy=policy, resource=make_resource(service_name, project)
-        )
     # Batches keep each OTLP request small (receivers commonly cap a request at 4 MiB).
     success = True
     for i in range(0, len(spans), batch_size):
