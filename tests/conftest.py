@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 @pytest.fixture
 def clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No ``configure()`` defaults and no ``OTEL_*`` variables during the test."""
-    from toolledger.telemetry import _policy
+    from toolledger.testing import TELEMETRY_DEFAULTS
 
     for name in list(os.environ):
         if name.startswith("OTEL_"):
             monkeypatch.delenv(name)
-    _policy.DEFAULTS.reset()
+    TELEMETRY_DEFAULTS.reset()
     yield
-    _policy.DEFAULTS.reset()
+    TELEMETRY_DEFAULTS.reset()
 
 
 @pytest.fixture

@@ -4,6 +4,15 @@
 are kept as their stored JSON, so nothing a caller mutates leaks in). ``check_store``
 runs toolledger's store contract suite against any backend. ``crash_at`` stops a process
 at a named boundary of a guarded call, to test what a restart finds there.
+``stored_run`` reads a run as stored (its row, document and merged event dicts), for
+assertions on exactly what the journal wrote.
+
+Rules this module keeps:
+
+- It is the one door from tests to private modules: toolledger's own tests import
+  internals from here, never from a ``_private`` module (``tests/test_private_imports.py``
+  pins that), so moving an internal changes one line here. Those names sit in the block
+  at the end, outside ``__all__``: they are not API and may change in any release.
 """
 
 from __future__ import annotations
@@ -14,12 +23,42 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .checkpoint._json import check_types as check_types
+from .checkpoint._json import compact_json as compact_json
+from .guard._effect_key import EffectKey as EffectKey
+from .guard._flow_outcomes import RecoveryFailed as RecoveryFailed
+from .guard._flow_state import join_claims as join_claims
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
+from .guard._seams import now as _guard_now
+from .journal._events import canonical as canonical
+from .journal._events import chain_hash as chain_hash
+from .journal._events import content_hash as content_hash
+from .journal._events import header_json as header_json
+from .journal._events import run_genesis as run_genesis
+from .journal._events import stored_header as stored_header
+from .journal._read import StoredRun
+from .journal._read import load_run as _load_stored_run
+from .journal._recorder import MAX_ERRORS as MAX_ERRORS
+from .journal._recorder import now as _journal_now
+from .journal._values import to_json as to_json
+from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
+from .store import _sqlite_search
+from .store._contract import CHECKS as STORE_CHECKS
+from .store._rows import dump_record as dump_record
+from .store._sqlite_checkpointer import BACKSTOP_PAGES as BACKSTOP_PAGES
+from .store._tombstone import build_tombstone as build_tombstone
 from .store.base import Store
 from .store.memory import MemoryStore
+from .telemetry._configure import make_exporter as make_exporter
+from .telemetry._configure import resolve_endpoint as resolve_endpoint
+from .telemetry._model import SPAN_ATTRIBUTES as SPAN_ATTRIBUTES
+from .telemetry._model import TRANSITION_ATTRIBUTES as TRANSITION_ATTRIBUTES
+from .telemetry._policy import DEFAULTS as _TELEMETRY_DEFAULTS
+from .telemetry._policy import content_from_env as content_from_env
+from .telemetry._spans import decision_record as decision_record
 
-__all__ = ["CRASH_POINTS", "MemoryStore", "check_store", "crash_at"]
+__all__ = ["CRASH_POINTS", "MemoryStore", "check_store", "crash_at", "stored_run"]
 
 
 def _sigkill() -> None:
@@ -59,10 +98,8 @@ def check_store(factory: Callable[[], Store]) -> None:
     Raises:
         AssertionError: listing every failed check by name.
     """
-    from .store._contract import CHECKS
-
     failures = []
-    for check in CHECKS:
+    for check in STORE_CHECKS:
         store = factory()
         try:
             check(store)
@@ -72,5 +109,41 @@ def check_store(factory: Callable[[], Store]) -> None:
             store.close()
     if failures:
         raise AssertionError(
-            f"{len(failures)} of {len(CHECKS)} store checks failed:\n" + "\n".join(failures)
+            f"{len(failures)} of {len(STORE_CHECKS)} store checks failed:\n" + "\n".join(failures)
         )
+
+
+def stored_run(db: Any, run_id: str) -> StoredRun:
+    """Read run ``run_id`` as stored: its row, document, records and merged event dicts.
+
+    ``toolledger.load_run`` gives the ``RunView`` users read; this gives the raw shape the
+    journal merged (``.events`` are dicts, ``.row`` the runs row, ``.doc`` its document,
+    ``.facts`` the hashed facts readers display), to assert on exactly what was written.
+
+    Args:
+        db: A ``Store``, path or URL.
+        run_id: The run.
+
+    Raises:
+        NotFoundError: ``NOT_FOUND`` for an unknown run id.
+    """
+    return _load_stored_run(db, run_id)
+
+
+# -- internals toolledger's own tests reach (not API: they may change in any release) -------
+# Imported above as ``import x as x`` (explicit re-exports, outside ``__all__``), or named
+# here where a plain name would be ambiguous:
+# check_types, compact_json, EffectKey, RecoveryFailed, join_claims, guard_now, canonical,
+# chain_hash, content_hash, header_json, run_genesis, stored_header, MAX_ERRORS,
+# journal_now, to_json, FLUSH_INTERVAL, sqlite_search, STORE_CHECKS, dump_record,
+# BACKSTOP_PAGES, build_tombstone, make_exporter, resolve_endpoint, SPAN_ATTRIBUTES,
+# TRANSITION_ATTRIBUTES, TELEMETRY_DEFAULTS, content_from_env, decision_record.
+
+#: The guard's clock (aware UTC ``datetime``).
+guard_now = _guard_now
+#: The journal's clock (ISO 8601 text, as records store it).
+journal_now = _journal_now
+#: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
+sqlite_search = _sqlite_search
+#: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).
+TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS

@@ -13,8 +13,8 @@ import pytest
 import toolledger
 from toolledger import Approved, Denied, Pending
 from toolledger.checkpoint import claim_execution, create_checkpoint
-from toolledger.journal._read import load_run
 from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
+from toolledger.testing import stored_run
 
 ANSWERS: dict[str, Any] = {
     "approved": Approved("alice", "looks right"),
@@ -80,8 +80,8 @@ def leave_executing(store: Any, binding: toolledger.Binding) -> None:
 
 def approval_events(store: Any, run_id: str) -> list[dict[str, Any]]:
     """The run's approval journal events, in order."""
-    return [e for e in load_run(store, run_id).events if e["kind"] == "approval"]
+    return [e for e in stored_run(store, run_id).events if e["kind"] == "approval"]
 
 
 def kinds(store: Any, run_id: str) -> list[str]:
-    return [e["kind"] for e in load_run(store, run_id).events]
+    return [e["kind"] for e in stored_run(store, run_id).events]

@@ -292,8 +292,7 @@ def test_canonical_json_float_round_trips_in_shortest_form(x: float) -> None:
 @given(records())
 def test_stored_json_is_compact_json_of_to_dict(rec: tl.CheckpointRecord) -> None:
     """The store's direct encoder writes exactly compact_json(record.to_dict())."""
-    from toolledger.checkpoint._json import compact_json
-    from toolledger.store._rows import dump_record
+    from toolledger.testing import compact_json, dump_record
 
     assert dump_record(rec) == compact_json(rec.to_dict())
     assert tl.CheckpointRecord.from_dict(json.loads(dump_record(rec))) == rec
@@ -304,8 +303,7 @@ def test_stored_json_is_compact_json_of_to_dict(rec: tl.CheckpointRecord) -> Non
 )
 def test_stored_json_escapes_uncertain_reason_like_json(reason: str) -> None:
     """Free text is escaped exactly as the JSON encoder escapes it."""
-    from toolledger.checkpoint._json import compact_json
-    from toolledger.store._rows import dump_record
+    from toolledger.testing import compact_json, dump_record
 
     rec = tl.create_checkpoint(
         binding(), at=tl.checkpoint.model.parse_time("2026-01-01T00:00:00+00:00", "t")

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 import toolledger
 from toolledger.cli import main
-from toolledger.store import _sqlite_search
+from toolledger.testing import sqlite_search
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ class TestSearchCommand:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The scan fallback says so on stderr; the results are the same."""
-        monkeypatch.setattr(_sqlite_search, "fts5_available", lambda conn: False)
+        monkeypatch.setattr(sqlite_search, "fts5_available", lambda conn: False)
         plain = tmp_path / "plain.db"
         with toolledger.run("Refund", db=plain) as run:
             run.note("customer asked")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolledger.store import SQLiteStore, Store
-from toolledger.store._contract import CHECKS
+from toolledger.testing import STORE_CHECKS as CHECKS
 from toolledger.testing import MemoryStore, check_store
 
 from .._pg_dsn import pg_dsn_or_skip

@@ -10,7 +10,7 @@ import pytest
 
 import toolledger
 from toolledger.export.html import embed_json
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 from .conftest import COMMENT, INJECTION
 
@@ -27,7 +27,7 @@ class TestJsonExport:
         a, b = (json.loads(p.read_text()) for p in (first.path, second.path))
         assert a["records"] == b["records"]
         assert a["run"] == b["run"]
-        assert load_run(other, run_id).events == load_run(db, run_id).events
+        assert stored_run(other, run_id).events == stored_run(db, run_id).events
 
     def test_export_is_versioned_and_carries_head_and_count(self, recorded, tmp_path):
         db, run_id = recorded

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
-from toolledger.testing import MemoryStore
+from toolledger.testing import MemoryStore, stored_run
 
 from .conftest import COMMENT, INJECTION
 
@@ -91,7 +90,7 @@ def test_viewer_tree_search_and_escaping(browser, recorded, tmp_path):
     db, run_id = recorded
     path = toolledger.export_html(db, run_id, tmp_path / "run.html").path
     browser.get(path.resolve().as_uri())
-    events = load_run(db, run_id).events
+    events = stored_run(db, run_id).events
     assert browser.find_element("id", "tree").get_attribute("data-nodes") == str(len(events))
     assert len(_rows(browser)) == len(events)  # a small run fits in the rendered window
     assert browser.find_element("id", "count").text == f"{len(events)} events"
@@ -140,7 +139,7 @@ def test_viewer_handles_20000_events_and_depth_1000(browser, tmp_path):
         for i in range(18_998):
             with run.step("flat", i=i):
                 pass
-    total = len(load_run(store, run.run_id).events)
+    total = len(stored_run(store, run.run_id).events)
     assert total == 20_000
     path = toolledger.export_html(store, run.run_id, tmp_path / "big.html").path
     started = time.monotonic()

@@ -13,8 +13,7 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_delivery, claim_execution, create_checkpoint
-from toolledger.guard._flow_outcomes import RecoveryFailed
-from toolledger.journal._read import load_run
+from toolledger.testing import RecoveryFailed, stored_run
 
 from .conftest import CountingStore, Effects, RecordingTelemetry
 
@@ -33,7 +32,7 @@ def _claim_elsewhere(store: Any, tool: toolledger.Tool, call_id: str, input: Any
 def _tool_events(run: Any) -> list[dict[str, Any]]:
     """The run's tool_call events, start and end records merged, as readers see them."""
     run.flush()
-    return [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    return [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
 
 
 class TestNewCall:

@@ -9,8 +9,7 @@ import pytest
 
 import toolledger
 from toolledger.errors import CheckpointError
-from toolledger.journal._read import load_run
-from toolledger.testing import MemoryStore
+from toolledger.testing import MemoryStore, stored_run
 
 from .conftest import CountingStore, Effects, RecordingTelemetry
 
@@ -23,7 +22,7 @@ def _keyed(effects: Effects, key: Any = "input", **kw: Any) -> toolledger.Tool:
 
 def _tool_events(run: Any) -> list[dict[str, Any]]:
     run.flush()
-    return [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    return [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
 
 
 def _keys(store: Any) -> list[str]:
@@ -469,10 +468,9 @@ class TestOneTurn:
     def test_claims_joined_into_one_transaction_gate_on_their_own_key(self, db) -> None:
         """Batched claims: each call's checkpoint ops are gated on its own key claim."""
         from toolledger import Binding, claim_execution, create_checkpoint, fingerprint
-        from toolledger.guard._effect_key import EffectKey
-        from toolledger.guard._flow_state import join_claims
-        from toolledger.guard._seams import now
         from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
+        from toolledger.testing import EffectKey, join_claims
+        from toolledger.testing import guard_now as now
 
         def claim(call_id: str, key: str) -> tuple[Any, ...]:
             rec = create_checkpoint(Binding("default", call_id, "t", "1", "sha256:x"), at=now())

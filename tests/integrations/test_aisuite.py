@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 aisuite = pytest.importorskip("aisuite")
 from aisuite.framework.chat_completion_chunk import (  # noqa: E402
@@ -105,7 +105,7 @@ def _reset_sent() -> Iterator[None]:
 
 
 def events(db: Path, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in load_run(db, run_id).events if kind is None or e["kind"] == kind]
+    return [e for e in stored_run(db, run_id).events if kind is None or e["kind"] == kind]
 
 
 def test_create_with_max_turns_journals_each_turn_and_guards_tools(db: Path) -> None:
@@ -281,7 +281,7 @@ def events_so_far(run: toolledger.Run) -> int:
     run.flush()
     return sum(
         1
-        for e in load_run(run.store, run.run_id).events
+        for e in stored_run(run.store, run.run_id).events
         if e["kind"] == "llm_call" and e["status"] != "running"
     )
 

@@ -14,7 +14,7 @@ import pytest
 
 import toolledger
 from toolledger.integrations import anthropic as tl
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic.types import Message  # noqa: E402
@@ -143,7 +143,7 @@ class TestRunToolCalls:
         msg = message(use("toolu_1", "send_email", to="a@b.c"))
         tl.run_tool_calls(run, msg, calls.tools())
         run.flush()
-        (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+        (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
         assert event["justification_source"] == "model"
         assert event["justification_missing"] is True
         assert event["justification"] is None

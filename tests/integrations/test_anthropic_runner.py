@@ -14,7 +14,7 @@ from toolledger.errors import BindingConflictError
 from toolledger.integrations import ToolGate
 from toolledger.integrations import anthropic_runner as ar
 from toolledger.integrations.anthropic import guarded_tool_runner
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic import beta_async_tool, beta_tool  # noqa: E402
@@ -122,7 +122,7 @@ def test_guarded_runner_journals_the_models_justification(run: toolledger.Run) -
     guarded_tool_runner(run, FakeMessages().client(), tools=[send_email], **PARAMS).until_done()
     assert seen == [("ana@example.com", "The user asked for it.")]
     run.flush()
-    events = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    events = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert [(e["name"], e["justification"], e["status"]) for e in events] == [
         ("send_email", "The user asked for it.", "completed")
     ]

@@ -11,7 +11,7 @@ import pytest
 
 import toolledger
 from toolledger.checkpoint import canonical_json
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -35,7 +35,7 @@ def sha(messages: Any, content: Any) -> str:
 
 
 def llm_calls(db: Path, run_id: str) -> list[dict[str, Any]]:
-    return [e for e in load_run(db, run_id).events if e["kind"] == "llm_call"]
+    return [e for e in stored_run(db, run_id).events if e["kind"] == "llm_call"]
 
 
 def written(run: toolledger.Run) -> int:
@@ -43,7 +43,7 @@ def written(run: toolledger.Run) -> int:
     run.flush()
     return sum(
         1
-        for e in load_run(run.store, run.run_id).events
+        for e in stored_run(run.store, run.run_id).events
         if e["kind"] == "llm_call" and e["status"] != "running"
     )
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
@@ -269,4 +269,4 @@ def test_chat_span_reexported_like_live(
 
 def _events(run: toolledger.Run) -> list[dict[str, Any]]:
     run.flush()
-    return load_run(run.store, run.run_id).events
+    return stored_run(run.store, run.run_id).events

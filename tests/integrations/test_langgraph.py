@@ -27,7 +27,7 @@ from toolledger.integrations.langgraph import (
     aguard_tool_calls,
     guard_tool_calls,
 )
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 CALL = {
     "name": "send_email",
@@ -269,7 +269,7 @@ def test_models_justification_is_journaled(run: toolledger.Run) -> None:
         {"messages": [("user", "go")]}, thread("t"), durability="sync"
     )
     run.flush()
-    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert event["justification"] == "Ana asked."
     assert event["inputs"] == {"to": "ana@example.com"}
 

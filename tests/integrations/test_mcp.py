@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -145,7 +145,7 @@ def wire(result: Any) -> Any:
 
 
 def tool_events(db: Path, run_id: str) -> list[dict[str, Any]]:
-    return [e for e in load_run(db, run_id).events if e["kind"] == "tool_call"]
+    return [e for e in stored_run(db, run_id).events if e["kind"] == "tool_call"]
 
 
 class TestGuardedCalls:

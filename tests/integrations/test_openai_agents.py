@@ -23,7 +23,7 @@ import toolledger
 from toolledger import Pending
 from toolledger.integrations import ToolGate
 from toolledger.integrations.openai_agents import SDK_APPROVER, guarded_tools
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 
 @pytest.fixture(autouse=True)
@@ -196,7 +196,7 @@ def test_models_justification_is_journaled(run: toolledger.Run) -> None:
     tools = guarded_tools(run, [send_email])
     Runner.run_sync(Agent(name="mailer", model=scripted(args=args), tools=tools), "go")
     run.flush()
-    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert event["justification"] == "Ana asked to be told."
     assert event["inputs"] == {"to": "ana@example.com"}
 

@@ -31,7 +31,7 @@ import toolledger
 from toolledger import Pending
 from toolledger.integrations import ToolGate
 from toolledger.integrations.pydantic_ai import GuardedToolset
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 
 def scripted(call_id: str = "call_1", args: dict[str, Any] | None = None) -> FunctionModel:
@@ -108,7 +108,7 @@ def test_inputs_are_bound_as_json(run: toolledger.Run) -> None:
     Agent(scripted(args=args), toolsets=[toolset]).run_sync("go")
     assert [e.to for e in sent] == ["ana@example.com"]
     run.flush()
-    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert event["inputs"] == args
     other = {"email": {"to": "bob@example.com", "subject": "Shipped"}}
     with pytest.raises(toolledger.BindingConflictError):
@@ -127,7 +127,7 @@ def test_models_justification_is_journaled(run: toolledger.Run) -> None:
     toolset = GuardedToolset(FunctionToolset([send_email]), run=run)
     Agent(scripted(args=args), toolsets=[toolset]).run_sync("go")
     run.flush()
-    (event,) = [e for e in load_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
+    (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert event["justification"] == "Ana asked to be told."
     assert event["inputs"] == {"to": "ana@example.com"}
 

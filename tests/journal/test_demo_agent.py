@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo_agent.py"
 
@@ -29,7 +29,7 @@ def test_demo_agent_writes_journal_and_three_verified_exports(tmp_path: Path) ->
         assert (out / f"demo_agent.{suffix}").stat().st_size > 0
     assert toolledger.verify_export(out / "demo_agent.json").ok
     run_id = json.loads((out / "demo_agent.json").read_text())["run"]["run_id"]
-    events = load_run(out / "demo_agent.db", run_id).events
+    events = stored_run(out / "demo_agent.db", run_id).events
     searches = [e for e in events if e["name"] == "repo_search"]
     assert [e["status"] for e in searches] == ["failed", "completed"]
     assert searches[0]["error"]["type"] == "TimeoutError"

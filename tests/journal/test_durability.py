@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import toolledger
-from toolledger.journal._writer import FLUSH_INTERVAL
 from toolledger.store import SQLiteStore
+from toolledger.testing import FLUSH_INTERVAL
 
 
 def _stored(db: Path, run_id: str) -> int:

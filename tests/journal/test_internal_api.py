@@ -7,8 +7,8 @@ import contextlib
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
-from toolledger.telemetry._hooks import NoopSpan
+from toolledger.telemetry import NoopSpan
+from toolledger.testing import stored_run
 
 
 class RecordingSpan(NoopSpan):
@@ -70,7 +70,7 @@ class TestBeginEvent:
             )
             h.end("replayed", meta={"replayed": True})
             h.end("completed")  # a second end is a no-op
-        evs = {e["name"]: e for e in load_run(store, run.run_id).events}
+        evs = {e["name"]: e for e in stored_run(store, run.run_id).events}
         call = evs["send_email"]
         assert call["kind"] == "tool_call"
         assert call["status"] == "replayed"
@@ -85,7 +85,7 @@ class TestBeginEvent:
         with toolledger.run("g", db=store) as run:
             h = run.begin_event("tool_call", "t")
             h.end("failed", error={"type": "OUTCOME_UNKNOWN", "message": "not re-run"})
-        ev = load_run(store, run.run_id).events[0]
+        ev = stored_run(store, run.run_id).events[0]
         assert ev["error"] == {"type": "OUTCOME_UNKNOWN", "message": "not re-run"}
 
 
@@ -103,7 +103,7 @@ class TestTelemetry:
         ]
         assert ("end", "b", "completed", "NoneType") in hooks.log
         assert hooks.log[-1] == ("end", "run", "completed", "NoneType")
-        view = load_run(store, run.run_id)
+        view = stored_run(store, run.run_id)
         assert view.doc["trace_id"] == "1" * 32  # the run span's ids, for re-export
         assert view.doc["span_id"] == b"run".hex().ljust(16, "0")
         assert "genesis" in view.doc
@@ -115,7 +115,7 @@ class TestTelemetry:
         monkeypatch.setattr("toolledger.telemetry.hooks_for", lambda **_: RaisingHooks())
         with toolledger.run("goal", db=store) as run, run.step("a") as st:
             st.record_output(ok=True)
-        assert load_run(store, run.run_id).events[0]["outputs"] == {"ok": True}
+        assert stored_run(store, run.run_id).events[0]["outputs"] == {"ok": True}
         assert run.errors == []
 
 
@@ -168,5 +168,5 @@ class TestCrossContextEnd:
             worker.start()
             worker.join()
             run.note("after")
-        note = next(e for e in load_run(store, run.run_id).events if e["kind"] == "note")
+        note = next(e for e in stored_run(store, run.run_id).events if e["kind"] == "note")
         assert note["parent_id"] is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 from .._pg_dsn import pg_dsn_or_skip
 
@@ -41,7 +41,7 @@ def test_journal_round_trips_on_postgres(pg_store, tmp_path: Path) -> None:
     report = toolledger.verify(pg_store, run.run_id)
     assert report.ok
     assert report.event_count == 6
-    events = load_run(pg_store, run.run_id).events
+    events = stored_run(pg_store, run.run_id).events
     assert events[1]["parent_id"] == events[0]["event_id"]
     info = toolledger.export_json(pg_store, run.run_id, tmp_path / "pg.json")
     assert toolledger.import_json(info.path, tmp_path / "copy.db") == run.run_id

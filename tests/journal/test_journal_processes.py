@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 STEPS = 150
 
@@ -63,14 +63,14 @@ def test_four_processes_journal_into_one_file_nothing_lost(tmp_path, target):
     for run_id in run_ids:
         assert toolledger.verify(db, run_id).ok
     if target is _shared_run:
-        events = load_run(db, "shared").events
+        events = stored_run(db, "shared").events
         for i in range(4):
             steps = [e for e in events if e["name"] == f"w{i}"]
             assert [e["inputs"]["n"] for e in steps] == list(range(STEPS))
             assert all(e["status"] == "completed" for e in steps)
     else:
         for run_id in run_ids:
-            steps = [e for e in load_run(db, run_id).events if e["kind"] == "step"]
+            steps = [e for e in stored_run(db, run_id).events if e["kind"] == "step"]
             assert [e["outputs"]["n"] for e in steps] == list(range(STEPS))
 
 
@@ -87,7 +87,7 @@ def test_killed_run_reads_as_interrupted_and_verifies(tmp_path):
         time.sleep(0.01)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(timeout=30)
-    view = load_run(db, "crashed")
+    view = stored_run(db, "crashed")
     assert view.status == "interrupted"
     (step,) = view.events
     assert step["status"] == "running"

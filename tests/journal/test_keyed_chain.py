@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import toolledger
 from toolledger.cli import main
-from toolledger.journal._events import (
+from toolledger.testing import (
     canonical,
     chain_hash,
     content_hash,

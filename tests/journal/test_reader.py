@@ -17,8 +17,8 @@ import pytest
 
 import toolledger
 from toolledger import Event, RunView, SearchWarning
-from toolledger.store import SQLiteStore, Store, _sqlite_search
-from toolledger.testing import MemoryStore
+from toolledger.store import SQLiteStore, Store
+from toolledger.testing import MemoryStore, sqlite_search
 
 from .._pg_dsn import pg_dsn_or_skip
 
@@ -329,7 +329,7 @@ class TestSearch:
         indexed = SQLiteStore(tmp_path / "indexed.db")
         _refund_run(indexed)
         _report_run(indexed)
-        monkeypatch.setattr(_sqlite_search, "fts5_available", lambda conn: False)
+        monkeypatch.setattr(sqlite_search, "fts5_available", lambda conn: False)
         plain = tmp_path / "plain.db"
         store = SQLiteStore(plain)
         try:
@@ -467,7 +467,7 @@ def test_broad_searches_visit_runs_newest_first_and_stay_exact(
             {},
         ]
         want = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
-        monkeypatch.setattr(_sqlite_search, "FEW_HITS", 0)  # every text query goes run by run
+        monkeypatch.setattr(sqlite_search, "FEW_HITS", 0)  # every text query goes run by run
         got = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
         assert got == want
         assert toolledger.search(db, "common", limit=1)[0].name == "late"

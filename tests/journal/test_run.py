@@ -11,11 +11,11 @@ import pytest
 
 import toolledger
 from toolledger.errors import InvalidArgumentError
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 
 def _events(store, run_id):
-    return load_run(store, run_id).events
+    return stored_run(store, run_id).events
 
 
 class TestRunSteps:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import toolledger
 from toolledger.cli import main
-from toolledger.journal._read import load_run
+from toolledger.testing import stored_run
 
 DATA = Path(__file__).parent / "data"
 
@@ -74,9 +74,9 @@ class TestEditedColumns:
         self, db: Path, column: str, tmp_path: Path
     ):
         run_id = _record(db)
-        before = load_run(db, run_id).facts
+        before = stored_run(db, run_id).facts
         _sql(db, f"UPDATE runs SET {column} = ? WHERE run_id = ?", FORGED[column], run_id)
-        view = load_run(db, run_id)
+        view = stored_run(db, run_id)
         assert getattr(view.facts, column) == getattr(before, column)
         assert [d[0] for d in view.facts.differs] == [column]
         forged = FORGED[column]
@@ -135,7 +135,7 @@ class TestEditedColumns:
         report = toolledger.verify(db, run_id)
         assert not report.ok
         assert "status" in report.reason
-        assert load_run(db, run_id).facts.status == "completed"
+        assert stored_run(db, run_id).facts.status == "completed"
 
 
 class TestEndInTheChain:
@@ -149,14 +149,14 @@ class TestEndInTheChain:
 
         with pytest.raises(KeyError):
             finish_then_fail()
-        facts = load_run(db, run.run_id).facts
+        facts = stored_run(db, run.run_id).facts
         row = toolledger.open_store(db).get_run(run.run_id)
         assert facts.end_hashed
         assert facts.status == "failed" == row.status
         assert facts.ended_at == row.ended_at
         assert facts.error["type"] == "KeyError"
         assert facts.summary == "done, then a crash"
-        events = [e for e in load_run(db, run.run_id).events if e["kind"] == "finish"]
+        events = [e for e in stored_run(db, run.run_id).events if e["kind"] == "finish"]
         assert len(events) == 1
         assert events[0]["status"] == "failed"
         assert events[0]["text"] == "done, then a crash"
@@ -167,11 +167,11 @@ class TestEndInTheChain:
         run = toolledger.run("Refund order A-1001", agent="support-bot", db=db, run_id=run_id)
         run.start()
         try:
-            assert load_run(db, run_id).facts.status == "running"
+            assert stored_run(db, run_id).facts.status == "running"
             assert toolledger.verify(db, run_id).ok
         finally:
             run.close()
-        assert load_run(db, run_id).facts.status == "completed"
+        assert stored_run(db, run_id).facts.status == "completed"
         assert toolledger.verify(db, run_id).ok
 
 
@@ -191,7 +191,7 @@ class TestLegacyRuns:
         result = _cli(db, "verify", run_id)
         assert result.exit_code == 0
         assert "status and end time are not covered" in result.output
-        assert load_run(db, run_id).facts.status == (
+        assert stored_run(db, run_id).facts.status == (
             "failed" if "failed" in run_id else "completed"
         )
 
@@ -201,7 +201,7 @@ class TestLegacyRuns:
         report = toolledger.verify(db, "legacy-finished")
         assert not report.ok
         assert "goal" in report.reason
-        assert load_run(db, "legacy-finished").facts.goal == "Legacy goal: answer from code"
+        assert stored_run(db, "legacy-finished").facts.goal == "Legacy goal: answer from code"
 
 
 class TestConcurrentClosers:
@@ -227,6 +227,6 @@ class TestConcurrentClosers:
         a.close()  # appends its end, then b ends completely, then a's update lands
         report = toolledger.verify(db, run_id)
         assert report.ok, report.reason
-        facts = load_run(db, run_id).facts
+        facts = stored_run(db, run_id).facts
         assert facts.differs == ()
         assert facts.status == "completed"

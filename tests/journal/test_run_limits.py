@@ -11,8 +11,8 @@ from click.testing import CliRunner
 import toolledger
 from toolledger import Pending
 from toolledger.cli import main
-from toolledger.journal._recorder import MAX_ERRORS
 from toolledger.store import SQLiteStore
+from toolledger.testing import MAX_ERRORS
 
 
 @pytest.mark.parametrize("namespace", ["a b", "", "ns/1", "é", "x" * 129, 5])

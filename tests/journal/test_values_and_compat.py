@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 
 import toolledger
 from toolledger.checkpoint import canonical_json
-from toolledger.journal._read import load_run
-from toolledger.journal._recorder import now
-from toolledger.journal._values import to_json
+from toolledger.testing import journal_now as now
+from toolledger.testing import stored_run, to_json
 
 anything = st.recursive(
     st.none()
@@ -91,7 +90,7 @@ class TestNewerWriters:
             }
             run._write(header, {"text": "hello", "cost": {"usd": 1}}, False)
         assert toolledger.verify(store, run.run_id).ok
-        (ev, _finish) = load_run(store, run.run_id).events
+        (ev, _finish) = stored_run(store, run.run_id).events
         assert ev["kind"] == "plan"
         assert ev["status"] == "drafted"
         assert ev["extra"] == {"priority": 7, "cost": {"usd": 1}}

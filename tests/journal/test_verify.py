@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.journal import erase_content
-from toolledger.journal._events import canonical
-from toolledger.testing import MemoryStore
+from toolledger.testing import MemoryStore, canonical
 
 
 def _make_run(db) -> str:
@@ -188,9 +187,9 @@ class TestErasure:
         report = toolledger.verify(store, run_id)
         assert report.ok
         assert report.content_erased == len(rows)
-        from toolledger.journal._read import load_run
+        from toolledger.testing import stored_run
 
-        ev = load_run(store, run_id).events[0]
+        ev = stored_run(store, run_id).events[0]
         assert ev["erased"] == {"at": erased_at, "reason": "retention 30d"}
         assert ev["inputs"] is None
         assert ev["justification"] is None
@@ -246,7 +245,7 @@ class TestHeaderJson:
     @settings(max_examples=300, deadline=None)
     @given(st.dictionaries(st.text(max_size=12), header_values, max_size=14))
     def test_one_pass_header_json_equals_canonical(self, header):
-        from toolledger.journal._events import header_json, stored_header
+        from toolledger.testing import header_json, stored_header
 
         header = {
             k: ({"$int": str(v)} if type(v) is int and abs(v) > 2**53 - 1 else v)
@@ -257,7 +256,7 @@ class TestHeaderJson:
         assert stored == canonical_json(stored_header(header))
 
     def test_real_headers_take_the_one_pass_path(self):
-        from toolledger.journal._events import header_json
+        from toolledger.testing import header_json
 
         header = {
             "v": 1,

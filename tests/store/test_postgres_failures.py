@@ -160,8 +160,7 @@ def test_create_racing_an_erase_never_recreates_the_key(
     make_store: Callable[..., PostgresStore], proxy: CommitProxy
 ) -> None:
     """A create blocked behind gc's uncommitted erase must not slip in once it commits."""
-    from toolledger.store._rows import dump_record
-    from toolledger.store._tombstone import build_tombstone
+    from toolledger.testing import build_tombstone, dump_record
 
     eraser = make_store(proxy.dsn(), max_size=1)
     caller = make_store()

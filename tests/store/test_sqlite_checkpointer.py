@@ -12,7 +12,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
-from toolledger.store._sqlite_checkpointer import BACKSTOP_PAGES
+from toolledger.testing import BACKSTOP_PAGES
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WAIT = 60.0  # seconds: a bound for a hung thread, never a synchronisation

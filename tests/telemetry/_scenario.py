@@ -15,7 +15,7 @@ from typing import Any
 
 import toolledger
 from toolledger import Approved, Denied
-from toolledger.integrations._journaled_wrap import journaled
+from toolledger.integrations.anthropic import journaled
 
 try:
     import httpx2

@@ -14,10 +14,10 @@ import pytest
 from opentelemetry import trace
 
 import toolledger
+import toolledger.testing
 from toolledger.errors import InvalidArgumentError
 from toolledger.telemetry import NOOP_TELEMETRY, OTelTelemetry, hooks_for
-from toolledger.telemetry._configure import resolve_endpoint
-from toolledger.telemetry._policy import content_from_env
+from toolledger.testing import content_from_env, resolve_endpoint
 
 from .otlp_receiver import http_receiver
 
@@ -94,7 +94,7 @@ def test_configure_without_endpoint_records_ids_but_exports_nothing(tmp_path, ot
     finally:
         handle.shutdown()
     # shutdown forgets the defaults; the global provider (set once) stays the SDK's
-    assert toolledger.telemetry._policy.DEFAULTS.tracer_provider is None
+    assert toolledger.testing.TELEMETRY_DEFAULTS.tracer_provider is None
 
 
 def test_configure_honours_headers_service_name_and_content(

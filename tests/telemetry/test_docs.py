@@ -6,10 +6,9 @@ import re
 from pathlib import Path
 
 import toolledger
-from toolledger.telemetry import _model
+from toolledger.telemetry import METRICS
 from toolledger.telemetry import attributes as a
-from toolledger.telemetry._metrics import METRICS
-from toolledger.telemetry._spans import decision_record
+from toolledger.testing import SPAN_ATTRIBUTES, TRANSITION_ATTRIBUTES, decision_record
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"
 TEMPLATES = {
@@ -25,7 +24,7 @@ TEMPLATES = {
 }
 #: Rows that are not spans: the transition events and the approval's log record.
 EVENT_ROWS = {
-    a.SPAN_CHECKPOINT.format("{transition}"): set(_model.TRANSITION_ATTRIBUTES),
+    a.SPAN_CHECKPOINT.format("{transition}"): set(TRANSITION_ATTRIBUTES),
     a.EVENT_TOOL_CALL_DECISION: set(
         decision_record({k: "x" for k in vars(a).values() if isinstance(k, str)})
     ),
@@ -55,9 +54,9 @@ def test_docs_span_table_matches_span_model() -> None:
     rows = table()
     assert set(rows) == set(TEMPLATES) | set(EVENT_ROWS)
     spans = {TEMPLATES[k]: v for k, v in rows.items() if k in TEMPLATES}
-    expected = {k: set(v) for k, v in _model.SPAN_ATTRIBUTES.items() if k != "recover_tool"}
+    expected = {k: set(v) for k, v in SPAN_ATTRIBUTES.items() if k != "recover_tool"}
     assert spans == expected
-    assert _model.SPAN_ATTRIBUTES["recover_tool"] == _model.SPAN_ATTRIBUTES["replay_tool"]
+    assert SPAN_ATTRIBUTES["recover_tool"] == SPAN_ATTRIBUTES["replay_tool"]
     assert {k: rows[k] for k in EVENT_ROWS} == EVENT_ROWS
 
 
@@ -109,6 +108,6 @@ def test_live_spans_carry_only_documented_attributes(tmp_path, provider, exporte
     for span in spans:
         kind = prefixes.get(span.name.split(" ")[0], "other")
         own = {k for k in span.attributes if not is_openinference(k)}
-        assert own <= set(_model.SPAN_ATTRIBUTES[kind]), span.name
+        assert own <= set(SPAN_ATTRIBUTES[kind]), span.name
         for event in span.events:
-            assert set(event.attributes) <= set(_model.TRANSITION_ATTRIBUTES)
+            assert set(event.attributes) <= set(TRANSITION_ATTRIBUTES)

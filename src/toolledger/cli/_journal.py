@@ -98,12 +98,6 @@ def _counts(rows: Iterable[Any]) -> dict[str, int]:
     }
 
 
-def _live(row: Any, doc: dict[str, Any]) -> bool:
-    from ..journal._read import is_live
-
-    return is_live(row, doc)
-
-
 @main.command()
 @click.argument("run_id")
 @click.option(

@@ -57,7 +57,7 @@ from ..store.base import (
     SwapCheckpoint,
 )
 from ..tools import Tool, ToolOutcome
-from ._seams import EFFECT_KEY_ROUNDS
+from ._seams import DONE, EFFECT_KEY_ROUNDS
 
 if TYPE_CHECKING:
     from ._flow import CallFlow
@@ -67,7 +67,6 @@ __all__ = ["EFFECT_KEY_MAX", "EffectKey", "HolderHandle", "effect_key_for", "res
 
 #: Longest effect key a tool's function may return (characters); it is stored hashed.
 EFFECT_KEY_MAX = 1024
-_DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +190,7 @@ def resolve(flow: CallFlow, own: CheckpointRecord | None) -> Generator[Request, 
                 f"{holder} first",
                 details=_details(flow, holder),
             )
-        if rec.status not in _DONE:
+        if rec.status not in DONE:
             rec = yield from _reconcile_holder(flow, rec)
             if rec is None or rec.status is Status.READY:
                 continue

@@ -44,8 +44,8 @@ from ..tools import ExecuteContext, NotRecovered, RecoverContext, Recovered, Too
 from ._effect_key import resolve
 from ._flow_commit import FlowCommits
 from ._flow_outcomes import clip_reason, describe, error_payload, group_errors
-from ._flow_state import CANCELLATION, DONE, Abandoned, Execute, Flow, Recover, Request
-from ._seams import DECIDE_ROUNDS, after, parse_link, reached
+from ._flow_state import CANCELLATION, Abandoned, Execute, Flow, Recover, Request
+from ._seams import DECIDE_ROUNDS, DONE, after, parse_link, reached
 
 __all__ = ["CallFlow"]
 

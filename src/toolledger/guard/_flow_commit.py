@@ -34,9 +34,9 @@ from ..errors import InvalidArgumentError, OutcomeUnknownError, PayloadLimitErro
 from ..journal import EventHandle
 from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from ._flow_outcomes import FlowOutcomes, clip_reason
-from ._flow_state import DONE, Claim, Flow, Request
+from ._flow_state import Claim, Flow, Request
 from ._flow_telemetry import FlowTelemetry
-from ._seams import DECIDE_ROUNDS, after, now, reached
+from ._seams import DECIDE_ROUNDS, DONE, after, now, reached
 
 __all__ = ["FlowCommits"]
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..approvals import ApprovalRequest
-from ..checkpoint.model import Binding, CheckpointRecord, Status
+from ..checkpoint.model import Binding, CheckpointRecord
 from ..errors import InvalidTransitionError, StoreError
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._approval_flow import GateFlow
@@ -28,7 +28,6 @@ from ._seams import STORE_RETRIES, GuardedRun, after
 
 __all__ = [
     "CANCELLATION",
-    "DONE",
     "Abandoned",
     "Claim",
     "Execute",
@@ -93,10 +92,6 @@ class Abandoned(Exception):
 
 Request = ApprovalRequest | Claim | Execute | Recover
 Flow = Generator[Request, Any, ToolOutcome]
-
-
-#: Statuses whose record holds the call's result.
-DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 
 
 class FlowState:

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ..checkpoint._attempt import new_attempt_id, parse_link
-from ..checkpoint.model import CheckpointRecord, Transition
+from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..errors import InvalidArgumentError
 from ..journal import EventHandle, JournalSeam
 from ..store._approval_record import CAS_ROUNDS
@@ -37,6 +37,7 @@ __all__ = [
     "DECIDE_ROUNDS",
     "DELIVERY_CLAIM_ROUNDS",
     "DELIVERY_COMPLETE_ROUNDS",
+    "DONE",
     "EFFECT_KEY_ROUNDS",
     "GuardedRun",
     "STORE_RETRIES",
@@ -56,6 +57,10 @@ class GuardedRun(JournalSeam, Protocol):
     def requested_by(self, call_id: str) -> EventHandle | None:
         """The event (a journaled model call) that requested tool call ``call_id``."""
         ...
+
+
+#: Statuses whose record holds the call's result: executing is over, whoever did it.
+DONE = (Status.COMPLETED, Status.DELIVERING, Status.DELIVERED)
 
 
 # -- limits ----------------------------------------------------------------------------------
