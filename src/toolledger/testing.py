@@ -131,13 +131,8 @@ def stored_run(db: Any, run_id: str) -> StoredRun:
 
 
 # -- internals toolledger's own tests reach (not API: they may change in any release) -------
-# Imported above as ``import x as x`` (explicit re-exports, outside ``__all__``), or named
-# here where a plain name would be ambiguous:
-# check_types, compact_json, EffectKey, RecoveryFailed, join_claims, guard_now, canonical,
-# chain_hash, content_hash, header_json, run_genesis, stored_header, MAX_ERRORS,
-# journal_now, to_json, FLUSH_INTERVAL, sqlite_search, STORE_CHECKS, dump_record,
-# BACKSTOP_PAGES, build_tombstone, make_exporter, resolve_endpoint, SPAN_ATTRIBUTES,
-# TRANSITION_ATTRIBUTES, TELEMETRY_DEFAULTS, content_from_env, decision_record.
+# The ``import x as x`` lines above re-export most of them (outside ``__all__``); these are
+# named here where the private name alone would be ambiguous or private.
 
 #: The guard's clock (aware UTC ``datetime``).
 guard_now = _guard_now
