@@ -46,6 +46,7 @@ from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from .store import _sqlite_search
 from .store._contract import CHECKS as STORE_CHECKS
 from .store._rows import dump_record as dump_record
+from .store._rows import load_record as load_record
 from .store._sqlite_checkpointer import BACKSTOP_PAGES as BACKSTOP_PAGES
 from .store._tombstone import build_tombstone as build_tombstone
 from .store.base import Store

@@ -9,8 +9,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
-from toolledger.store._rows import load_record
-from toolledger.testing import MemoryStore
+from toolledger.testing import MemoryStore, load_record
 
 
 def _completed(store: tl.Store, call_id: str, payload: object) -> tl.CheckpointRecord:
