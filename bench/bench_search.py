@@ -10,7 +10,9 @@ Reports, in one table:
 - the full-text index's cost per journal step: CPU time per ``with run.step(...)`` +
   ``record_output`` with the index and without it (a store created as if FTS5 were
   missing), same process, alternating, median of the repetitions; the difference is
-  what the index adds;
+  what the index adds. Appends only mark their run pending; the index is written in a
+  batch later (before a search, at ``close``), so both are shown: the steps alone, and
+  the steps plus that batch (the whole cost, per step);
 - ``toolledger export-site`` of the 1,000 runs (when the site exporter is present).
 
 Targets on the 2-core machines: search p50 <= 20 ms, load_run(20,000) <= 0.4 s, index
@@ -104,16 +106,20 @@ def time_load(db: Path, steps: int, repeat: int) -> tuple[float, int]:
     return statistics.median(times), n
 
 
-def _steps_cpu(store: SQLiteStore, steps: int) -> float:
+def _steps_cpu(store: SQLiteStore, steps: int) -> tuple[float, float]:
+    """CPU per step of the steps alone, and of the steps plus the deferred index batch."""
     t0 = time.process_time()
     with toolledger.run("index cost", db=store) as run:
         for i in range(steps):
             with run.step("tool", justification="benchmark step", i=i) as step:
                 step.record_output(ok=True, n=i)
-    return (time.process_time() - t0) / steps * 1e6
+    t1 = time.process_time()
+    store._index_pending()  # what a search (or close) does first
+    t2 = time.process_time()
+    return (t1 - t0) / steps * 1e6, (t2 - t0) / steps * 1e6
 
 
-def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float]:
+def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float, float]:
     indexed = SQLiteStore(tmp / "indexed.db")
     real: Callable[[Any], bool] = _sqlite_search.fts5_available
     _sqlite_search.fts5_available = lambda conn: False  # type: ignore[assignment]
@@ -121,15 +127,17 @@ def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float]:
         plain = SQLiteStore(tmp / "plain.db")
     finally:
         _sqlite_search.fts5_available = real  # type: ignore[assignment]
-    with_index, without = [], []
+    with_index, with_batch, without = [], [], []
     try:
         for _ in range(repeat):
-            without.append(_steps_cpu(plain, steps))
-            with_index.append(_steps_cpu(indexed, steps))
+            without.append(_steps_cpu(plain, steps)[0])
+            hot, total = _steps_cpu(indexed, steps)
+            with_index.append(hot)
+            with_batch.append(total)
     finally:
         indexed.close()
         plain.close()
-    return statistics.median(with_index), statistics.median(without)
+    return statistics.median(with_index), statistics.median(with_batch), statistics.median(without)
 
 
 def time_site(db: Path, out: Path) -> float | None:
@@ -166,10 +174,12 @@ def main() -> None:
         load_db = tmp / "long.db"
         seconds, n = time_load(load_db, args.long, 5)
         print(f"{f'load_run of {n} events':<42} {seconds:>8.3f} s")
-        with_index, without = index_cost(tmp, 5000, 7)
+        with_index, with_batch, without = index_cost(tmp, 5000, 7)
         print(f"{'journal step, CPU, with index':<42} {with_index:>7.1f} us")
+        print(f"{'journal step, CPU, with index + its batch':<42} {with_batch:>7.1f} us")
         print(f"{'journal step, CPU, without index':<42} {without:>7.1f} us")
-        print(f"{'index cost per step':<42} {with_index - without:>7.1f} us")
+        print(f"{'index cost per step, on the step':<42} {with_index - without:>7.1f} us")
+        print(f"{'index cost per step, with the batch':<42} {with_batch - without:>7.1f} us")
 
 
 if __name__ == "__main__":

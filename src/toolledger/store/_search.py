@@ -205,6 +205,7 @@ def search_sql(
     event_hits: str,
     goal_hits: str,
     match_value: Callable[[SearchTerm], Any],
+    hit_params: int = 1,
 ) -> tuple[str, list[Any]]:
     """Return the SQL selecting ``(run_id, event_id)`` of matching events, newest first.
 
@@ -212,11 +213,12 @@ def search_sql(
         query: The search.
         ph: The placeholder (``?`` or ``%s``).
         events, runs: The (qualified) table names.
-        event_hits: SQL selecting ``run_id, event_id`` of records matching one term (one
-            placeholder: the term).
+        event_hits: SQL selecting ``run_id, event_id`` of records matching one term
+            (``hit_params`` placeholders, each the term).
         goal_hits: SQL selecting ``run_id`` of runs whose goal matches one term (one
             placeholder).
         match_value: The parameter bound for a term.
+        hit_params: How many placeholders ``event_hits`` holds (1 unless it unions two).
     """
     params: list[Any] = []
     ctes: list[str] = []
@@ -224,7 +226,7 @@ def search_sql(
     for i, term in enumerate(query.terms):
         ctes.append(f"h{i} AS ({event_hits})")
         ctes.append(f"g{i} AS ({goal_hits})")
-        params.extend([match_value(term), match_value(term)])
+        params.extend([match_value(term)] * (hit_params + 1))
         term_checks.append(
             f"(EXISTS (SELECT 1 FROM h{i} WHERE h{i}.run_id = e.run_id AND "
             f"h{i}.event_id = e.event_id) OR e.run_id IN (SELECT run_id FROM g{i}))"

@@ -24,7 +24,6 @@ from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import load_record
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
-from ._sqlite_search import index_events
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
@@ -37,12 +36,18 @@ from .base import (
     WriteOperation,
 )
 
-__all__ = ["execute_op"]
+__all__ = ["create_and_swap", "execute_op"]
 
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
+#: The transitions a record just created may take in the same transaction.
+_FROM_READY: dict[Status, tuple[str, str]] = {
+    rule.target: (name, rule.action.value)
+    for name, rule in TRANSITIONS.items()
+    if Status.READY in rule.sources
+}
 
 
-def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = False) -> Any:
+def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
     """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
 
     Raises:
@@ -65,7 +70,7 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any, *, indexed: bool = 
     if isinstance(op, ReleaseEffectKey):
         return _release_effect_key(conn, op)
     assert isinstance(op, AppendEvents)
-    return _append(conn, op, indexed)
+    return _append(conn, op)
 
 
 _INSERT_CHECKPOINT = (
@@ -78,6 +83,54 @@ _CREATE = (
     f"{_INSERT_CHECKPOINT}SELECT ?1, ?2, ?3, 0, ?4, ?5, ?6 WHERE NOT EXISTS "
     "(SELECT 1 FROM tombstones WHERE namespace = ?1 AND call_id = ?2)"
 )
+
+
+_CREATE_SWAPPED = (
+    f"{_INSERT_CHECKPOINT}SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE NOT EXISTS "
+    "(SELECT 1 FROM tombstones WHERE namespace = ?1 AND call_id = ?2)"
+)
+_HISTORY_COLUMNS = "(namespace, call_id, revision, status, transition, action, at, record)"
+_TWO_HISTORY_ROWS = (
+    f"INSERT INTO checkpoint_history {_HISTORY_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?), "
+    "(?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def create_and_swap(
+    conn: sqlite3.Connection,
+    create: CreateCheckpoint,
+    create_text: str,
+    swap: SwapCheckpoint,
+    swap_text: str,
+) -> tuple[tuple[bool, CheckpointRecord], bool] | None:
+    """Create a record and swap it at once: one row write, both history rows in one insert.
+
+    The same outcomes as running the two ops in turn, for a swap at revision 0 of the
+    created key along a transition from ``ready``; ``None`` (nothing written) when the
+    swap is not one, or the create is refused: the caller runs the ops one by one then.
+    """
+    rec, nxt = create.record, swap.next
+    moved = _FROM_READY.get(nxt.status)
+    if moved is None or swap.expected_revision != 0 or nxt.key != rec.key:
+        return None
+    ns, cid = rec.key
+    at = format_time(nxt.updated_at)
+    cur = conn.execute(
+        _CREATE_SWAPPED,
+        (ns, cid, nxt.status.value, nxt.revision, nxt.binding.tool_name, at, swap_text),
+    )
+    if cur.rowcount != 1:
+        return None
+    name, action = moved
+    conn.execute(
+        _TWO_HISTORY_ROWS,
+        (
+            *(ns, cid, rec.revision, rec.status.value, "create_checkpoint", "execute"),
+            *(format_time(rec.updated_at), create_text),
+            *(ns, cid, nxt.revision, nxt.status.value, name, action, at, swap_text),
+        ),
+    )
+    return ((True, rec), True)
 
 
 def _create(
@@ -264,7 +317,7 @@ def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
     return cur.rowcount == 1
 
 
-def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
+def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
     # The count CAS first (one statement); a row count of 0 is told apart afterwards (an
     # unknown run, or another count); raising or returning False leaves nothing applied.
     if op.rows:
@@ -280,12 +333,11 @@ def _append(conn: sqlite3.Connection, op: AppendEvents, indexed: bool) -> bool:
         if row is None:
             raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
         return not op.rows and row[0] == op.expected_count
+    # The full-text index follows in batches (``_sqlite_search``: a trigger marks the run).
     conn.executemany(
         f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [event_params(r) for r in op.rows],
     )
-    if indexed:  # the full-text index, in the same transaction
-        index_events(conn, op.run_id, op.rows)
     return True
 
 

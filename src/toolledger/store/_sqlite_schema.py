@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Union
 
-from ._sqlite_search import create_search_index
+from ._sqlite_search import create_search_index, create_search_queue
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "MigrationStep"]
 
@@ -132,6 +132,7 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
         ],
     ),
     (5, "search_index", [create_search_index]),
+    (6, "search_queue", [create_search_queue]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

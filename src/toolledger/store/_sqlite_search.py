@@ -2,10 +2,16 @@
 
 Rules this module keeps:
 
-- The index is written by the store's own write paths (appends, run creation and updates,
-  retention's rewrites), in the same transaction as the rows they index. Statements are
-  plain ``INSERT … VALUES``: FTS5 flushes its pending terms at every savepoint, so an
-  ``INSERT … SELECT`` or a trigger per row costs several times more.
+- Appended records are indexed in batches, off the callers' commits: a trigger on
+  ``events`` marks the run in ``search_pending`` (``INSERT OR IGNORE``: no page written
+  while the mark stands), and ``index_pending`` indexes every marked run's records past
+  its watermark ``search_runs.indexed`` (all ``seq`` below it are indexed) in one write
+  transaction, then clears the marks. The store runs it before a search, before
+  retention rewrites records, and at ``close``; a read-only search indexes the pending
+  records into a connection-local ``temp`` table instead, so a search always sees every
+  committed record. Run goals are indexed in the transaction that stores them.
+- Index statements are plain ``INSERT … VALUES``: FTS5 flushes its pending terms at every
+  savepoint, so an ``INSERT … SELECT`` or a trigger per row costs several times more.
 - ``events_fts`` holds one row per record: its name and every string and number under its
   ``content``, tokenized by ``unicode61`` with diacritics kept (``_search.tokens`` mirrors
   it). Its rowid is ``rid << 32 | seq``, where ``rid`` is the run's number in
@@ -30,11 +36,14 @@ __all__ = [
     "create_search_index",
     "fts5_available",
     "has_search_index",
-    "index_events",
+    "create_search_queue",
+    "has_pending",
+    "index_pending",
     "index_run",
     "reindex_events",
     "reindex_run",
     "search_events",
+    "stage_pending",
 ]
 
 _TOKENIZE = "tokenize = 'unicode61 remove_diacritics 0'"
@@ -86,6 +95,28 @@ def create_search_index(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_QUEUE_DDL = [
+    "ALTER TABLE search_runs ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0",
+    # Everything stored so far was indexed in its own transaction.
+    "UPDATE search_runs SET indexed = coalesce((SELECT max(e.seq) + 1 FROM events e "
+    "WHERE e.run_id = search_runs.run_id), 0)",
+    "CREATE TABLE search_pending (run_id TEXT PRIMARY KEY) WITHOUT ROWID",
+    "CREATE TRIGGER events_search_pending AFTER INSERT ON events BEGIN "
+    "INSERT OR IGNORE INTO search_pending (run_id) VALUES (new.run_id); END",
+]
+
+
+def create_search_queue(conn: sqlite3.Connection) -> None:
+    """Index appends in batches from now on (a migration step); nothing without the index."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events_fts'"
+    ).fetchone()
+    if row is None:
+        return
+    for statement in _QUEUE_DDL:
+        conn.execute(statement)
+
+
 def has_search_index(conn: sqlite3.Connection) -> bool:
     """Whether the database holds the index and this build can write it."""
     row = conn.execute(
@@ -114,16 +145,43 @@ def reindex_run(conn: sqlite3.Connection, run_id: str, data: str) -> None:
     conn.execute(_INSERT_GOAL, {"rid": rid, "data": data})
 
 
-def index_events(conn: sqlite3.Connection, run_id: str, rows: Iterable[Any]) -> None:
-    """Index appended records (``EventRow``s of one run)."""
-    base = _rid(conn, run_id) << _SEQ_BITS
-    conn.executemany(_INSERT_EVENT, [(base | r.seq, r.name, r.data) for r in rows])
+def has_pending(conn: sqlite3.Connection) -> bool:
+    """Whether some appended records wait to be indexed."""
+    return conn.execute("SELECT 1 FROM search_pending LIMIT 1").fetchone() is not None
+
+
+def index_pending(conn: sqlite3.Connection) -> int:
+    """Index every record appended since the last call (inside a write); return how many."""
+    marked = conn.execute(
+        "SELECT p.run_id, k.rid, k.indexed FROM search_pending p "
+        "LEFT JOIN search_runs k ON k.run_id = p.run_id"
+    ).fetchall()
+    count = 0
+    for run_id, rid, done in marked:
+        if rid is None:  # a run stored by a process that wrote no index: its goal too
+            rid, done = _rid(conn, run_id), 0
+            row = conn.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is not None:
+                conn.execute(_INSERT_GOAL, {"rid": rid, "data": row[0]})
+        rows = conn.execute(
+            "SELECT seq, name, data FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq",
+            (run_id, done),
+        ).fetchall()
+        if rows:
+            base = int(rid) << _SEQ_BITS
+            conn.executemany(_INSERT_EVENT, [(base | s, n, d) for s, n, d in rows])
+            conn.execute("UPDATE search_runs SET indexed = ? WHERE rid = ?", (rows[-1][0] + 1, rid))
+            count += len(rows)
+    if marked:
+        conn.execute("DELETE FROM search_pending")
+    return count
 
 
 def reindex_events(
     conn: sqlite3.Connection, run_id: str, items: Iterable[tuple[int, str | None, str]]
 ) -> None:
     """Index rewritten records again: ``(seq, name, data)`` each (erased content leaves)."""
+    index_pending(conn)  # the rewritten records are indexed (once) before replacing them
     base = _rid(conn, run_id) << _SEQ_BITS
     items = list(items)
     conn.executemany("DELETE FROM events_fts WHERE rowid = ?", [(base | s,) for s, _, _ in items])
@@ -136,6 +194,34 @@ _EVENT_HITS = (
     f"JOIN events e ON e.run_id = k.run_id AND e.seq = (f.rowid & {(1 << _SEQ_BITS) - 1}) "
     "WHERE events_fts MATCH ?"
 )
+# A read-only connection's pending records, in a table of its own (``stage_pending``).
+_STAGED_HITS = (
+    "SELECT t.run_id AS run_id, e.event_id AS event_id FROM temp.staged_fts t "
+    "JOIN events e ON e.run_id = t.run_id AND e.seq = t.seq WHERE staged_fts MATCH ?"
+)
+_STAGE = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.staged_fts USING "
+    f"fts5(body, run_id UNINDEXED, seq UNINDEXED, {_TOKENIZE}, columnsize = 0)",
+    "DELETE FROM temp.staged_fts",
+    "INSERT INTO temp.staged_fts (body, run_id, seq) SELECT "
+    f"{_BODY.format(name='e.name', data='e.data')}, e.run_id, e.seq FROM search_pending p "
+    "JOIN events e ON e.run_id = p.run_id LEFT JOIN search_runs k ON k.run_id = p.run_id "
+    "WHERE e.seq >= coalesce(k.indexed, 0)",
+]
+
+
+def stage_pending(conn: sqlite3.Connection) -> bool:
+    """Index pending records in this connection's ``temp`` table; return whether any.
+
+    A reader writes no index: its search reads these beside the stored index.
+    """
+    if not has_pending(conn):
+        return False
+    for statement in _STAGE:
+        conn.execute(statement)
+    return True
+
+
 _GOAL_HITS = (
     "SELECT k.run_id AS run_id FROM runs_fts JOIN search_runs k ON k.rid = runs_fts.rowid "
     "WHERE runs_fts MATCH ?"
@@ -149,8 +235,13 @@ def search_events(
     records: Callable[[str, str], tuple[Any, ...]],
     many: Callable[[Sequence[tuple[str, str]]], list[tuple[Any, ...]]],
     indexed: bool,
+    staged: bool = False,
 ) -> list[tuple[Any, ...]]:
-    """Answer ``Store.search_events`` on SQLite (``read(sql, params)`` runs a query)."""
+    """Answer ``Store.search_events`` on SQLite (``read(sql, params)`` runs a query).
+
+    ``staged``: records not yet in the index are in ``stage_pending``'s table (a reader's
+    search; the hits of both are searched, without the run-by-run plan).
+    """
 
     def select(q: EventQuery) -> list[tuple[str, str]]:
         sql, params = search_sql(
@@ -158,13 +249,14 @@ def search_events(
             ph="?",
             events="events",
             runs="runs",
-            event_hits=_EVENT_HITS,
+            event_hits=f"{_EVENT_HITS} UNION ALL {_STAGED_HITS}" if staged else _EVENT_HITS,
             goal_hits=_GOAL_HITS,
             match_value=fts5_expression,
+            hit_params=2 if staged else 1,
         )
         return [(str(a), str(b)) for a, b in read(sql, params)]
 
-    if indexed and query.run_id is None and not _few_hits(query, read):
+    if indexed and not staged and query.run_id is None and not _few_hits(query, read):
         return many(_newest_runs_first(query, read))
     if query.terms and not indexed:
         warnings.warn(

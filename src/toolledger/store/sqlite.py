@@ -51,7 +51,7 @@ from ..errors import (
 )
 from . import _sqlite_search
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._rows import gated_off, load_record, prepare_ops, status_values, won
 from ._search import EventQuery
 from ._sqlcommon import (
     EVENT_COLUMNS,
@@ -66,10 +66,11 @@ from ._sqlcommon import (
     valid_records,
 )
 from ._sqlite_checkpointer import BACKSTOP_PAGES, CHECKPOINT_EVERY, Checkpointer
-from ._sqlite_ops import execute_op
+from ._sqlite_ops import create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
+    CreateCheckpoint,
     EffectKeyRow,
     EventRow,
     HistoryEntry,
@@ -77,6 +78,7 @@ from .base import (
     OperationRow,
     QuarantinedRow,
     RunRow,
+    SwapCheckpoint,
     Tombstone,
 )
 
@@ -333,7 +335,14 @@ class SQLiteStore(ApplyShortcuts):
         return conn
 
     def close(self) -> None:
-        """Close every connection this store opened in this process. Idempotent."""
+        """Close every connection this store opened in this process. Idempotent.
+
+        Records still waiting for the search index are indexed first (best effort: a
+        busy or failing database leaves them to the next search).
+        """
+        if not self._closed and os.getpid() == self._pid and not self.readonly:
+            with contextlib.suppress(CheckpointError):
+                self._index_pending()
         self._closed = True
         if os.getpid() != self._pid:
             return
@@ -547,12 +556,27 @@ class SQLiteStore(ApplyShortcuts):
 
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
             out: builtins.list[Any] = []
-            for op, extra in prepared:
-                out.append(
-                    False
-                    if gated_off(op, out)
-                    else execute_op(conn, op, extra, indexed=self._indexed)
-                )
+            i, count = 0, len(prepared)
+            while i < count:
+                op, extra = prepared[i]
+                if gated_off(op, out):
+                    out.append(False)
+                elif (
+                    isinstance(op, CreateCheckpoint)
+                    and i + 1 < count
+                    and isinstance(prepared[i + 1][0], SwapCheckpoint)
+                    and _swap_follows(prepared[i + 1][0], i, out)
+                ):
+                    swap, swap_text = prepared[i + 1]
+                    both = create_and_swap(conn, op, extra, swap, swap_text)  # type: ignore[arg-type]
+                    if both is not None:  # a new call's claim: one row write
+                        out.extend(both)
+                        i += 2
+                        continue
+                    out.append(execute_op(conn, op, extra))
+                else:
+                    out.append(execute_op(conn, op, extra))
+                i += 1
             return out
 
         return self._write(run, durable=durable)
@@ -838,13 +862,34 @@ class SQLiteStore(ApplyShortcuts):
 
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
         """Return the records of matching events, newest first; see ``Store.search_events``."""
+        staged = False
+        if self._indexed and query.terms:
+            if self.readonly:
+                try:
+                    staged = _sqlite_search.stage_pending(self._conn())
+                except sqlite3.Error as exc:
+                    raise _map_error(exc, "reading") from exc
+            else:
+                self._index_pending()
         return _sqlite_search.search_events(
             query,
             read=self._read,
             records=self._event_records,
             many=self._events_records,
             indexed=self._indexed,
+            staged=staged,
         )
+
+    def _index_pending(self) -> None:
+        """Index the records appended since the last time (its own relaxed write)."""
+        if not self._indexed:
+            return
+        try:
+            pending = _sqlite_search.has_pending(self._conn())
+        except sqlite3.Error as exc:
+            raise _map_error(exc, "reading") from exc
+        if pending:
+            self._write(_sqlite_search.index_pending, durable=False)
 
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
         return self._events_records([(run_id, event_id)])[0]
@@ -895,6 +940,15 @@ class SQLiteStore(ApplyShortcuts):
             EffectKeyRow(namespace=a, key=b, call_id=c, claimed_at=d)
             for a, b, c, d in self._read(sql, params)
         ]
+
+
+def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
+    """Whether the swap after the create at ``index`` runs iff the create wins.
+
+    It does unless an earlier op it requires lost (``won`` counts the create's outcome).
+    """
+    req = swap.requires
+    return req is None or req == index or (req < index and won(out[req]))
 
 
 def _set_wal(conn: sqlite3.Connection) -> None:

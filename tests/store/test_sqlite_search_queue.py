@@ -1,0 +1,141 @@
+"""SQLite's search index is written in batches off the callers' commits, never missing a record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import toolledger
+from toolledger.store import SQLiteStore
+from toolledger.store import sqlite as sqlite_module
+
+
+def _pending(store: SQLiteStore) -> list[str]:
+    return [r[0] for r in store._read("SELECT run_id FROM search_pending")]
+
+
+def _indexed_rows(store: SQLiteStore) -> int:
+    return int(store._read("SELECT count(*) FROM events_fts")[0][0])
+
+
+class TestSearchQueue:
+    def test_append_marks_the_run_and_writes_no_index_row(self, tmp_path: Path) -> None:
+        """A commit of records marks its run pending; the index is not written in it."""
+        store = SQLiteStore(tmp_path / "q.db")
+        try:
+            before = _indexed_rows(store)
+            with toolledger.run("Refund A-1001", db=store) as run:
+                run.note("the parcel was lost")
+                run.flush()
+                assert _pending(store) == [run.run_id]
+                assert _indexed_rows(store) == before
+        finally:
+            store.close()
+
+    def test_writable_search_indexes_pending_records_first(self, tmp_path: Path) -> None:
+        """A search through a writable store indexes the pending records, then finds them."""
+        store = SQLiteStore(tmp_path / "q.db")
+        try:
+            with toolledger.run("Refund A-1001", db=store) as run:
+                run.note("the parcel was lost")
+                run.flush()
+                assert [e.name for e in toolledger.search(store, "parcel")] == ["note"]
+                assert _pending(store) == []
+                run.note("a second parcel")
+                run.flush()
+                found = toolledger.search(store, "parcel")
+                assert sorted(e.name for e in found) == ["note", "note"]
+        finally:
+            store.close()
+
+    def test_reader_finds_records_a_live_writer_has_not_indexed(self, tmp_path: Path) -> None:
+        """A read-only search sees committed records still pending, and writes nothing."""
+        path = tmp_path / "q.db"
+        writer = SQLiteStore(path)
+        try:
+            with toolledger.run("Weekly report", db=writer) as run:
+                run.note("totals for the gateway")
+                run.flush()
+                assert _pending(writer) == [run.run_id]
+                found = toolledger.search(path, "gateway")  # opens the file read-only
+                assert [(e.run_id, e.name) for e in found] == [(run.run_id, "note")]
+                assert [e.name for e in toolledger.search(path, "weekly")] != []
+                assert _pending(writer) == [run.run_id]  # the reader indexed nothing
+        finally:
+            writer.close()
+
+    def test_close_indexes_what_is_pending(self, tmp_path: Path) -> None:
+        """Closing the store leaves no record waiting for the index."""
+        path = tmp_path / "q.db"
+        store = SQLiteStore(path)
+        with toolledger.run("Refund A-1001", db=store) as run:
+            run.note("the parcel was lost")
+        store.close()
+        again = SQLiteStore(path)
+        try:
+            assert _pending(again) == []
+            hits = again._read("SELECT rowid FROM events_fts WHERE events_fts MATCH 'parcel'")
+            assert len(hits) == 1
+        finally:
+            again.close()
+
+    def test_each_record_is_indexed_once(self, tmp_path: Path) -> None:
+        """Interleaved appends and searches index every record exactly once."""
+        store = SQLiteStore(tmp_path / "q.db")
+        try:
+            with toolledger.run("Refund A-1001", db=store) as run:
+                for i in range(5):
+                    run.note(f"parcel {i}")
+                    run.flush()
+                    toolledger.search(store, "parcel")
+            rows = store.read_events(run.run_id)
+            toolledger.search(store, "parcel")
+            assert _indexed_rows(store) == len(rows)
+        finally:
+            store.close()
+
+    def test_gc_erases_pending_content_from_the_index(self, tmp_path: Path) -> None:
+        """Retention's rewrite indexes pending records first, then replaces them."""
+        store = SQLiteStore(tmp_path / "q.db")
+        try:
+            with toolledger.run("Refund A-1001", db=store) as run:
+                run.note("secret parcel")
+                run.flush()
+            rows = store.read_events(run.run_id)
+            note = next(r for r in rows if r.name == "note")
+            assert _pending(store) == [run.run_id]  # the run's records wait
+            store.rewrite_event_data(run.run_id, {note.seq: '{"content": {}}'})
+            assert _pending(store) == []
+            assert toolledger.search(store, "secret") == []
+            assert _indexed_rows(store) == len(rows)
+        finally:
+            store.close()
+
+    def test_database_of_the_previous_version_keeps_its_index(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A file indexed per transaction is migrated: nothing indexed twice, new writes found."""
+        db = tmp_path / "old.db"
+        before = sqlite_module.MIGRATIONS[:-1]
+        for count in (len(before) - 1, len(before)):  # records stored, then indexed by v5
+            monkeypatch.setattr(sqlite_module, "MIGRATIONS", before[:count])
+            monkeypatch.setattr(sqlite_module, "LATEST_VERSION", before[count - 1][0])
+            if count < len(before):
+                with toolledger.run("Refund A-1001", db=db) as run:
+                    run.note("the parcel was lost")
+            else:
+                SQLiteStore(db).close()
+        monkeypatch.undo()
+        store = SQLiteStore(db)
+        try:
+            assert store.applied_migrations()[-1] == (len(before) + 1, "search_queue")
+            old_rows = len(store.read_events(run.run_id))
+            assert _indexed_rows(store) == old_rows
+            with toolledger.run("Weekly report", db=store) as second:
+                second.note("another parcel")
+            found = toolledger.search(store, "parcel")
+            assert sorted(e.run_id for e in found) == sorted([run.run_id, second.run_id])
+            assert _indexed_rows(store) == old_rows + len(store.read_events(second.run_id))
+        finally:
+            store.close()
