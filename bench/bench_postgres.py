@@ -1,29 +1,400 @@
-"""Guarded calls per second on PostgreSQL with 1, 4 and 8 processes, beside SQLite.
+"""The guarded call on PostgreSQL: round trips, latency, client CPU, throughput beside SQLite.
 
-Each process opens its own store (its own connections: a "host"), then runs new guarded
-calls: ``run.call`` (create + claim durable, execute a no-op tool, complete durable) and
-``run.deliver`` (delivery claim and completion, relaxed), each call one journal event.
-The latency of one call is call + deliver. Both stores use their default, full
-durability. The server's settings are printed: they decide what a durable commit costs.
+Four tables, each from one run with its cases interleaved:
 
-Usage: .venv/bin/python bench/bench_postgres.py [--calls 300] [--procs 1,4,8]
-       [--durability full|normal]
+1. Wire: round trips per new call, deliver and replay, counted by a loopback proxy in front
+   of the server (a round trip is the client sending after the server answered), and the
+   statements (``Bind``/``Query`` messages) and explicit commits they carry.
+2. Floors: a claim-like transaction (insert checkpoint + history, advance the run's count,
+   insert one event and its search row) in plain psycopg, sent five ways: statement by
+   statement (``BEGIN`` … ``COMMIT``); one pipeline then ``COMMIT`` (what the store does); one
+   pipeline with the ``COMMIT`` in it; one PL/pgSQL function call; one statement of
+   data-modifying CTEs (the last three are one round trip each).
+3. Latency and client CPU (``time.process_time`` of this process) of ``run.call`` (new),
+   ``run.deliver`` and a replayed ``run.call``, through the store, batches interleaved.
+4. Throughput: new guarded calls (call + deliver) per second with 1 and 4 processes on
+   PostgreSQL and on SQLite, alternating sides each repetition.
+
+Durability is the stores' setting (``--durability``, default full) and, for the floors,
+``synchronous_commit`` on (full) or off (normal). The server's settings are printed: they
+decide what a durable commit costs.
+
+Usage: .venv/bin/python bench/bench_postgres.py [--calls 300] [--procs 1,4] [--reps 3]
+       [--durability full|normal] [--only wire,floors,latency,throughput]
 Needs TOOLLEDGER_PG_DSN (default postgresql://postgres@127.0.0.1:5432/test).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
+import socket
 import statistics
+import struct
 import tempfile
+import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["main"]
+
+_UNTYPED = {80877103, 80877104}  # SSLRequest, GSSENCRequest
+
+
+class WireCounter:
+    """A loopback proxy that counts round trips and messages of every connection through it.
+
+    A round trip is counted when the client sends after the server last sent on that
+    connection (so pipelined statements count once, and a slow pipeline flush counts more,
+    never less).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 5432) -> None:
+        self.target = (host, port)
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self.trips = 0
+        self.kinds: dict[str, int] = {}
+        self.commits = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def take(self) -> tuple[int, dict[str, int], int]:
+        """Return (round trips, message kinds, COMMIT statements) since the last take."""
+        time.sleep(0.02)  # let the forwarding threads catch up
+        with self._lock:
+            out = (self.trips, self.kinds, self.commits)
+            self.trips, self.kinds, self.commits = 0, {}, 0
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for s in (client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            state = {"server_spoke": True}
+            threading.Thread(target=self._up, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(client, upstream, state), daemon=True).start()
+
+    @staticmethod
+    def _read(s: socket.socket, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = s.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError
+            buf += chunk
+        return buf
+
+    def _up(self, client: socket.socket, upstream: socket.socket, state: dict[str, bool]) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            while True:  # untyped: requests, then the startup message
+                head = self._read(client, 8)
+                length, code = struct.unpack("!II", head)
+                upstream.sendall(head + self._read(client, length - 8))
+                if code not in _UNTYPED:
+                    break
+            while True:
+                head = self._read(client, 5)
+                body = self._read(client, struct.unpack("!I", head[1:])[0] - 4)
+                kind = head[:1].decode()
+                with self._lock:
+                    if state["server_spoke"]:
+                        self.trips += 1
+                        state["server_spoke"] = False
+                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                upstream.sendall(head + body)
+
+    def _down(self, client: socket.socket, upstream: socket.socket, state: dict[str, bool]) -> None:
+        buf = b""
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                with self._lock:
+                    state["server_spoke"] = True
+                client.sendall(data)
+                buf += data
+                while len(buf) >= 5:  # count the COMMITs the server completes
+                    end = 1 + struct.unpack("!I", buf[1:5])[0]
+                    if len(buf) < end:
+                        break
+                    if buf[:1] == b"C" and buf[5:11] == b"COMMIT":
+                        with self._lock:
+                            self.commits += 1
+                    buf = buf[end:]
+
+
+def _pg(url: str, durability: str, name: str = "bench") -> Any:
+    from toolledger.store.postgres import PostgresStore
+
+    return PostgresStore(url, application_name=name, max_size=2, durability=durability)
+
+
+def _tool() -> Any:
+    import toolledger as tl
+
+    return tl.tool("bench_noop", revision="1", execute=lambda inp, ctx: {"ok": inp["i"]})
+
+
+def _noop_post(payload: Any) -> None:
+    return None
+
+
+# -- 1. wire -----------------------------------------------------------------------------
+
+
+def _wire(pg_url: str, durability: str, schema: str) -> None:
+    import toolledger as tl
+
+    proxy = WireCounter()
+    url = f"postgresql://postgres@127.0.0.1:{proxy.port}/test?sslmode=disable&schema={schema}"
+    store = _pg(url, durability)
+    tool = _tool()
+    rows: dict[str, list[tuple[int, int, int]]] = {"new call": [], "deliver": [], "replay": []}
+    with tl.run("bench-wire", db=store, namespace="wire") as run:
+        for i in range(8):  # past psycopg's prepare threshold, as a long-lived process is
+            run.call(tool, call_id=f"warm-{i}", input={"i": i})
+            run.deliver(f"warm-{i}", _noop_post)
+        proxy.take()
+        for i in range(10):
+            cid = f"c-{i}"
+            for label in rows:
+                if label == "deliver":
+                    run.deliver(cid, _noop_post)
+                else:
+                    run.call(tool, call_id=cid, input={"i": i})
+                trips, kinds, commits = proxy.take()
+                rows[label].append((trips, kinds.get("B", 0) + kinds.get("Q", 0), commits))
+    store.close()
+    proxy.close()
+    print(f"{'wire':<10} {'round trips':>11} {'statements':>10} {'COMMITs':>8}")
+    for label, got in rows.items():
+        trips, stmts, commits = (statistics.median(c) for c in zip(*got, strict=True))
+        print(f"{label:<10} {trips:>11.0f} {stmts:>10.0f} {commits:>8.0f}")
+    print()
+
+
+# -- 2. floors ---------------------------------------------------------------------------
+
+_FLOOR_TABLES = """
+CREATE TABLE IF NOT EXISTS {s}.floor_cp (ns TEXT, cid TEXT, rev BIGINT, record TEXT,
+    PRIMARY KEY (ns, cid));
+CREATE TABLE IF NOT EXISTS {s}.floor_hist (ns TEXT, cid TEXT, rev BIGINT, record TEXT,
+    PRIMARY KEY (ns, cid, rev));
+CREATE TABLE IF NOT EXISTS {s}.floor_run (run_id TEXT PRIMARY KEY, n BIGINT);
+CREATE TABLE IF NOT EXISTS {s}.floor_ev (run_id TEXT, seq BIGINT, data TEXT,
+    PRIMARY KEY (run_id, seq));
+CREATE TABLE IF NOT EXISTS {s}.floor_fts (run_id TEXT, seq BIGINT, tsv TSVECTOR,
+    PRIMARY KEY (run_id, seq));
+CREATE OR REPLACE FUNCTION {s}.floor_claim(p_ns TEXT, p_cid TEXT, p_rec TEXT, p_run TEXT,
+    p_seq BIGINT, p_data TEXT, p_text TEXT) RETURNS INT LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {s}.floor_cp VALUES (p_ns, p_cid, 1, p_rec);
+    INSERT INTO {s}.floor_hist VALUES (p_ns, p_cid, 1, p_rec);
+    UPDATE {s}.floor_run SET n = p_seq + 1 WHERE run_id = p_run AND n = p_seq;
+    IF NOT FOUND THEN RAISE EXCEPTION 'count moved'; END IF;
+    INSERT INTO {s}.floor_ev VALUES (p_run, p_seq, p_data);
+    INSERT INTO {s}.floor_fts VALUES (p_run, p_seq, to_tsvector('simple', p_text));
+    RETURN 1;
+END $$;
+"""
+
+_FLOOR_STATEMENTS = [
+    ("INSERT INTO {s}.floor_cp VALUES (%(ns)s, %(cid)s, 1, %(rec)s)"),
+    ("INSERT INTO {s}.floor_hist VALUES (%(ns)s, %(cid)s, 1, %(rec)s)"),
+    ("UPDATE {s}.floor_run SET n = %(seq)s + 1 WHERE run_id = %(run)s AND n = %(seq)s"),
+    ("INSERT INTO {s}.floor_ev VALUES (%(run)s, %(seq)s, %(data)s)"),
+    ("INSERT INTO {s}.floor_fts VALUES (%(run)s, %(seq)s, to_tsvector('simple', %(text)s))"),
+]
+
+_FLOOR_CTE = """
+WITH cp AS (INSERT INTO {s}.floor_cp VALUES (%(ns)s, %(cid)s, 1, %(rec)s) RETURNING 1),
+h AS (INSERT INTO {s}.floor_hist SELECT %(ns)s, %(cid)s, 1, %(rec)s FROM cp RETURNING 1),
+r AS (UPDATE {s}.floor_run SET n = %(seq)s + 1 WHERE run_id = %(run)s AND n = %(seq)s
+    RETURNING 1),
+e AS (INSERT INTO {s}.floor_ev SELECT %(run)s, %(seq)s, %(data)s FROM r RETURNING 1),
+f AS (INSERT INTO {s}.floor_fts SELECT %(run)s, %(seq)s, to_tsvector('simple', %(text)s)
+    FROM r RETURNING 1)
+SELECT 1 / ((SELECT count(*) FROM h) * (SELECT count(*) FROM e))::int
+"""
+
+
+def _floors(dsn: str, schema: str, calls: int, reps: int) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from toolledger.checkpoint._json import compact_json
+
+    def q(text: str) -> str:
+        return sql.SQL(text).format(s=sql.Identifier(schema)).as_string(None)
+
+    stmts = [q(t) for t in _FLOOR_STATEMENTS]
+    cte = q(_FLOOR_CTE)
+    func = q(
+        "SELECT {s}.floor_claim(%(ns)s, %(cid)s, %(rec)s, %(run)s, %(seq)s, %(data)s, %(text)s)"
+    )
+    record = compact_json({"status": "executing", "revision": 1, "binding": {"x": "y" * 120}})
+    data = compact_json({"kind": "tool_call", "name": "bench_noop", "input": {"i": 1}})
+    seqs: dict[str, int] = {}
+
+    def params(run: str) -> dict[str, Any]:
+        n = seqs[run] = seqs.get(run, -1) + 1
+        return {
+            "ns": "floor",
+            "cid": f"{run}-{n}",
+            "rec": record,
+            "run": run,
+            "seq": n,
+            "data": data,
+            "text": "tool_call bench_noop 1",
+        }
+
+    def sequential(conn: Any, p: dict[str, Any]) -> None:
+        conn.execute("BEGIN")
+        for s in stmts:
+            conn.execute(s, p)
+        conn.execute("COMMIT")
+
+    def pipeline_then_commit(conn: Any, p: dict[str, Any]) -> None:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            for s in stmts:
+                conn.execute(s, p)
+        conn.execute("COMMIT")
+
+    def one_pipeline(conn: Any, p: dict[str, Any]) -> None:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            for s in stmts:
+                conn.execute(s, p)
+            conn.execute("COMMIT")
+
+    def function(conn: Any, p: dict[str, Any]) -> None:
+        conn.execute(func, p).fetchone()
+
+    def one_statement(conn: Any, p: dict[str, Any]) -> None:
+        conn.execute(cte, p).fetchone()
+
+    def function_in_transaction(conn: Any, p: dict[str, Any]) -> None:
+        conn.execute("BEGIN")
+        conn.execute(func, p).fetchone()
+        conn.execute("COMMIT")
+
+    def function_pipeline_then_commit(conn: Any, p: dict[str, Any]) -> None:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            cur = conn.execute(func, p)
+        cur.fetchone()
+        conn.execute("COMMIT")
+
+    def function_simple_then_commit(conn: Any, p: dict[str, Any]) -> None:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN; " + func, p)
+        cur.nextset()
+        cur.fetchone()
+        conn.execute("COMMIT")
+
+    cases: list[tuple[str, int, Callable[[Any, dict[str, Any]], None]]] = [
+        ("BEGIN, 5 statements, COMMIT", 7, sequential),
+        ("pipeline, then COMMIT", 2, pipeline_then_commit),
+        ("pipeline with COMMIT", 1, one_pipeline),
+        ("PL/pgSQL function", 1, function),
+        ("one CTE statement", 1, one_statement),
+        ("BEGIN, function, COMMIT", 3, function_in_transaction),
+        ("pipeline(function), COMMIT", 2, function_pipeline_then_commit),
+        ("'BEGIN; function', COMMIT", 2, function_simple_then_commit),
+    ]
+    print(f"floor: a claim-like transaction, {calls} per case and setting, {reps} batches")
+    print(f"{'case':<28} {'trips':>5} {'sync':>4} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7}")
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(q(_FLOOR_TABLES))
+    for sync in ("on", "off"):
+        conns = {}
+        for name, _, _fn in cases:
+            conns[name] = psycopg.connect(
+                dsn, autocommit=True, options=f"-c synchronous_commit={sync}"
+            )
+            conns[name].execute(q("INSERT INTO {s}.floor_run VALUES (%s, 0)"), (name + sync,))
+            for _ in range(8):  # prepared, warm
+                _fn(conns[name], params(name + sync))
+        lat: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+        cpu: dict[str, float] = dict.fromkeys(lat, 0.0)
+        for _ in range(reps):
+            for name, _, fn in cases:
+                conn = conns[name]
+                c0 = time.process_time()
+                for _ in range(calls // reps):
+                    p = params(name + sync)
+                    t0 = time.perf_counter()
+                    fn(conn, p)
+                    lat[name].append(time.perf_counter() - t0)
+                cpu[name] += time.process_time() - c0
+        for name, trips, _ in cases:
+            xs = sorted(lat[name])
+            print(
+                f"{name:<28} {trips:>5} {sync:>4} {statistics.median(xs) * 1e6:>8.0f} "
+                f"{_p99(xs) * 1e6:>8.0f} {cpu[name] / len(xs) * 1e6:>7.0f}"
+            )
+        for conn in conns.values():
+            conn.close()
+    print()
+
+
+# -- 3. latency and client CPU -----------------------------------------------------------
+
+
+def _latency(pg_url: str, durability: str, calls: int, reps: int) -> None:
+    import toolledger as tl
+
+    store = _pg(pg_url, durability)
+    tool = _tool()
+    names = ("new call", "deliver", "replay")
+    lat: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, float] = dict.fromkeys(names, 0.0)
+    with tl.run("bench-latency", db=store, namespace="latency") as run:
+        for i in range(8):
+            run.call(tool, call_id=f"warm-{i}", input={"i": i})
+            run.deliver(f"warm-{i}", _noop_post)
+        for rep in range(reps):
+            ids = [f"l-{rep}-{i}" for i in range(calls // reps)]
+            for name in names:
+                c0 = time.process_time()
+                for i, cid in enumerate(ids):
+                    t0 = time.perf_counter()
+                    if name == "deliver":
+                        run.deliver(cid, _noop_post)
+                    else:
+                        run.call(tool, call_id=cid, input={"i": i})
+                    lat[name].append(time.perf_counter() - t0)
+                cpu[name] += time.process_time() - c0
+    store.close()
+    print(f"latency through the store, durability {durability}, {calls} calls in {reps} batches")
+    print(f"{'case':<10} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7}")
+    for name in names:
+        xs = sorted(lat[name])
+        print(
+            f"{name:<10} {statistics.median(xs) * 1e6:>8.0f} {_p99(xs) * 1e6:>8.0f} "
+            f"{cpu[name] / len(xs) * 1e6:>7.0f}"
+        )
+    print()
+
+
+# -- 4. throughput -----------------------------------------------------------------------
 
 
 def _worker(db: str, durability: str, index: int, calls: int, barrier: Any, out: Any) -> None:
@@ -33,30 +404,25 @@ def _worker(db: str, durability: str, index: int, calls: int, barrier: Any, out:
     store = (
         tl.open_store(db, durability=durability)
         if not db.startswith("postgres")
-        else _pg(db, index, durability)
+        else _pg(db, durability, f"bench-p{index}")
     )
-    tool = tl.tool("bench_noop", revision="1", execute=lambda inp, ctx: {"ok": inp["i"]})
+    tool = _tool()
     latencies: list[float] = []
+    tag = uuid.uuid4().hex[:6]
     with tl.run("bench", db=store, namespace="bench", agent=f"p{index}") as run:
-        for i in range(5):  # warm up connections and caches
-            run.call(tool, call_id=f"warm-{index}-{i}-{uuid.uuid4().hex[:6]}", input={"i": i})
+        for i in range(8):  # warm up connections, caches, prepared statements
+            run.call(tool, call_id=f"warm-{index}-{i}-{tag}", input={"i": i})
         barrier.wait()
         start = time.perf_counter()
         for i in range(calls):
-            call_id = f"c-{index}-{i}-{uuid.uuid4().hex[:8]}"
+            call_id = f"c-{index}-{i}-{tag}"
             t0 = time.perf_counter()
             run.call(tool, call_id=call_id, input={"i": i})
-            run.deliver(call_id, lambda payload: None)
+            run.deliver(call_id, _noop_post)
             latencies.append(time.perf_counter() - t0)
         end = time.perf_counter()
     store.close()
     out.put((start, end, latencies))
-
-
-def _pg(url: str, index: int, durability: str) -> Any:
-    from toolledger.store.postgres import PostgresStore
-
-    return PostgresStore(url, application_name=f"bench-p{index}", max_size=2, durability=durability)
 
 
 def _measure(db: str, durability: str, procs: int, calls: int) -> dict[str, float]:
@@ -74,12 +440,47 @@ def _measure(db: str, durability: str, procs: int, calls: int) -> dict[str, floa
     start = min(r[0] for r in results)
     end = max(r[1] for r in results)
     lat = sorted(x for r in results for x in r[2])
-    return {
-        "calls": float(len(lat)),
-        "per_s": len(lat) / (end - start),
-        "p50_ms": statistics.median(lat) * 1000,
-        "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
-    }
+    return {"per_s": len(lat) / (end - start), "p50": statistics.median(lat), "p99": _p99(lat)}
+
+
+def _throughput(pg_url: str, durability: str, procs_list: list[int], calls: int, reps: int) -> None:
+    print(
+        f"throughput: new guarded calls (call + deliver) per second, {calls} per process, "
+        f"{reps} repetitions, sides alternating"
+    )
+    print(
+        f"{'procs':>5} {'pg /s':>7} {'sqlite /s':>9} {'pg/sqlite':>9} "
+        f"{'pg p50 ms':>9} {'pg p99 ms':>9} {'sq p50 ms':>9} {'sq p99 ms':>9}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for procs in procs_list:
+            got: dict[str, list[dict[str, float]]] = {"pg": [], "sqlite": []}
+            for rep in range(reps):
+                sides = [("pg", pg_url), ("sqlite", f"sqlite:///{tmp}/bench-{procs}-{rep}.db")]
+                for name, db in sides if rep % 2 == 0 else sides[::-1]:
+                    got[name].append(_measure(db, durability, procs, calls))
+            med = {
+                side: {k: statistics.median(r[k] for r in rs) for k in ("per_s", "p50", "p99")}
+                for side, rs in got.items()
+            }
+            ratio = statistics.median(
+                p["per_s"] / s["per_s"] for p, s in zip(got["pg"], got["sqlite"], strict=True)
+            )
+            pg, sq = med["pg"], med["sqlite"]
+            print(
+                f"{procs:>5} {pg['per_s']:>7.0f} {sq['per_s']:>9.0f} {ratio:>8.2f}x "
+                f"{pg['p50'] * 1e3:>9.2f} {pg['p99'] * 1e3:>9.2f} "
+                f"{sq['p50'] * 1e3:>9.2f} {sq['p99'] * 1e3:>9.2f}",
+                flush=True,
+            )
+    print()
+
+
+# -- main --------------------------------------------------------------------------------
+
+
+def _p99(xs: list[float]) -> float:
+    return xs[min(len(xs) - 1, int(len(xs) * 0.99))]
 
 
 def _settings(dsn: str) -> list[tuple[str, str]]:
@@ -90,49 +491,50 @@ def _settings(dsn: str) -> list[tuple[str, str]]:
         return [(n, str(conn.execute(f"SHOW {n}").fetchone()[0])) for n in names]  # type: ignore[index]
 
 
+@contextlib.contextmanager
+def _schema(dsn: str) -> Iterator[str]:
+    import psycopg
+    from psycopg import sql
+
+    name = f"tl_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        yield name
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
 def main() -> None:
-    """Run the benchmark and print the table."""
+    """Run the benchmark and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300, help="calls per process")
-    parser.add_argument("--procs", default="1,4,8", help="process counts, comma-separated")
+    parser.add_argument("--calls", type=int, default=300, help="calls per case / process")
+    parser.add_argument("--procs", default="1,4", help="process counts, comma-separated")
+    parser.add_argument("--reps", type=int, default=3, help="batches / repetitions")
     parser.add_argument(
         "--durability", default="full", choices=["full", "normal"], help="both stores' setting"
     )
+    parser.add_argument("--only", default="wire,floors,latency,throughput", help="tables to run")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     dsn = os.environ.get("TOOLLEDGER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-    schema = f"tl_bench_{uuid.uuid4().hex[:8]}"
-    pg_url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
-    from toolledger.store.postgres import PostgresStore
-
-    PostgresStore(pg_url).close()  # migrate before timing
     print("PostgreSQL settings:")
     for name, value in _settings(dsn):
         print(f"  {name} = {value}")
-    print(
-        f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; durability "
-        f"{args.durability}; {args.calls} new guarded calls (call + deliver) per process"
-    )
+    print(f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}")
     print()
-    print(f"{'store':<10} {'procs':>5} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for procs in (int(p) for p in args.procs.split(",")):
-                for name, db in (
-                    ("postgres", pg_url),
-                    ("sqlite", f"sqlite:///{tmp}/bench-{procs}.db"),
-                ):
-                    r = _measure(db, args.durability, procs, args.calls)
-                    print(
-                        f"{name:<10} {procs:>5} {int(r['calls']):>7} {r['per_s']:>9.0f} "
-                        f"{r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}",
-                        flush=True,
-                    )
-    finally:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    with _schema(dsn) as schema:
+        pg_url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+        _pg(pg_url, args.durability).close()  # migrate before timing
+        if "wire" in only:
+            _wire(pg_url, args.durability, schema)
+        if "floors" in only:
+            _floors(dsn, schema, args.calls, args.reps)
+        if "latency" in only:
+            _latency(pg_url, args.durability, args.calls, args.reps)
+        if "throughput" in only:
+            procs = [int(p) for p in args.procs.split(",")]
+            _throughput(pg_url, args.durability, procs, args.calls, args.reps)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -420,14 +420,15 @@ def test_existing_postgres_schema_is_migrated_and_indexed() -> None:
                 sql.Identifier(schema), sql.Identifier(schema)
             )
         )
-        conn.execute(
-            sql.SQL("DELETE FROM {}.toolledger_schema WHERE name = 'search_index'").format(
-                sql.Identifier(schema)
-            )
+        conn.execute(  # the index's migration and every later one: not applied yet
+            sql.SQL(
+                "DELETE FROM {0}.toolledger_schema WHERE version >= "
+                "(SELECT version FROM {0}.toolledger_schema WHERE name = 'search_index')"
+            ).format(sql.Identifier(schema))
         )
     store = PostgresStore(pg_dsn_or_skip(), schema=schema)
     try:
-        assert store.applied_migrations()[-1][1] == "search_index"
+        assert "search_index" in [name for _, name in store.applied_migrations()]
         assert [e.name for e in toolledger.search(store, "gateway")] == ["charge_card"]
         assert {e.run_id for e in toolledger.search(store, "Ana")} == {run_id}
     finally:

@@ -12,6 +12,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,14 @@ _UPDATE = (
 )
 
 
+@functools.lru_cache(maxsize=64)
+def _rendered(template: str, schema: str) -> str:
+    """Return ``template`` for ``schema``, rendered once (not on every call)."""
+    from ._pg_schema import qualify  # late: psycopg is an optional dependency
+
+    return qualify(template, schema).as_string(None)
+
+
 class PgApprovals:
     """``approval_get``/``approval_put``/``list_approvals`` for ``PostgresStore``.
 
@@ -44,10 +53,8 @@ class PgApprovals:
     schema: str
     _db: PgConnections
 
-    def _approval_sql(self, template: str) -> Any:
-        from ._pg_schema import qualify  # late: psycopg is an optional dependency
-
-        return qualify(template, self.schema)
+    def _approval_sql(self, template: str) -> str:
+        return _rendered(template, self.schema)
 
     def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
         """Return the call's approval or ``None``; see ``Store.approval_get``."""

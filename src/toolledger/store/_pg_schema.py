@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from psycopg import sql
 
+from ._pg_batch import FUNCTION as _APPLY_OPS_FUNCTION
 from ._pg_search import MIGRATION as _SEARCH_MIGRATION
 from ._pg_search import backfill as _search_backfill
 
@@ -138,6 +139,8 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
         ],
     ),
     (5, "search_index", [*_SEARCH_MIGRATION, _search_backfill]),
+    # One statement per batch (``_pg_batch``): a transaction's ops in one round trip.
+    (6, "apply_ops_function", [_APPLY_OPS_FUNCTION]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -6,7 +6,8 @@ Rules this module keeps:
   runs and tenants isolate by schema. Tables, columns and orderings mirror ``SQLiteStore``.
 - Connections, transactions and lost commits are ``_pg_conn``'s: per-process pools of
   autocommit connections; one ``apply`` op is one autocommit statement, several run in
-  ``BEGIN`` … ``COMMIT``; a commit that got no answer is read back once its backend is
+  ``BEGIN`` … ``COMMIT`` as one call of the ``apply_ops`` server function (``_pg_batch``),
+  op by op when it gives up; a commit that got no answer is read back once its backend is
   gone (landed: returned; provably not landed: run again once; unreadable:
   ``STORE_UNAVAILABLE`` with the key and revision). It never guesses.
 - CAS is ``UPDATE … WHERE … AND revision = %s`` plus the row count; creation is
@@ -41,6 +42,8 @@ from ..errors import (
 )
 from . import _pg_search
 from ._pg_approvals import PgApprovals
+from ._pg_batch import CALL as _APPLY_OPS
+from ._pg_batch import encode_ops, outcomes
 from ._pg_conn import PgConnections
 from ._pg_ops import Queries, execute_op, op_key, probe
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
@@ -108,6 +111,7 @@ _TEMPLATES = {
     "VALUES (%s, %s, %s)",
     "versions": "SELECT version, name FROM {s}.toolledger_schema ORDER BY version",
     "create_schema": "CREATE SCHEMA IF NOT EXISTS {s}",
+    "apply_ops": _APPLY_OPS,
 }
 
 
@@ -354,11 +358,17 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 out.append(False if gated_off(op, out) else execute_op(cur, q, op, extra))
             return out
 
+        def fast(cur: Cursor[Any]) -> builtins.list[Any]:
+            cur.execute(q["apply_ops"], (encode_ops(prepared),))
+            row = cur.fetchone()
+            assert row is not None
+            return outcomes(prepared, row[0])
+
         def check(cur: Cursor[Any], results: builtins.list[Any]) -> bool | None:
             return probe(cur, q, prepared, results)
 
         details = op_key(prepared[0][0]) if prepared else {}
-        return self._db.write(run, durable=durable, probe_fn=check, details=details)
+        return self._db.write(run, durable=durable, probe_fn=check, details=details, fast=fast)
 
     # -- operation journal -------------------------------------------------------------
 

@@ -1,0 +1,276 @@
+"""A whole ``apply`` batch as one statement: the ``apply_ops`` server function, both sides.
+
+Rules this module keeps:
+
+- ``FUNCTION`` (created by a migration) runs a batch's ops in order, inside the caller's
+  transaction, exactly as ``_pg_ops.execute_op`` would *when every op wins*: a create that
+  inserts, a CAS that swaps along a legal edge, a free effect key, an append whose count
+  lines up, and every gate (``requires``) won. Anything else raises ``SLOW_SQLSTATE``
+  (nothing it wrote survives: the transaction is rolled back) and the caller runs the
+  batch op by op, whose statements tell every losing case apart. So the function never
+  decides an outcome the op-by-op path would decide differently; it only skips the
+  round trips.
+- It knows no transition: each swap carries the legal edges into its target
+  (``{source: [transition, action]}``, from ``checkpoint.transitions.TRANSITIONS``), so
+  the table in Python stays the only one.
+- Texts travel as JSON strings inside one ``jsonb`` parameter: records, event data and
+  times come out byte for byte (a JSON string decodes to exactly its text).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..checkpoint.model import format_time
+from ..checkpoint.transitions import TRANSITIONS
+from ._pg_search import event_index_params
+from ._sqlcommon import now_text
+from .base import (
+    AppendEvents,
+    ClaimEffectKey,
+    CreateCheckpoint,
+    Op,
+    ReleaseEffectKey,
+    RemoveOperation,
+    SwapCheckpoint,
+    WriteOperation,
+)
+
+__all__ = ["CALL", "FUNCTION", "SLOW_SQLSTATE", "encode_ops", "outcomes"]
+
+#: The SQLSTATE ``apply_ops`` raises when an op did not win (run the batch op by op).
+SLOW_SQLSTATE = "TL001"
+
+#: The statement that runs a batch (``{s}``: the schema).
+CALL = "SELECT {s}.apply_ops(%s::jsonb)"
+
+#: The migration step creating the function (``{s}``: the schema).
+FUNCTION = """
+CREATE OR REPLACE FUNCTION {s}.apply_ops(ops jsonb) RETURNS int[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    op jsonb;
+    kind text;
+    done int[] := ARRAY[]::int[];
+    n bigint;
+    req int;
+    old text;
+    edge jsonb;
+BEGIN
+    FOR op IN SELECT value FROM jsonb_array_elements(ops) WITH ORDINALITY ORDER BY ordinality
+    LOOP
+        req := (op->>'req')::int;
+        IF req IS NOT NULL AND done[req + 1] = 0 THEN
+            RAISE EXCEPTION 'toolledger: a gate did not win' USING ERRCODE = 'TL001';
+        END IF;
+        kind := op->>'k';
+        IF kind = 'create' THEN
+            PERFORM 1 FROM {s}.tombstones
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid';
+            IF FOUND THEN
+                RAISE EXCEPTION 'toolledger: tombstoned' USING ERRCODE = 'TL001';
+            END IF;
+            INSERT INTO {s}.checkpoints
+                (namespace, call_id, status, revision, tool_name, updated_at, record)
+                VALUES (op->>'ns', op->>'cid', 'ready', 0, op->>'tool', op->>'at', op->>'rec')
+                ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: the key exists' USING ERRCODE = 'TL001';
+            END IF;
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+                VALUES (op->>'ns', op->>'cid', 0, 'ready', 'create_checkpoint', 'execute',
+                    op->>'at', op->>'rec');
+            done := done || 1;
+        ELSIF kind = 'swap' THEN
+            SELECT status INTO old FROM {s}.checkpoints
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid'
+                AND revision = (op->>'exp')::bigint
+                FOR UPDATE;
+            edge := CASE WHEN FOUND THEN op->'edges'->old END;
+            IF edge IS NULL THEN
+                RAISE EXCEPTION 'toolledger: CAS lost or no edge' USING ERRCODE = 'TL001';
+            END IF;
+            UPDATE {s}.checkpoints SET status = op->>'status', revision = (op->>'rev')::bigint,
+                    updated_at = op->>'at', record = op->>'rec'
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid'
+                AND revision = (op->>'exp')::bigint;
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+                VALUES (op->>'ns', op->>'cid', (op->>'rev')::bigint, op->>'status',
+                    edge->>0, edge->>1, op->>'at', op->>'rec');
+            done := done || 1;
+        ELSIF kind = 'op_write' THEN
+            INSERT INTO {s}.operation_journal (namespace, call_id, data, written_at)
+                VALUES (op->>'ns', op->>'cid', op->>'data', op->>'at')
+                ON CONFLICT (namespace, call_id)
+                DO UPDATE SET data = EXCLUDED.data, written_at = EXCLUDED.written_at;
+            done := done || 1;
+        ELSIF kind = 'op_remove' THEN
+            DELETE FROM {s}.operation_journal
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid';
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := done || n::int;
+        ELSIF kind = 'key_claim' THEN
+            INSERT INTO {s}.effect_keys (namespace, effect_key, call_id, claimed_at)
+                VALUES (op->>'ns', op->>'key', op->>'cid', op->>'at') ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: the key is held' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || 1;
+        ELSIF kind = 'key_release' THEN
+            DELETE FROM {s}.effect_keys
+                WHERE namespace = op->>'ns' AND effect_key = op->>'key'
+                AND call_id = op->>'cid';
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := done || n::int;
+        ELSIF kind = 'count' THEN
+            SELECT event_count INTO n FROM {s}.runs WHERE run_id = op->>'rid';
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'toolledger: no such run' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || (n = (op->>'exp')::bigint)::int;
+        ELSIF kind = 'append' THEN
+            UPDATE {s}.runs SET event_count = (op->>'new')::bigint, head_hash = op->>'head'
+                WHERE run_id = op->>'rid' AND event_count = (op->>'exp')::bigint;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: the count moved' USING ERRCODE = 'TL001';
+            END IF;
+            INSERT INTO {s}.events (run_id, seq, event_id, parent_id, kind, name, status, at,
+                    prev_hash, hash, data)
+                SELECT e.run_id, e.seq, e.event_id, e.parent_id, e.kind, e.name, e.status,
+                    e.at, e.prev_hash, e.hash, e.data
+                FROM jsonb_to_recordset(op->'rows') AS e(run_id text, seq bigint,
+                    event_id text, parent_id text, kind text, name text, status text, at text,
+                    prev_hash text, hash text, data text);
+            INSERT INTO {s}.event_search (run_id, seq, event_id, tsv)
+                SELECT t.run_id, t.seq, t.event_id, to_tsvector('simple', t.body)
+                FROM jsonb_to_recordset(op->'index') AS t(run_id text, seq bigint,
+                    event_id text, body text)
+                ON CONFLICT (run_id, seq)
+                DO UPDATE SET tsv = EXCLUDED.tsv, event_id = EXCLUDED.event_id;
+            done := done || 1;
+        ELSE
+            RAISE EXCEPTION 'toolledger: unknown op %', kind;
+        END IF;
+    END LOOP;
+    RETURN done;
+END
+$fn$
+"""
+
+# The legal edges into each target: {target: {source: [transition, action]}}.
+_EDGES: dict[str, dict[str, list[str]]] = {}
+for _name, _rule in TRANSITIONS.items():
+    for _source in _rule.sources:
+        _into = _EDGES.setdefault(_rule.target.value, {})
+        assert _source.value not in _into, "one transition per (source, target)"
+        _into[_source.value] = [_name, _rule.action.value]
+
+_EVENT_KEYS = (
+    "run_id",
+    "seq",
+    "event_id",
+    "parent_id",
+    "kind",
+    "name",
+    "status",
+    "at",
+    "prev_hash",
+    "hash",
+    "data",
+)
+
+
+def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
+    """Return the ``apply_ops`` argument (JSON text) of a prepared batch."""
+    out: list[dict[str, Any]] = []
+    for op, extra in prepared:
+        item: dict[str, Any]
+        if isinstance(op, CreateCheckpoint):
+            rec = op.record
+            item = {
+                "k": "create",
+                "ns": rec.binding.namespace,
+                "cid": rec.binding.call_id,
+                "tool": rec.binding.tool_name,
+                "at": format_time(rec.updated_at),
+                "rec": extra,
+            }
+        elif isinstance(op, SwapCheckpoint):
+            nxt = op.next
+            item = {
+                "k": "swap",
+                "ns": nxt.binding.namespace,
+                "cid": nxt.binding.call_id,
+                "exp": op.expected_revision,
+                "rev": nxt.revision,
+                "status": nxt.status.value,
+                "at": format_time(nxt.updated_at),
+                "rec": extra,
+                "edges": _EDGES.get(nxt.status.value, {}),
+            }
+        elif isinstance(op, WriteOperation):
+            item = {
+                "k": "op_write",
+                "ns": op.namespace,
+                "cid": op.call_id,
+                "data": extra,
+                "at": now_text(),
+            }
+        elif isinstance(op, RemoveOperation):
+            item = {"k": "op_remove", "ns": op.namespace, "cid": op.call_id}
+        elif isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
+            item = {
+                "k": "key_claim" if isinstance(op, ClaimEffectKey) else "key_release",
+                "ns": op.namespace,
+                "key": op.key,
+                "cid": op.call_id,
+                "at": now_text(),
+            }
+        else:
+            assert isinstance(op, AppendEvents)
+            item = _append(op)
+        requires = getattr(op, "requires", None)
+        if requires is not None:
+            item["req"] = requires
+        out.append(item)
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def _append(op: AppendEvents) -> dict[str, Any]:
+    if not op.rows:
+        return {"k": "count", "rid": op.run_id, "exp": op.expected_count}
+    runs, seqs, ids, bodies = event_index_params(
+        (r.run_id, r.seq, r.event_id, r.name, r.data) for r in op.rows
+    )
+    return {
+        "k": "append",
+        "rid": op.run_id,
+        "exp": op.expected_count,
+        "new": op.expected_count + len(op.rows),
+        "head": op.rows[-1].hash,
+        "rows": [{k: getattr(r, k) for k in _EVENT_KEYS} for r in op.rows],
+        "index": [
+            {"run_id": a, "seq": b, "event_id": c, "body": d}
+            for a, b, c, d in zip(runs, seqs, ids, bodies, strict=True)
+        ],
+    }
+
+
+def outcomes(prepared: Sequence[tuple[Op, Any]], done: Sequence[int]) -> list[Any]:
+    """Return the batch's ``apply`` outcomes from what ``apply_ops`` returned."""
+    out: list[Any] = []
+    for (op, _), flag in zip(prepared, done, strict=True):
+        if isinstance(op, CreateCheckpoint):
+            out.append((True, op.record))
+        elif isinstance(op, WriteOperation):
+            out.append(None)
+        else:
+            out.append(bool(flag))
+    return out
