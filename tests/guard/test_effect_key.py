@@ -113,8 +113,7 @@ class TestDeduplication:
         tool = _keyed(effects)
         outcomes = []
         for conversation, call_id in (("conv-1", "A"), ("conv-1", "B"), ("conv-2", "C")):
-            with toolledger.run("r", db=db) as r:
-                r.conversation_id = conversation  # type: ignore[attr-defined]
+            with toolledger.run("r", db=db, conversation_id=conversation) as r:
                 outcomes.append(r.call(tool, call_id=call_id, input={}))
         assert [o.deduplicated_from for o in outcomes] == [None, "A", None]
         assert len(effects.executed) == 2

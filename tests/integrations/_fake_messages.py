@@ -77,18 +77,21 @@ class FakeMessages:
             200, headers={"content-type": "text/event-stream"}, content=_sse(msg)
         )
 
-    def client(self, *, is_async: bool = False) -> Any:
+    def client(self, *, is_async: bool = False, **options: Any) -> Any:
+        """A client over the fake (``options``: more client options, e.g. ``open_telemetry``)."""
         transport = httpx2.MockTransport(self.handler)
         if is_async:
             return anthropic.AsyncAnthropic(
                 api_key="k",
                 max_retries=0,
                 http_client=anthropic.DefaultAsyncHttpxClient(transport=transport),
+                **options,
             )
         return anthropic.Anthropic(
             api_key="k",
             max_retries=0,
             http_client=anthropic.DefaultHttpxClient(transport=transport),
+            **options,
         )
 
     def tool_results(self) -> list[dict[str, Any]]:

@@ -14,12 +14,14 @@ from toolledger.errors import BindingConflictError
 from toolledger.integrations import ToolGate
 from toolledger.integrations import anthropic_runner as ar
 from toolledger.integrations.anthropic import guarded_tool_runner
+from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic import beta_async_tool, beta_tool  # noqa: E402
 
 from ._fake_messages import MODEL, FakeMessages  # noqa: E402
+from ._spans import ancestors, only  # noqa: E402
 
 PARAMS: dict[str, Any] = {
     "model": MODEL,
@@ -269,3 +271,29 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert callable(raw.tool_calls)  # the raw-loop adapter needs no SDK
     with pytest.raises(ImportError, match=r"toolledger\[anthropic\]"):
         raw.guarded_tool_runner  # noqa: B018
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_tool_span_nests_under_the_sdks_tool_use_span(
+    tmp_path: Path, provider: Any, exporter: Any, is_async: bool
+) -> None:
+    """With the SDK's tracing on, its tool-use span is our execute_tool's parent, one trace."""
+    box = Outbox()
+    tool = box.async_tool() if is_async else box.sync_tool()
+    store = toolledger.SQLiteStore(tmp_path / "spans.db", durability="normal")
+    client = FakeMessages().client(is_async=is_async, open_telemetry={"tracer_provider": provider})
+    with (
+        toolledger.run("tell Ana", agent="mailer", db=store, tracer_provider=provider) as run,
+        run.span.activate(),
+    ):
+        _drive(guarded_tool_runner(run, client, tools=[tool], **PARAMS), is_async)
+    store.close()
+    assert box.sent == ["ana@example.com"]
+    assert flush_spans()
+    spans = list(exporter.get_finished_spans())
+    ours = only(spans, "toolledger", "execute_tool send_email")
+    theirs = only(spans, "com.anthropic.sdk.python", "anthropic.custom_tool_use send_email")
+    assert ours.parent.span_id == theirs.context.span_id
+    run_span = only(spans, "toolledger", "invoke_agent mailer")
+    assert run_span.context.span_id in ancestors(ours, spans)
+    assert {s.context.trace_id for s in spans} == {run_span.context.trace_id}

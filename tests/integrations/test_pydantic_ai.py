@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +32,10 @@ import toolledger
 from toolledger import Pending
 from toolledger.integrations import ToolGate
 from toolledger.integrations.pydantic_ai import GuardedToolset
+from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
+
+from ._spans import ancestors, only
 
 
 def scripted(call_id: str = "call_1", args: dict[str, Any] | None = None) -> FunctionModel:
@@ -228,3 +232,50 @@ def test_replanned_call_with_an_effect_key_returns_the_first_result(run: toolled
     ]
     assert keyed.sent == ["ana@example.com"]
     assert outs[0] == outs[1]
+
+
+class TestSpansUnderPydanticAiSpans:
+    """With ``instrument=`` on, the agent's tool span is an ancestor of toolledger's."""
+
+    def spans(self, tmp_path: Path, provider: Any, exporter: Any, *, active: bool) -> list[Any]:
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+
+        box = Outbox()
+        store = toolledger.SQLiteStore(tmp_path / "spans.db", durability="normal")
+        with toolledger.run("tell Ana", agent="mailer", db=store, tracer_provider=provider) as run:
+            agent = Agent(scripted(), toolsets=[GuardedToolset(box.toolset(), run=run)])
+            agent.instrument = InstrumentationSettings(tracer_provider=provider)
+            if active:
+                with run.span.activate():
+                    agent.run_sync("Tell Ana")
+            else:
+                agent.run_sync("Tell Ana")
+        store.close()
+        assert box.sent == ["ana@example.com"]
+        assert flush_spans()
+        return list(exporter.get_finished_spans())
+
+    def test_framework_tool_span_is_an_ancestor_in_one_trace(
+        self, tmp_path: Path, provider: Any, exporter: Any
+    ) -> None:
+        """The run's span current: one trace, our execute_tool under pydantic-ai's."""
+        spans = self.spans(tmp_path, provider, exporter, active=True)
+        ours = only(spans, "toolledger", "execute_tool send_email")
+        theirs = only(spans, "pydantic-ai", "execute_tool send_email")
+        assert ours.parent.span_id == theirs.context.span_id
+        assert theirs.context.span_id in ancestors(ours, spans)
+        run_span = only(spans, "toolledger", "invoke_agent mailer")
+        assert run_span.context.span_id in ancestors(ours, spans)
+        assert {s.context.trace_id for s in spans} == {run_span.context.trace_id}
+
+    def test_run_in_another_trace_is_linked(
+        self, tmp_path: Path, provider: Any, exporter: Any
+    ) -> None:
+        """Without the run's span current, the tool span is in the agent's trace, linked."""
+        spans = self.spans(tmp_path, provider, exporter, active=False)
+        ours = only(spans, "toolledger", "execute_tool send_email")
+        theirs = only(spans, "pydantic-ai", "execute_tool send_email")
+        assert ours.parent.span_id == theirs.context.span_id
+        run_span = only(spans, "toolledger", "invoke_agent mailer")
+        assert run_span.context.trace_id != ours.context.trace_id
+        assert [link.context.span_id for link in ours.links] == [run_span.context.span_id]

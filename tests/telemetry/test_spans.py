@@ -422,6 +422,91 @@ class TestStepAndApproval:
         )
 
 
+class TestParentUnderCurrentSpan:
+    """An event's span starts under the innermost of its journal parent and the current span."""
+
+    def ids(self, exporter: InMemorySpanExporter) -> dict[str, Any]:
+        assert flush_spans()
+        return {s.name: s for s in exporter.get_finished_spans()}
+
+    def test_framework_span_parents_the_tool_span_and_links_the_run(
+        self, provider, exporter
+    ) -> None:
+        """A framework's span current at the call parents the tool span; the run is linked."""
+        hooks = hooks_for(tracer_provider=provider)
+        run = hooks.run_started(RUN)
+        with provider.get_tracer("framework").start_as_current_span("framework tool"):
+            tool = hooks.event_started(tool_event(), None)
+            tool.end(tool_event(status="completed"))
+        run.end(RUN)
+        spans = self.ids(exporter)
+        framework, ours = spans["framework tool"], spans["execute_tool send_email"]
+        assert ours.parent.span_id == framework.context.span_id
+        assert ours.context.trace_id == framework.context.trace_id
+        run_span = spans["invoke_agent support-bot"]
+        assert [link.context.span_id for link in ours.links] == [run_span.context.span_id]
+
+    def test_framework_span_inside_the_active_run_is_one_trace(self, provider, exporter) -> None:
+        """With the run's span current, the framework's span and the tool span share its trace."""
+        hooks = hooks_for(tracer_provider=provider)
+        run = hooks.run_started(RUN)
+        with (
+            run.activate(),
+            provider.get_tracer("framework").start_as_current_span("framework tool"),
+        ):
+            tool = hooks.event_started(tool_event(), None)
+            tool.end(tool_event(status="completed"))
+        run.end(RUN)
+        spans = self.ids(exporter)
+        run_span, framework = spans["invoke_agent support-bot"], spans["framework tool"]
+        ours = spans["execute_tool send_email"]
+        assert framework.parent.span_id == run_span.context.span_id
+        assert ours.parent.span_id == framework.context.span_id
+        assert {s.context.trace_id for s in spans.values()} == {run_span.context.trace_id}
+        assert ours.links == ()
+
+    def test_span_the_run_started_in_does_not_parent_its_events(self, provider, exporter) -> None:
+        """A call made in the context the run was started in stays under the run's span."""
+        hooks = hooks_for(tracer_provider=provider)
+        with provider.get_tracer("server").start_as_current_span("request"):
+            run = hooks.run_started(RUN)
+            tool = hooks.event_started(tool_event(), None)
+            tool.end(tool_event(status="completed"))
+            run.end(RUN)
+        spans = self.ids(exporter)
+        run_span = spans["invoke_agent support-bot"]
+        assert run_span.parent.span_id == spans["request"].context.span_id
+        assert spans["execute_tool send_email"].parent.span_id == run_span.context.span_id
+        assert spans["execute_tool send_email"].links == ()
+
+    def test_journal_parent_started_under_the_current_span_wins(self, provider, exporter) -> None:
+        """A model call opened under the framework's span keeps the tool call it requested."""
+        hooks = hooks_for(tracer_provider=provider)
+        run = hooks.run_started(RUN)
+        with provider.get_tracer("framework").start_as_current_span("framework turn"):
+            chat = hooks.event_started({"event_id": "c", "kind": "llm_call", "name": "m"}, None)
+            chat.end({"kind": "llm_call"})
+            tool = hooks.event_started(tool_event(), chat)
+            tool.end(tool_event(status="completed"))
+        run.end(RUN)
+        spans = self.ids(exporter)
+        assert spans["chat m"].parent.span_id == spans["framework turn"].context.span_id
+        assert spans["execute_tool send_email"].parent.span_id == spans["chat m"].context.span_id
+
+    def test_active_step_parents_the_events_inside_it(self, provider, exporter) -> None:
+        """A step made current is the parent of the calls journaled inside it."""
+        hooks = hooks_for(tracer_provider=provider)
+        run = hooks.run_started(RUN)
+        step = hooks.event_started({"event_id": "s", "kind": "step", "name": "plan"}, None)
+        with step.activate():
+            tool = hooks.event_started(tool_event(), step)
+            tool.end(tool_event(status="completed"))
+        step.end({"kind": "step"})
+        run.end(RUN)
+        spans = self.ids(exporter)
+        assert spans["execute_tool send_email"].parent.span_id == spans["step plan"].context.span_id
+
+
 class TestRunSpan:
     def test_invoke_agent_exact_attributes(self, provider, exporter) -> None:
         hooks = hooks_for(tracer_provider=provider, capture_content=True)

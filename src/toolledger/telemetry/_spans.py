@@ -14,6 +14,10 @@ Rules of this module:
   come from ``_model.finish`` when it ends (a tool call becomes ``execute_tool``,
   ``replay_tool`` or ``recover_tool`` then), then ``_openinference`` adds the keys Phoenix
   and Langfuse display, from the attributes the policy allowed.
+- An event's span starts under the innermost of its journal parent and the current span
+  (``_inside``): a framework's span opened inside the parent's scope (its tool span) is
+  the parent; the span current when the journal parent started is not. Under a span of
+  another trace than the run's, the span links to the run's span.
 - Checkpoint transitions are events on the tool call's span (``checkpoint {transition}``),
   in revision order, inside the span's bounds, at strictly increasing times: they carry no
   span ids, so a re-export sends exactly the same thing.
@@ -269,6 +273,7 @@ class OTelSpan:
     """A live span for one run or event (implements ``SpanHandle``)."""
 
     __slots__ = (
+        "_context",
         "_ended",
         "_kind",
         "_pending",
@@ -278,8 +283,10 @@ class OTelSpan:
         "_start",
         "_start_ns",
         "_transitions",
+        "own_id",
         "span_id",
         "trace_id",
+        "under",
     )
 
     def __init__(
@@ -290,8 +297,14 @@ class OTelSpan:
         start: Mapping[str, Any] | None = None,
         start_ns: int | None = None,
         signals: Signals = NO_SIGNALS,
+        under: int = 0,
     ) -> None:
         self._span = span
+        self._context: otel_context.Context | None = None
+        #: The span id of this span (``0``: no valid context) and of the span that was
+        #: current when it started (``0``: none), which ``_inside`` compares.
+        self.own_id = span.get_span_context().span_id
+        self.under = under
         self._kind = kind
         self._policy = policy
         self._signals = signals
@@ -307,6 +320,13 @@ class OTelSpan:
     def span(self) -> trace.Span:
         """The OpenTelemetry span (for tests and advanced users)."""
         return self._span
+
+    @property
+    def context(self) -> otel_context.Context:
+        """A context with this span current (the parent context of its children)."""
+        if self._context is None:
+            self._context = trace.set_span_in_context(self._span)
+        return self._context
 
     def activate(self) -> contextlib.AbstractContextManager[None]:
         """Make this span current for the duration of the ``with`` block."""
@@ -471,8 +491,11 @@ class OTelTelemetry:
         parent: SpanHandle | None,
         started_at: Any,
     ) -> OTelSpan:
+        current = trace.get_current_span().get_span_context()
+        under = current.span_id if current.is_valid else 0
+        links: tuple[trace.Link, ...] = ()
         if isinstance(parent, OTelSpan):
-            ctx = trace.set_span_in_context(parent.span)
+            ctx = parent.context if not _inside(under, parent) else None
         elif parent is not None and parent.span_id is not None and parent.trace_id is not None:
             ctx = trace.set_span_in_context(
                 trace.NonRecordingSpan(
@@ -486,13 +509,29 @@ class OTelTelemetry:
             )
         else:
             ctx = None  # the current context
+        if ctx is None and under and self._run is not None and kind != "invoke_agent":
+            run_ctx = self._run.span.get_span_context()
+            if run_ctx.is_valid and run_ctx.trace_id != current.trace_id:
+                links = (trace.Link(run_ctx),)  # under a framework's span in another trace
         start_ns = _model.time_ns(started_at) or time.time_ns()
         span = self._tracer.start_span(
             name,
             context=ctx,
             kind=SpanKind.CLIENT if kind == "chat" else SpanKind.INTERNAL,
             attributes=self._policy.apply(raw),
-            links=(),
+            links=links,
             start_time=start_ns,
         )
-        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals)
+        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under)
+
+
+def _inside(under: int, parent: OTelSpan) -> bool:
+    """Whether the current span (id ``under``) lies inside ``parent``: it parents the new span.
+
+    The current span is inside ``parent`` when it is another span than ``parent`` and than
+    the one that was current when ``parent`` started (its own parent, or the context a run
+    was started in): a framework's span opened after ``parent`` started, in its scope.
+    Toolledger's own spans nest as the journal says: a step made current is the journal
+    parent of what runs inside it, and a span started inside it has it as ``under``.
+    """
+    return bool(under) and under != parent.own_id and under != parent.under
