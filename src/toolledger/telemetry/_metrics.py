@@ -5,7 +5,8 @@ Rules of this module:
 - API only (``opentelemetry.metrics``); ``configure()`` installs the SDK meter provider.
   Without one, every instrument is a no-op.
 - Instruments are created once per meter provider; recording happens on the telemetry
-  thread, with the span's ending (never on the thread of a tool call).
+  thread, with the span's ending (never on the thread of a tool call). Counts are
+  toolledger's own tallies behind observable counters, read at each collection.
 - Metric attributes are structural only (tool and model names, outcome, provider, server,
   ``error.type``): never content or intent, whatever the capture policy.
 - The reconcile-queue gauge reads at most ``limit`` checkpoints per status per collection
@@ -57,50 +58,107 @@ METRICS: Mapping[str, tuple[str, str, str]] = {
 #: Statuses the reconcile-queue gauge reports (``completed``: stored, not yet delivered).
 RECONCILE_STATUSES = ("executing", "uncertain", "completed", "delivering")
 _TOOL_OUTCOME_METRIC = a.TL_TOOL_OUTCOME
+#: Attribute sets of tool calls kept built (tool x outcome x error type) at most.
+_MAX_LABEL_SETS = 1024
 _lock = threading.Lock()
 _cache: dict[int, Instruments] = {}
 
 
-class Instruments:
-    """The instruments of one meter provider."""
+class _Tally:
+    """Counts kept by toolledger and read by the SDK at each collection (an observable
+    counter): adding one is a dict update, not the SDK's per-measurement work."""
 
-    __slots__ = ("chat_duration", "prevented", "token_usage", "tool_calls", "tool_duration")
+    __slots__ = ("_counts", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[tuple[str, Any], ...], int] = {}
+
+    def add(self, labels: tuple[tuple[str, Any], ...]) -> None:
+        with self._lock:
+            self._counts[labels] = self._counts.get(labels, 0) + 1
+
+    def observe(self, options: Any) -> Iterable[metrics.Observation]:
+        with self._lock:
+            counts = list(self._counts.items())
+        return [metrics.Observation(n, dict(labels)) for labels, n in counts]
+
+
+class Instruments:
+    """The instruments of one meter provider.
+
+    Tool calls and prevented executions are observable counters over toolledger's own
+    tallies (exported exactly like counters); a tool call's attribute set is built once per
+    (tool, outcome, error type) and reused.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_labels",
+        "_prevented",
+        "chat_duration",
+        "prevented",
+        "token_usage",
+        "tool_calls",
+        "tool_duration",
+    )
 
     def __init__(self, meter: metrics.Meter) -> None:
         def histogram(name: str) -> metrics.Histogram:
             _, unit, description = METRICS[name]
             return meter.create_histogram(name, unit=unit, description=description)
 
-        def counter(name: str) -> metrics.Counter:
+        def counter(name: str, tally: _Tally) -> metrics.ObservableCounter:
             _, unit, description = METRICS[name]
-            return meter.create_counter(name, unit=unit, description=description)
+            return meter.create_observable_counter(
+                name, callbacks=[tally.observe], unit=unit, description=description
+            )
 
+        self._calls = _Tally()
+        self._prevented = _Tally()
+        self._labels: dict[
+            tuple[Any, Any, Any], tuple[tuple[tuple[str, Any], ...], dict[str, Any]]
+        ] = {}
         self.chat_duration = histogram("gen_ai.client.operation.duration")
         self.token_usage = histogram("gen_ai.client.token.usage")
-        self.tool_calls = counter("toolledger.tool.calls")
+        self.tool_calls = counter("toolledger.tool.calls", self._calls)
         self.tool_duration = histogram("toolledger.tool.duration")
-        self.prevented = counter("toolledger.executions.prevented")
+        self.prevented = counter("toolledger.executions.prevented", self._prevented)
+
+    def _tool_labels(
+        self, tool: Any, outcome: Any, error: Any
+    ) -> tuple[tuple[tuple[str, Any], ...], dict[str, Any]]:
+        key = (tool, outcome, error)
+        found = self._labels.get(key)
+        if found is None:
+            pairs = tuple(
+                (k, v)
+                for k, v in (
+                    (a.GEN_AI_TOOL_NAME, tool),
+                    (a.TL_TOOL_OUTCOME, outcome),
+                    (a.ERROR_TYPE, error),
+                )
+                if v is not None
+            )
+            if len(self._labels) >= _MAX_LABEL_SETS:
+                self._labels.clear()  # bounded: tool names and error types come from callers
+            found = self._labels[key] = (pairs, dict(pairs))
+        return found
 
     def record_tool(self, attrs: Mapping[str, Any], seconds: float | None) -> None:
         """Count one tool call (and its duration) by outcome; count prevented executions."""
         outcome = attrs.get(a.TL_TOOL_OUTCOME)
         tool = attrs.get(a.GEN_AI_TOOL_NAME, attrs.get(a.TL_TOOL_NAME))
-        labels = {a.GEN_AI_TOOL_NAME: tool, a.TL_TOOL_OUTCOME: outcome}
-        if a.ERROR_TYPE in attrs:
-            labels[a.ERROR_TYPE] = attrs[a.ERROR_TYPE]
-        clean = {k: v for k, v in labels.items() if v is not None}
-        self.tool_calls.add(1, clean)
+        pairs, labels = self._tool_labels(tool, outcome, attrs.get(a.ERROR_TYPE))
+        self._calls.add(pairs)
         if seconds is not None:
-            self.tool_duration.record(seconds, clean)
+            self.tool_duration.record(seconds, labels)
         if outcome in (a.OUTCOME_REPLAYED, a.OUTCOME_RECOVERED, a.OUTCOME_DEDUPLICATED):
-            self.prevented.add(1, {a.GEN_AI_TOOL_NAME: tool, a.TL_TOOL_OUTCOME: outcome})
+            self._prevented.add(self._tool_labels(tool, outcome, None)[0])
 
     def record_denied(self, tool: Any) -> None:
         """Count a call an approval denied (it never ran)."""
-        labels = {a.TL_TOOL_OUTCOME: a.OUTCOME_DENIED}
-        if tool is not None:
-            labels[a.GEN_AI_TOOL_NAME] = tool
-        self.tool_calls.add(1, labels)
+        self._calls.add(self._tool_labels(tool, a.OUTCOME_DENIED, None)[0])
 
     def record_chat(self, attrs: Mapping[str, Any], seconds: float | None) -> None:
         """Record a model call's duration and token usage (the conventions' client metrics)."""
