@@ -272,7 +272,6 @@ class TestTransitionSpan:
         (child,) = spans["execute_tool send_email"].events
         assert child.name == "checkpoint claim_execution"
         assert dict(child.attributes) == {
-            a.TL_CHECKPOINT_TRANSITION: "claim_execution",
             a.TL_CHECKPOINT_STATUS_FROM: "ready",
             a.TL_CHECKPOINT_STATUS_TO: "executing",
             a.TL_CHECKPOINT_EXPECTED_REVISION: 0,
@@ -282,7 +281,8 @@ class TestTransitionSpan:
         # A lost CAS never moves the call's status.
         assert a.TL_CHECKPOINT_STATUS not in spans["execute_tool send_email"].attributes
 
-    def test_checkpoint_transition_create_drops_none_status_from(self, provider, exporter) -> None:
+    def test_checkpoint_transition_won_says_what_it_made(self, provider, exporter) -> None:
+        """A won CAS's event carries only the status and revision after it."""
         span = hooks_for(tracer_provider=provider).event_started(tool_event(), None)
         span.transition(
             name="create_checkpoint",
@@ -295,8 +295,10 @@ class TestTransitionSpan:
         span.end(tool_event())
         (child,) = finished(exporter)["execute_tool send_email"].events
         assert child.name == "checkpoint create_checkpoint"
-        assert a.TL_CHECKPOINT_STATUS_FROM not in child.attributes
-        assert child.attributes[a.TL_CHECKPOINT_CAS] == "won"
+        assert dict(child.attributes) == {
+            a.TL_CHECKPOINT_STATUS_TO: "ready",
+            a.TL_CHECKPOINT_REVISION: 0,
+        }
 
 
 class TestStepAndApproval:

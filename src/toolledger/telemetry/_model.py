@@ -47,7 +47,7 @@ __all__ = [
     "span_name",
     "status_description",
     "time_ns",
-    "transition_attributes",
+    "transition_event",
     "transition_times",
     "update_attributes",
 ]
@@ -167,13 +167,13 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
 }
 SPAN_ATTRIBUTES = {**SPAN_ATTRIBUTES, "recover_tool": SPAN_ATTRIBUTES["replay_tool"]}
 
-#: Attributes of a ``checkpoint {transition}`` event on a tool call's span.
+#: Attributes of a ``checkpoint {transition}`` event on a tool call's span (the last three
+#: only on a lost CAS: ``transition_event``).
 TRANSITION_ATTRIBUTES = (
-    a.TL_CHECKPOINT_TRANSITION,
-    a.TL_CHECKPOINT_STATUS_FROM,
     a.TL_CHECKPOINT_STATUS_TO,
-    a.TL_CHECKPOINT_EXPECTED_REVISION,
     a.TL_CHECKPOINT_REVISION,
+    a.TL_CHECKPOINT_STATUS_FROM,
+    a.TL_CHECKPOINT_EXPECTED_REVISION,
     a.TL_CHECKPOINT_CAS,
 )
 
@@ -537,7 +537,7 @@ def link_ids(facts: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def transition_attributes(
+def transition_event(
     *,
     name: str,
     status_from: Any,
@@ -545,16 +545,21 @@ def transition_attributes(
     expected_revision: int,
     revision: int,
     won: bool,
-) -> dict[str, Any]:
-    """Raw attributes of a ``checkpoint {transition}`` event."""
-    return {
-        a.TL_CHECKPOINT_TRANSITION: name,
-        a.TL_CHECKPOINT_STATUS_FROM: status_from,
+) -> tuple[str, dict[str, Any]]:
+    """Name and raw attributes of a ``checkpoint {transition}`` event.
+
+    A won CAS says what it made (the status and revision after): what it started from is the
+    event before it. A lost one also says what it expected, and ``cas = lost``.
+    """
+    attrs: dict[str, Any] = {
         a.TL_CHECKPOINT_STATUS_TO: status_to,
-        a.TL_CHECKPOINT_EXPECTED_REVISION: expected_revision,
         a.TL_CHECKPOINT_REVISION: revision,
-        a.TL_CHECKPOINT_CAS: a.CAS_WON if won else a.CAS_LOST,
     }
+    if not won:
+        attrs[a.TL_CHECKPOINT_STATUS_FROM] = status_from
+        attrs[a.TL_CHECKPOINT_EXPECTED_REVISION] = expected_revision
+        attrs[a.TL_CHECKPOINT_CAS] = a.CAS_LOST
+    return span_name("checkpoint", name), attrs
 
 
 def transition_times(times: list[int | None], start: int, end: int) -> list[int]:

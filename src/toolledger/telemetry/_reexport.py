@@ -42,7 +42,6 @@ from .attributes import (
     SCHEMA_URL,
     TL_CHECKPOINT_ACTION,
     TL_CHECKPOINT_STATUS,
-    TL_CHECKPOINT_TRANSITION,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ class _Builder:
         times: tuple[int, int],
         description: str | None,
         links: Sequence[Any] = (),
-        events: Sequence[tuple[dict[str, Any], int | None]] = (),
+        events: Sequence[tuple[tuple[str, dict[str, Any]], int | None]] = (),
     ) -> None:
         """Add one span, finished exactly as a live one (``_model.finish``, policy, projection)."""
         from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -138,14 +137,8 @@ class _Builder:
         out_events = []
         if events:
             stamps = _model.transition_times([at for _, at in events], start, end)
-            for (ev_attrs, _), at in zip(events, stamps, strict=True):
-                out_events.append(
-                    Event(
-                        _model.span_name("checkpoint", ev_attrs[TL_CHECKPOINT_TRANSITION]),
-                        self.policy.apply(ev_attrs),
-                        timestamp=at,
-                    )
-                )
+            for ((ev_name, ev_attrs), _), at in zip(events, stamps, strict=True):
+                out_events.append(Event(ev_name, self.policy.apply(ev_attrs), timestamp=at))
             end = max(end, stamps[-1])
         error = raw.get(ERROR_TYPE)
         status = Status(StatusCode.ERROR, description) if error else Status(StatusCode.UNSET)
@@ -197,14 +190,14 @@ def _event_span(
     if kind in ("execute_tool", "chat"):
         raw.update(b.context)
     link = _model.link_ids(ev.get("meta") or {})
-    transitions: list[tuple[dict[str, Any], int | None]] = []
+    transitions: list[tuple[tuple[str, dict[str, Any]], int | None]] = []
     if kind == "execute_tool":
         facts, steps, found = _history_facts(store, ev, start, end)
         raw.update({k: v for k, v in facts.items() if raw.get(k) is None})
         link = link or found
         transitions = [
             (
-                _model.transition_attributes(
+                _model.transition_event(
                     name=entry.transition,
                     status_from=status_from,
                     status_to=_value(entry.status),

@@ -97,13 +97,6 @@ def get_tracer(provider: Any) -> trace.Tracer:
     return tracer
 
 
-def _hex_ids(span: trace.Span) -> tuple[str | None, str | None]:
-    ctx = span.get_span_context()
-    if not ctx.is_valid:
-        return None, None
-    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
-
-
 class _Activation:
     """Context manager that makes a span current; attach/detach failures are swallowed."""
 
@@ -132,7 +125,11 @@ class _Activation:
                 report("deactivate", err)
 
 
-Transition = tuple[dict[str, Any], int | None]
+#: A transition as the caller reported it: name, status from, status to, expected
+#: revision, revision, won, and its time (ISO-8601, or ns when the span saw it): the event
+#: is built on the telemetry thread.
+Transition = tuple[str, Any, Any, int, int, bool, Any]
+_MISSING = object()
 
 
 def _seconds(start: int | None, end: int | None) -> float | None:
@@ -178,6 +175,7 @@ class _Ending:
         "_signals",
         "_span",
         "_start",
+        "_started",
         "_status",
         "_transitions",
     )
@@ -192,8 +190,10 @@ class _Ending:
         times: tuple[int | None, int | None],
         transitions: list[Transition],
         signals: Signals,
+        started: Mapping[str, Any],
     ) -> None:
         self._span = span
+        self._started = started
         self._kind = kind
         self._policy = policy
         self._raw = raw
@@ -215,8 +215,14 @@ class _Ending:
                 attrs = self._policy.apply(raw)
                 if self._policy.openinference:
                     attrs.update(_openinference.project(final, attrs))
-                if attrs:
-                    span.set_attributes(attrs)
+                started = self._started
+                changed = {
+                    k: v
+                    for k, v in attrs.items()
+                    if type(started.get(k, _MISSING)) is not type(v) or started[k] != v
+                }  # what the span got at its start is not set (and checked by the SDK) again
+                if changed:
+                    span.set_attributes(changed)
                 if self._transitions and self._start is not None:
                     end = self._events(span, self._start, end)
                 if self._status is not None:
@@ -230,14 +236,21 @@ class _Ending:
 
     def _events(self, span: trace.Span, start: int, end: int | None) -> int | None:
         stop = end if end is not None else time.time_ns()
-        times = _model.transition_times([at for _, at in self._transitions], start, stop)
-        for (attrs, _), at in zip(self._transitions, times, strict=True):
-            applied = self._policy.apply(attrs)
-            span.add_event(
-                _model.span_name("checkpoint", attrs[a.TL_CHECKPOINT_TRANSITION]),
-                applied,
-                timestamp=at,
+        found = [at if type(at) is int else _model.time_ns(at) for *_, at in self._transitions]
+        times = _model.transition_times(found, start, stop)
+        apply = self._policy.apply
+        for (name, src, dst, expected, revision, won, _), at in zip(
+            self._transitions, times, strict=True
+        ):
+            label, attrs = _model.transition_event(
+                name=name,
+                status_from=src,
+                status_to=dst,
+                expected_revision=expected,
+                revision=revision,
+                won=won,
             )
+            span.add_event(label, apply(attrs), timestamp=at)
         return max(stop, times[-1]) if times else end
 
     def _decision(self, span: trace.Span, attrs: Mapping[str, Any]) -> None:
@@ -282,6 +295,7 @@ class OTelSpan:
         "_span",
         "_start",
         "_start_ns",
+        "_started",
         "_transitions",
         "own_id",
         "span_id",
@@ -298,13 +312,22 @@ class OTelSpan:
         start_ns: int | None = None,
         signals: Signals = NO_SIGNALS,
         under: int = 0,
+        started: Mapping[str, Any] | None = None,
     ) -> None:
         self._span = span
         self._context: otel_context.Context | None = None
+        ctx = span.get_span_context()
         #: The span id of this span (``0``: no valid context) and of the span that was
         #: current when it started (``0``: none), which ``_inside`` compares.
-        self.own_id = span.get_span_context().span_id
+        self.own_id = ctx.span_id
         self.under = under
+        if ctx.is_valid:
+            self.trace_id: str | None = format(ctx.trace_id, "032x")
+            self.span_id: str | None = format(ctx.span_id, "016x")
+        else:
+            self.trace_id = self.span_id = None
+        # What the span was given at its start (set again at the end only if it changed).
+        self._started: Mapping[str, Any] = started if started is not None else {}
         self._kind = kind
         self._policy = policy
         self._signals = signals
@@ -314,7 +337,6 @@ class OTelSpan:
         self._start: Mapping[str, Any] = start if start is not None else {}
         self._start_ns = start_ns
         self._transitions: list[Transition] = []
-        self.trace_id, self.span_id = _hex_ids(span)
 
     @property
     def span(self) -> trace.Span:
@@ -347,16 +369,10 @@ class OTelSpan:
         try:
             if not self._span.is_recording():
                 return
-            attrs = _model.transition_attributes(
-                name=name,
-                status_from=status_from,
-                status_to=status_to,
-                expected_revision=expected_revision,
-                revision=revision,
-                won=won,
+            when = at if at is not None else time.time_ns()
+            self._transitions.append(
+                (name, status_from, status_to, expected_revision, revision, won, when)
             )
-            when = _model.time_ns(at) if at is not None else time.time_ns()
-            self._transitions.append((attrs, when))
             if won and self._kind == "execute_tool":
                 self._pending[_TL_STATUS] = status_to
                 self._pending[_TL_REVISION] = revision
@@ -420,6 +436,7 @@ class OTelSpan:
                 (self._start_ns, end_ns),
                 self._transitions,
                 self._signals,
+                self._started,
             )
             ENDER.submit(ending)
             if self._kind == "invoke_agent":
@@ -514,15 +531,16 @@ class OTelTelemetry:
             if run_ctx.is_valid and run_ctx.trace_id != current.trace_id:
                 links = (trace.Link(run_ctx),)  # under a framework's span in another trace
         start_ns = _model.time_ns(started_at) or time.time_ns()
+        applied = self._policy.apply(raw)
         span = self._tracer.start_span(
             name,
             context=ctx,
             kind=SpanKind.CLIENT if kind == "chat" else SpanKind.INTERNAL,
-            attributes=self._policy.apply(raw),
+            attributes=applied,
             links=links,
             start_time=start_ns,
         )
-        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under)
+        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under, applied)
 
 
 def _inside(under: int, parent: OTelSpan) -> bool:

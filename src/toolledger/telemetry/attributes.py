@@ -124,7 +124,6 @@ __all__ = [
     "TL_CHECKPOINT_STATUS",
     "TL_CHECKPOINT_STATUS_FROM",
     "TL_CHECKPOINT_STATUS_TO",
-    "TL_CHECKPOINT_TRANSITION",
     "TL_EVENT_ID",
     "TL_EVENT_KIND",
     "TL_INTENT_GOAL",
@@ -238,7 +237,6 @@ TL_CHECKPOINT_REVISION: Final = "toolledger.checkpoint.revision"
 TL_CHECKPOINT_ACTION: Final = "toolledger.checkpoint.action"
 #: The call id whose stored result an effect-keyed call returned (re-plan safety).
 TL_CHECKPOINT_DEDUPLICATED_FROM: Final = "toolledger.checkpoint.deduplicated_from"
-TL_CHECKPOINT_TRANSITION: Final = "toolledger.checkpoint.transition"
 TL_CHECKPOINT_STATUS_FROM: Final = "toolledger.checkpoint.status_from"
 TL_CHECKPOINT_STATUS_TO: Final = "toolledger.checkpoint.status_to"
 TL_CHECKPOINT_EXPECTED_REVISION: Final = "toolledger.checkpoint.expected_revision"
