@@ -241,12 +241,15 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
     test pins it): keys are sorted ASCII, strings escaped as ``canonical_json`` does,
     and any value that is not a str, int, bool or ``None`` is encoded by ``canonical``.
     """
+    shape = tuple(header)
+    plan = _PLANS.get(shape)
+    if plan is None:
+        plan = _plan(shape)
+    if not plan:
+        return _header_json_any(header)
     full: list[str] = []
     stored: list[str] = []
-    for key in sorted(header):
-        known = _KEY_TEXT.get(key)
-        if known is None:
-            return _header_json_any(header)
+    for key, prefix, keep in plan:
         value = header[key]
         tp = type(value)
         if tp is str:
@@ -264,15 +267,29 @@ def header_json(header: Mapping[str, Any]) -> tuple[str, str]:
             text = canonical(value, maybe_float=False)  # e.g. the checkpoint link
         else:
             text = canonical(value)
-        item = known[0] + text
+        item = prefix + text
         full.append(item)
-        if known[1]:
+        if keep:
             stored.append(item)
     return "{" + ",".join(full) + "}", "{" + ",".join(stored) + "}"
 
 
 #: ``'"key":'`` of every header key the journal writes, and whether ``data`` stores it.
 _KEY_TEXT = {key: (f'"{key}":', key not in _COLUMN_SET) for key in HEADER_KEYS}
+#: Per header shape (its keys in insertion order; the writer builds few shapes): the keys
+#: in canonical order with their ``'"key":'`` and whether ``data`` stores them; ``()`` for a
+#: shape holding a key the journal does not write. Bounded.
+_PLANS: dict[tuple[str, ...], tuple[tuple[str, str, bool], ...]] = {}
+
+
+def _plan(shape: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
+    plan: tuple[tuple[str, str, bool], ...] = ()
+    if all(type(key) is str and key in _KEY_TEXT for key in shape):
+        plan = tuple((key, *_KEY_TEXT[key]) for key in sorted(shape))
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[shape] = plan
+    return plan
 
 
 def _header_json_any(header: Mapping[str, Any]) -> tuple[str, str]:

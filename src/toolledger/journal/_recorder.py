@@ -67,7 +67,12 @@ class JournalWarning(RuntimeWarning):
 
 def now() -> str:
     """Return the current UTC time as stored (ISO-8601, microseconds)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    at = _now(timezone.utc)
+    # isoformat() without timespec is the same text unless the microseconds are 0
+    return at.isoformat() if at.microsecond else at.isoformat(timespec="microseconds")
+
+
+_now = datetime.now
 
 
 def new_id() -> str:

@@ -138,17 +138,18 @@ def _stored_size(text: str | bytes) -> int:
 class _Proven:
     """Stored texts already proven valid, by key: the latest text of each, bounded.
 
-    An entry is ``(text, record)``; the record's payload is never handed out (a hit parses
-    the payload again from the row's text), so nobody can change what the cache holds.
+    An entry is ``(text, record, payload)``: ``payload`` is the cache's own copy of the
+    record's payload, taken when the text was proven and never handed out (a hit hands out
+    a copy of it), so nobody can change what the cache holds.
     """
 
     MAX_ENTRIES = 4096
-    MAX_TEXT = 65_536  # longer texts are always checked in full
+    MAX_TEXT = 16_384  # longer texts are always checked in full (and never copied here)
     MAX_BYTES = 8 << 20
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], tuple[str, CheckpointRecord]] = {}
+        self._entries: dict[tuple[str, str], tuple[str, CheckpointRecord, Any]] = {}
         self._bytes = 0
 
     def remember(self, key: tuple[str, str], text: str, record: CheckpointRecord) -> None:
@@ -162,7 +163,8 @@ class _Proven:
             while entries and (len(entries) >= self.MAX_ENTRIES or self._bytes > self.MAX_BYTES):
                 first = next(iter(entries))
                 self._bytes -= len(entries.pop(first)[0])
-            entries[key] = (text, record)
+            payload = None if record.result is None else _copy(record.result.payload)
+            entries[key] = (text, record, payload)
             self._bytes += len(text)
 
     def get(self, key: tuple[str, str], text: str | bytes) -> CheckpointRecord | None:
@@ -173,7 +175,6 @@ class _Proven:
         rec = hit[1]
         if rec.result is None:
             return rec  # every field of a payload-free record is immutable
-        data = json.loads(text)  # a private payload, parsed from this very row
         return remember_valid(
             CheckpointRecord(
                 schema_version=rec.schema_version,
@@ -185,13 +186,23 @@ class _Proven:
                 execution_fence=rec.execution_fence,
                 execution_claimed_at=rec.execution_claimed_at,
                 uncertain_reason=rec.uncertain_reason,
-                result=Result(payload=data["result"]["payload"], is_error=rec.result.is_error),
+                result=Result(payload=_copy(hit[2]), is_error=rec.result.is_error),
                 completed_at=rec.completed_at,
                 delivery_fence=rec.delivery_fence,
                 delivery_attempts=rec.delivery_attempts,
                 delivered_at=rec.delivered_at,
             )
         )
+
+
+def _copy(value: Any) -> Any:
+    """A private copy of exact JSON (only dicts and lists are mutable; as guard._outcomes)."""
+    tp = type(value)
+    if tp is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if tp is list:
+        return [_copy(v) for v in value]
+    return value
 
 
 _PROVEN = _Proven()
