@@ -221,23 +221,22 @@ def test_layers_no_import_runs_up_a_layer() -> None:
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
+    """A package ``toolledger`` under ``root`` holding ``files`` (every folder a package)."""
+    package = root / "toolledger"
     for name, text in files.items():
-        path = root / "toolledger" / name
+        path = package / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    return root / "toolledger"
+    for folder in [package, *(p for p in package.rglob("*") if p.is_dir())]:
+        (folder / "__init__.py").touch()
+    return package
 
 
 def test_layers_upward_import_inside_a_function_is_reported(tmp_path: Path) -> None:
     """A store module importing the guard, even lazily, is named with its line."""
     package = _tree(
         tmp_path,
-        {
-            "__init__.py": "",
-            "guard/__init__.py": "",
-            "store/__init__.py": "",
-            "store/sqlite.py": "def f():\n    from ..guard import call\n",
-        },
+        {"guard/_drivers.py": "", "store/sqlite.py": "def f():\n    from ..guard import call\n"},
     )
     assert _described(_upward(_imports(package), _diagram())) == [
         "toolledger.store.sqlite:2 imports toolledger.guard (store -> guard is not an arrow "
@@ -249,12 +248,7 @@ def test_layers_cycle_between_modules_is_reported(tmp_path: Path) -> None:
     """Two guard modules importing each other at run time form a cycle."""
     package = _tree(
         tmp_path,
-        {
-            "__init__.py": "",
-            "guard/__init__.py": "",
-            "guard/_a.py": "from . import _b\n",
-            "guard/_b.py": "from . import _a\n",
-        },
+        {"guard/_a.py": "from . import _b\n", "guard/_b.py": "from . import _a\n"},
     )
     assert _cycles(_imports(package)) == [frozenset({"toolledger.guard._a", "toolledger.guard._b"})]
 
