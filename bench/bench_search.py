@@ -1,12 +1,16 @@
-"""Benchmark: reading the journal back (SQLite): search, load_run, the index's cost, export-site.
+"""Benchmark: reading the journal back: search (SQLite, PostgreSQL), load_run, index cost, site.
 
 Reports, in one table:
 
 - ``toolledger.search`` over 100,000 events in 1,000 runs (100 steps each, every 10th
   with an order id, every 25th a refused approval): p50 and p99 of a rare word (one run),
-  a phrase, a word in 1% of events, a word in every event (limit 100), a filter without
-  text, text plus filters, the goal of one run;
-- ``load_run`` of one run of 20,000 steps (20,000 events, 40,000 records), median;
+  a phrase, a word in 1% of events, a word in every event (limit 100, alone and with an
+  agent), filters without text (kind + status; none at all: the newest 100), text plus
+  filters, the goal of one run. With ``$TOOLLEDGER_PG_DSN`` set, the same database copied
+  into a fresh PostgreSQL schema (``copy_ledger``, then ``ANALYZE``; dropped after) answers
+  each query too, alternating with SQLite repetition by repetition;
+- ``load_run`` of one run of 20,000 steps (20,000 events, 40,000 records): median wall
+  time, p99, median CPU time of the process (the load-independent view);
 - the full-text index's cost per journal step: CPU time per ``with run.step(...)`` +
   ``record_output`` with the index and without it (a store created as if FTS5 were
   missing), same process, alternating, median of the repetitions; the difference is
@@ -23,9 +27,11 @@ Nothing here is asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,45 +71,87 @@ def build(db: Path, runs: int, steps: int) -> list[str]:
     return ids
 
 
-def time_queries(db: Path, repeat: int) -> list[tuple[str, float, float, int]]:
-    queries: list[tuple[str, dict[str, Any]]] = [
-        ("rare word (1 run)", {"text": "ORD-00421-30"}),
-        ("phrase", {"text": '"checks the account escalation"'}),
-        ("word in 1% of events", {"text": "escalation"}),
-        ("word in every event, limit 100", {"text": "benchmark"}),
-        ("no text: kind + status", {"kind": "approval", "status": "refused"}),
-        ("text + kind + agent + since", {"text": "ORD-00421*", "kind": "step",
-                                         "agent": "agent-1", "since": "1d"}),
-        ("goal of one run", {"text": "T-00777"}),
-    ]  # fmt: skip
+QUERIES: list[tuple[str, dict[str, Any]]] = [
+    ("rare word (1 run)", {"text": "ORD-00421-30"}),
+    ("phrase", {"text": '"checks the account escalation"'}),
+    ("word in 1% of events", {"text": "escalation"}),
+    ("word in every event, limit 100", {"text": "benchmark"}),
+    ("word in every event + agent", {"text": "account", "agent": "agent-3"}),
+    ("no text: kind + status", {"kind": "approval", "status": "refused"}),
+    ("no text: newest 100 of all", {}),
+    ("text + kind + agent + since", {"text": "ORD-00421*", "kind": "step",
+                                     "agent": "agent-1", "since": "1d"}),
+    ("goal of one run", {"text": "T-00777"}),
+]  # fmt: skip
+
+
+def time_queries(
+    stores: dict[str, Any], repeat: int
+) -> list[tuple[str, dict[str, tuple[float, float, int]]]]:
+    """p50, p99 (ms) and hits of each query on each store, the stores alternating."""
     out = []
-    store = SQLiteStore(db)
-    try:
-        for label, kw in queries:
-            times = []
-            found = 0
-            for _ in range(repeat):
+    for label, kw in QUERIES:
+        times: dict[str, list[float]] = {name: [] for name in stores}
+        found: dict[str, int] = {}
+        for _ in range(repeat):
+            for name, store in stores.items():
                 t0 = time.perf_counter()
-                found = len(toolledger.search(store, **kw))
-                times.append((time.perf_counter() - t0) * 1000)
-            out.append((label, statistics.median(times), _pct(times, 0.99), found))
-    finally:
-        store.close()
+                found[name] = len(toolledger.search(store, **kw))
+                times[name].append((time.perf_counter() - t0) * 1000)
+        out.append(
+            (
+                label,
+                {
+                    name: (statistics.median(t), _pct(t, 0.99), found[name])
+                    for name, t in times.items()
+                },
+            )
+        )
     return out
 
 
-def time_load(db: Path, steps: int, repeat: int) -> tuple[float, int]:
+def postgres_copy(db: Path) -> tuple[Any, Callable[[], None]] | None:
+    """A PostgreSQL copy of ``db`` in a fresh schema (``$TOOLLEDGER_PG_DSN``), analyzed."""
+    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
+    if not dsn:
+        return None
+    import psycopg
+    from psycopg import sql
+
+    from toolledger.store.postgres import PostgresStore
+
+    schema = f"tl_bench_search_{uuid.uuid4().hex[:8]}"
+    store = PostgresStore(dsn, schema=schema)
+    report = toolledger.copy_ledger(str(db), store)
+    if not report.ok:
+        raise RuntimeError(f"copying to PostgreSQL failed: {report.problems[:3]}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, "events")))
+        for table in ("runs", "event_search", "run_search"):
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
+
+    def drop() -> None:
+        store.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+    return store, drop
+
+
+def time_load(db: Path, steps: int, repeat: int) -> tuple[float, float, float, int]:
+    """Median wall and CPU seconds of ``load_run`` of a long run, and its p99 wall."""
     with toolledger.run("one long run", db=db) as run:
         for i in range(steps):
             with run.step("work", justification="long run", i=i) as step:
                 step.record_output(n=i)
-    times = []
+    times, cpu = [], []
     n = 0
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         n = len(toolledger.load_run(db, run.run_id).events)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), n
+        cpu.append(time.process_time() - c0)
+    return statistics.median(times), statistics.median(cpu), _pct(times, 0.99), n
 
 
 def _steps_cpu(store: SQLiteStore, steps: int) -> tuple[float, float]:
@@ -165,21 +213,38 @@ def main() -> None:
         built = time.perf_counter() - t0
         events = args.runs * (args.steps + args.steps // 25 + 1)
         print(f"built {args.runs} runs, ~{events} events in {built:.1f} s")
-        print(f"{'measure':<42} {'p50':>10} {'p99':>10} {'found':>6}")
-        for label, p50, p99, found in time_queries(db, args.repeat):
-            print(f"{'search: ' + label:<42} {p50:>7.2f} ms {p99:>7.2f} ms {found:>6}")
+        stores: dict[str, Any] = {"sqlite": SQLiteStore(db)}
+        pg = postgres_copy(db)
+        if pg is not None:
+            stores["postgres"] = pg[0]
+        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        print(f"{'measure':<42} {'store':>8} {'p50':>10} {'p99':>10} {'found':>6}")
+        try:
+            for label, by_store in time_queries(stores, args.repeat):
+                for name, (p50, p99, found) in by_store.items():
+                    print(
+                        f"{'search: ' + label:<42} {name:>8} {p50:>7.2f} ms {p99:>7.2f} ms "
+                        f"{found:>6}"
+                    )
+        finally:
+            stores["sqlite"].close()
+            if pg is not None:
+                pg[1]()
         site = time_site(db, tmp / "site")
         if site is not None:
             print(f"{'export-site of ' + str(args.runs) + ' runs':<42} {site:>8.2f} s")
         load_db = tmp / "long.db"
-        seconds, n = time_load(load_db, args.long, 5)
-        print(f"{f'load_run of {n} events':<42} {seconds:>8.3f} s")
+        seconds, cpu, p99, n = time_load(load_db, args.long, 7)
+        print(
+            f"{f'load_run of {n} events':<42} {seconds:>8.3f} s (p99 {p99:.3f} s, CPU {cpu:.3f} s)"
+        )
         with_index, with_batch, without = index_cost(tmp, 5000, 7)
         print(f"{'journal step, CPU, with index':<42} {with_index:>7.1f} us")
         print(f"{'journal step, CPU, with index + its batch':<42} {with_batch:>7.1f} us")
         print(f"{'journal step, CPU, without index':<42} {without:>7.1f} us")
         print(f"{'index cost per step, on the step':<42} {with_index - without:>7.1f} us")
         print(f"{'index cost per step, with the batch':<42} {with_batch - without:>7.1f} us")
+        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -436,6 +436,42 @@ def test_existing_postgres_schema_is_migrated_and_indexed() -> None:
         _drop(store)
 
 
+def _overlapping_runs(db: Store) -> None:
+    """Three short runs inside a long one that started first and wrote last."""
+    early = toolledger.run("long job", agent="a", db=db)
+    early.start()
+    with early.step("work", justification="common words here"):
+        pass
+    for i in range(3):
+        with toolledger.run(f"short job {i}", agent="b", db=db) as run:
+            with run.step("work", justification="common words here", i=i):
+                pass
+            run.approval("ok", granted=False, by="x", reason="common")
+    with early.step("late", justification="common words, written last"):
+        pass
+    early.close()
+
+
+BROAD_QUERIES: list[dict[str, object]] = [
+    {"text": "common"},
+    {"text": "common", "limit": 1},
+    {"text": "common words", "limit": 3},
+    {"text": "common", "kind": "approval"},
+    {"text": "common", "agent": "b", "limit": 2},
+    {"kind": "step"},
+    {"status": "refused", "limit": 2},
+    {"text": "job", "since": "1h"},
+    {},
+]
+
+
+def _answers(db: Store) -> list[list[tuple[object, ...]]]:
+    return [
+        [(e.goal, e.name, e.kind, e.status) for e in toolledger.search(db, **q)]  # type: ignore[arg-type]
+        for q in BROAD_QUERIES
+    ]
+
+
 def test_broad_searches_visit_runs_newest_first_and_stay_exact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -445,34 +481,39 @@ def test_broad_searches_visit_runs_newest_first_and_stay_exact(
     """
     db = SQLiteStore(tmp_path / "broad.db")
     try:
-        early = toolledger.run("long job", agent="a", db=db)
-        early.start()
-        with early.step("work", justification="common words here"):
-            pass
-        for i in range(3):
-            with toolledger.run(f"short job {i}", agent="b", db=db) as run:
-                with run.step("work", justification="common words here", i=i):
-                    pass
-                run.approval("ok", granted=False, by="x", reason="common")
-        with early.step("late", justification="common words, written last"):
-            pass
-        early.close()
-        queries: list[dict[str, object]] = [
-            {"text": "common"},
-            {"text": "common", "limit": 1},
-            {"text": "common words", "limit": 3},
-            {"text": "common", "kind": "approval"},
-            {"text": "common", "agent": "b", "limit": 2},
-            {"kind": "step"},
-            {"status": "refused", "limit": 2},
-            {"text": "job", "since": "1h"},
-            {},
-        ]
-        want = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
+        _overlapping_runs(db)
+        want = [[e.event_id for e in toolledger.search(db, **q)] for q in BROAD_QUERIES]  # type: ignore[arg-type]
         monkeypatch.setattr(sqlite_search, "FEW_HITS", 0)  # every text query goes run by run
-        got = [[e.event_id for e in toolledger.search(db, **q)] for q in queries]  # type: ignore[arg-type]
+        got = [[e.event_id for e in toolledger.search(db, **q)] for q in BROAD_QUERIES]  # type: ignore[arg-type]
         assert got == want
         assert toolledger.search(db, "common", limit=1)[0].name == "late"
         assert all(want)
     finally:
         db.close()
+
+
+def test_broad_postgres_searches_answer_as_the_memory_store_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On PostgreSQL the run-by-run path and the one statement answer as MemoryStore does.
+
+    MemoryStore filters and orders every event in Python: the reference for both paths.
+    """
+    from toolledger.store import _pg_search
+
+    memory = MemoryStore()
+    _overlapping_runs(memory)
+    want = _answers(memory)
+    pg = _postgres()
+    try:
+        _overlapping_runs(pg)
+        monkeypatch.setattr(_pg_search, "FEW_HITS", 10**9)  # text: one statement
+        one_statement = _answers(pg)
+        monkeypatch.setattr(_pg_search, "FEW_HITS", 0)  # text: run by run
+        run_by_run = _answers(pg)
+    finally:
+        pg.close()
+        _drop(pg)
+    assert one_statement == want
+    assert run_by_run == want
+    assert want[1] == [("long job", "late", "step", "completed")]

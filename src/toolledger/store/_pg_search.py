@@ -17,8 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._search import EventQuery, run_goal, search_body, search_sql, tsquery_text
-from ._sqlcommon import EVENT_COLUMNS
+from psycopg import sql
+
+from ._search import (
+    OPEN_END,
+    EventQuery,
+    broad_runs_where,
+    newest_runs_first,
+    run_goal,
+    search_body,
+    search_sql,
+    tsquery_text,
+)
+from ._sqlcommon import EVENT_COLUMNS, event_row
+from .base import EventRow
 
 __all__ = [
     "MIGRATION",
@@ -26,6 +38,7 @@ __all__ = [
     "backfill",
     "event_index_params",
     "run_index_params",
+    "search_records",
     "search_select",
 ]
 
@@ -58,8 +71,10 @@ TEMPLATES = {
     "backfill_events": "SELECT run_id, seq, event_id, name, data FROM {s}.events "
     "WHERE (run_id, seq) > (%s, %s) ORDER BY run_id, seq LIMIT 2000",
     "backfill_runs": "SELECT run_id, data FROM {s}.runs",
-    "event_records": f"SELECT {EVENT_COLUMNS} FROM {{s}}.events "
-    "WHERE run_id = %s AND event_id = %s ORDER BY seq",
+    # The records of many events at once (the keys as two arrays), for search.
+    "search_records": f"SELECT {', '.join('e.' + c for c in EVENT_COLUMNS.split(', '))} "
+    "FROM {s}.events e JOIN unnest(%s::text[], %s::text[]) AS k(run_id, event_id) "
+    "ON e.run_id = k.run_id AND e.event_id = k.event_id ORDER BY e.run_id, e.seq",
 }
 
 
@@ -99,10 +114,21 @@ def backfill(cur: Any, q: Any) -> None:
         after = (batch[-1][0], batch[-1][1])
 
 
+#: Below this many index hits for the first term, one statement over all hits is cheapest.
+FEW_HITS = 2000
+
+
 def search_select(
     schema_sql: Callable[[str], str], read: Callable[[str, Sequence[Any]], list[Any]]
 ) -> Callable[[EventQuery], list[tuple[str, str]]]:
-    """Return the ``(run_id, event_id)`` selector for a schema (``schema_sql`` qualifies)."""
+    """Return the ``(run_id, event_id)`` selector for a schema (``schema_sql`` qualifies).
+
+    A selective query (a run, or fewer than ``FEW_HITS`` index hits for its first term) is
+    one statement driven by the GIN index's hits. A broad one (no text, or a common first
+    term) visits runs newest start first (``_search.newest_runs_first``), each run's hits
+    by ``run_id`` (the key of ``event_search`` and ``events``): ordering every hit of the
+    database to keep the newest ``limit`` would cost as much as the database is large.
+    """
     events, runs = schema_sql("{s}.events"), schema_sql("{s}.runs")
     event_hits = schema_sql(
         "SELECT run_id, event_id FROM {s}.event_search WHERE tsv @@ to_tsquery('simple', %s)"
@@ -110,17 +136,57 @@ def search_select(
     goal_hits = schema_sql(
         "SELECT run_id FROM {s}.run_search WHERE tsv @@ to_tsquery('simple', %s)"
     )
+    count_hits = schema_sql(
+        "SELECT count(*) FROM (SELECT 1 FROM {s}.event_search "
+        "WHERE tsv @@ to_tsquery('simple', %s) LIMIT %s) AS hits"
+    )
 
-    def select(query: EventQuery) -> list[tuple[str, str]]:
-        sql, params = search_sql(
+    def statement(query: EventQuery, columns: str) -> tuple[str, list[Any]]:
+        hits, goals = event_hits, goal_hits
+        if query.run_id is not None:  # the hits of that run only (the keys' first column)
+            run = sql.Literal(query.run_id).as_string(None)
+            hits, goals = f"{hits} AND run_id = {run}", f"{goals} AND run_id = {run}"
+        return search_sql(
             query,
             ph="%s",
             events=events,
             runs=runs,
-            event_hits=event_hits,
-            goal_hits=goal_hits,
+            event_hits=hits,
+            goal_hits=goals,
             match_value=tsquery_text,
+            columns=columns,
         )
-        return [(str(a), str(b)) for a, b in read(sql, params)]
+
+    def run_events(run_id: Any, key: Any, q: EventQuery) -> list[Any]:
+        return read(*statement(q, "e.at, e.run_id, e.seq, e.event_id"))
+
+    def select(query: EventQuery) -> list[tuple[str, str]]:
+        if query.run_id is None and not few_hits(query):
+            where, params = broad_runs_where(query, ph="%s")
+            found = read(
+                f"SELECT r.run_id, r.run_id, CASE WHEN r.status = 'running' OR r.ended_at "
+                f"IS NULL THEN '{OPEN_END}' ELSE r.ended_at END FROM {runs} r {where} "
+                "ORDER BY r.started_at DESC, r.run_id DESC",
+                params,
+            )
+            return newest_runs_first(query, found, run_events)
+        return [(str(a), str(b)) for a, b in read(*statement(query, "e.run_id, e.event_id"))]
+
+    def few_hits(query: EventQuery) -> bool:
+        if not query.terms:
+            return False  # a filter alone would visit every record
+        rows = read(count_hits, (tsquery_text(query.terms[0]), FEW_HITS))
+        return int(rows[0][0]) < FEW_HITS
 
     return select
+
+
+def search_records(
+    keys: Sequence[tuple[str, str]], rows: Iterable[Sequence[Any]]
+) -> list[tuple[EventRow, ...]]:
+    """Group ``search_records`` rows (``EVENT_COLUMNS``, in ``seq`` order) by event key."""
+    grouped: dict[tuple[str, str], list[EventRow]] = {k: [] for k in keys}
+    for r in rows:
+        row = event_row(r)
+        grouped[(row.run_id, row.event_id)].append(row)
+    return [tuple(grouped[k]) for k in keys]

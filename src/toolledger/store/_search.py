@@ -29,11 +29,14 @@ from ..errors import InvalidArgumentError
 
 __all__ = [
     "MAX_TERMS",
+    "OPEN_END",
     "EventQuery",
     "SearchTerm",
     "SearchWarning",
+    "broad_runs_where",
     "event_matches",
     "fts5_expression",
+    "newest_runs_first",
     "parse_query",
     "run_goal",
     "scan_search",
@@ -206,6 +209,7 @@ def search_sql(
     goal_hits: str,
     match_value: Callable[[SearchTerm], Any],
     hit_params: int = 1,
+    columns: str = "e.run_id, e.event_id",
 ) -> tuple[str, list[Any]]:
     """Return the SQL selecting ``(run_id, event_id)`` of matching events, newest first.
 
@@ -219,6 +223,7 @@ def search_sql(
             placeholder).
         match_value: The parameter bound for a term.
         hit_params: How many placeholders ``event_hits`` holds (1 unless it unions two).
+        columns: What is selected of each event's first record ``e``.
     """
     params: list[Any] = []
     ctes: list[str] = []
@@ -276,11 +281,70 @@ def search_sql(
         source = f"{events} e JOIN {runs} r ON r.run_id = e.run_id"
     sql = (
         ("WITH " + ", ".join(ctes) + " " if ctes else "")
-        + f"SELECT e.run_id, e.event_id FROM {source} WHERE "
+        + f"SELECT {columns} FROM {source} WHERE "
         + " AND ".join(where)
         + f" ORDER BY e.at DESC, e.run_id DESC, e.seq DESC LIMIT {ph} OFFSET {ph}"
     )
     return sql, [*params, *where_params, query.limit, query.offset]
+
+
+#: Sorts after every stored time: the end of a run that may still be written.
+OPEN_END = "~"
+
+
+def broad_runs_where(query: EventQuery, *, ph: str) -> tuple[str, list[Any]]:
+    """Return ``("WHERE …" or "", params)`` over runs ``r`` that a broad query may reach.
+
+    Its namespace and agent, and a start before ``until`` (a run started later holds no
+    earlier event).
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("r.namespace", query.namespace), ("r.agent", query.agent)):
+        if value is not None:
+            where.append(f"{column} = {ph}")
+            params.append(value)
+    if query.until is not None:
+        where.append(f"r.started_at < {ph}")
+        params.append(query.until)
+    return ("WHERE " + " AND ".join(where) if where else ""), params
+
+
+def newest_runs_first(
+    query: EventQuery,
+    runs: Sequence[Sequence[Any]],
+    run_events: Callable[[Any, Any, EventQuery], Iterable[Sequence[Any]]],
+) -> list[tuple[str, str]]:
+    """Answer a broad query run by run, newest start first, stopping once exact.
+
+    An event of a run is no later than the run's end (a run still running, or resumed, is
+    unbounded: ``OPEN_END``), so once ``offset + limit`` candidates are found and the last
+    of them is later than every end of the runs not yet visited, no unvisited event can
+    displace it. Its cost follows the limit, not the database.
+
+    Args:
+        query: The search (no ``run_id``).
+        runs: ``(run_id, key, end)`` of the runs ``broad_runs_where`` selects, newest
+            start first; ``key`` is the backend's own handle on the run.
+        run_events: ``run_events(run_id, key, q)`` returns ``(at, run_id, seq, event_id)``
+            of the run's events matching ``q`` (``query`` for that run, its ``limit``
+            ``offset + limit``, offset 0).
+    """
+    bound = [""] * (len(runs) + 1)  # bound[i]: the latest end among runs[i:]
+    for i in range(len(runs) - 1, -1, -1):
+        bound[i] = max(bound[i + 1], str(runs[i][2]))
+    want = query.offset + query.limit
+    found: list[tuple[str, str, int, str]] = []
+    for i, (run_id, key, end) in enumerate(runs):
+        if query.since is not None and str(end) < query.since:
+            continue  # the run ended before the window opened
+        if len(found) >= want and found[want - 1][0] > bound[i]:
+            break
+        q = replace(query, run_id=str(run_id), limit=want, offset=0)
+        found.extend((str(a), str(r), int(s), str(e)) for a, r, s, e in run_events(run_id, key, q))
+        found.sort(reverse=True)
+        del found[want:]
+    return [(r, e) for _, r, _, e in found[query.offset : want]]
 
 
 def scan_search(

@@ -26,10 +26,18 @@ from __future__ import annotations
 import sqlite3
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
-from ._search import EventQuery, fts5_expression, run_goal, scan_search, search_sql
+from ._search import (
+    OPEN_END,
+    EventQuery,
+    broad_runs_where,
+    fts5_expression,
+    newest_runs_first,
+    run_goal,
+    scan_search,
+    search_sql,
+)
 from ._search import SearchWarning as _SearchWarning
 
 __all__ = [
@@ -277,8 +285,6 @@ def search_events(
 
 #: Below this many index hits for the first term, one query over all hits is cheapest.
 FEW_HITS = 2000
-#: Sorts after every stored time: the bound of a run that may still be written.
-_OPEN = "~"
 
 
 def _few_hits(query: EventQuery, read: Callable[[str, Sequence[Any]], list[Any]]) -> bool:
@@ -294,52 +300,30 @@ def _few_hits(query: EventQuery, read: Callable[[str, Sequence[Any]], list[Any]]
 def _newest_runs_first(
     query: EventQuery, read: Callable[[str, Sequence[Any]], list[Any]]
 ) -> list[tuple[str, str]]:
-    """Answer a broad query run by run, newest start first, stopping once exact.
+    """Answer a broad query run by run (``_search.newest_runs_first``).
 
-    An event of a run is no later than the run's end (a run still running, or resumed, is
-    unbounded), so once ``offset + limit`` candidates are found and the last of them is
-    later than every end of the runs not yet visited, no unvisited event can displace it.
     Each run's hits come from the index by rowid range (``rid << 32``), never a scan.
     """
-    where, params = [], []
-    for column, value in (("r.namespace", query.namespace), ("r.agent", query.agent)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if query.until is not None:
-        where.append("r.started_at < ?")
-        params.append(query.until)
+    where, params = broad_runs_where(query, ph="?")
     runs = read(
         "SELECT r.run_id, k.rid, CASE WHEN r.status = 'running' OR r.ended_at IS NULL "
-        f"THEN '{_OPEN}' ELSE r.ended_at END FROM runs r JOIN search_runs k "
-        f"ON k.run_id = r.run_id {'WHERE ' + ' AND '.join(where) if where else ''} "
-        "ORDER BY r.started_at DESC, r.run_id DESC",
+        f"THEN '{OPEN_END}' ELSE r.ended_at END FROM runs r JOIN search_runs k "
+        f"ON k.run_id = r.run_id {where} ORDER BY r.started_at DESC, r.run_id DESC",
         params,
     )
-    bound = [""] * (len(runs) + 1)  # bound[i]: the latest end among runs[i:]
-    for i in range(len(runs) - 1, -1, -1):
-        bound[i] = max(bound[i + 1], str(runs[i][2]))
-    want = query.offset + query.limit
-    found: list[tuple[str, str, int, str]] = []
-    for i, (run_id, rid, end) in enumerate(runs):
-        if query.since is not None and str(end) < query.since:
-            continue  # the run ended before the window opened
-        if len(found) >= want and found[want - 1][0] > bound[i]:
-            break
+
+    def run_events(run_id: Any, rid: Any, q: EventQuery) -> list[Any]:
         low, high = int(rid) << _SEQ_BITS, ((int(rid) + 1) << _SEQ_BITS) - 1
         sql, args = search_sql(
-            replace(query, run_id=str(run_id), limit=want, offset=0),
+            q,
             ph="?",
             events="events",
             runs="runs",
             event_hits=f"{_EVENT_HITS} AND f.rowid BETWEEN {low} AND {high}",
             goal_hits=_GOAL_HITS,
             match_value=fts5_expression,
+            columns="e.at, e.run_id, e.seq, e.event_id",
         )
-        sql = sql.replace(
-            "SELECT e.run_id, e.event_id FROM", "SELECT e.at, e.run_id, e.seq, e.event_id FROM", 1
-        )
-        found.extend((str(a), str(r), int(s), str(e)) for a, r, s, e in read(sql, args))
-        found.sort(reverse=True)
-        del found[want:]
-    return [(r, e) for _, r, _, e in found[query.offset : want]]
+        return read(sql, args)
+
+    return newest_runs_first(query, runs, run_events)

@@ -478,11 +478,13 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         select = _pg_search.search_select(
             lambda t: qualify(t, self.schema).as_string(None), self._db.read
         )
-        return [self._event_records(run_id, event_id) for run_id, event_id in select(query)]
-
-    def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
-        rows = self._db.read(self._q["event_records"], (run_id, event_id))
-        return tuple(event_row(r) for r in rows)
+        keys = select(query)
+        if not keys:
+            return []
+        rows = self._db.read(
+            self._q["search_records"], ([r for r, _ in keys], [e for _, e in keys])
+        )
+        return _pg_search.search_records(keys, rows)
 
     # -- retention and copying (tombstones) --------------------------------------------
 
