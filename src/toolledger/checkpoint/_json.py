@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,12 @@ def canonical_json(value: Any) -> str:
         InvalidArgumentError: when ``value`` is not exact JSON.
         PayloadLimitError: when it nests deeper than 512 levels.
     """
+    if type(value) is dict and _flat_ascii(value):
+        # Exact JSON by construction (str keys, ASCII str / bool / None / safe int values):
+        # the type walk below would prove nothing more, and the C encoder's text is the
+        # canonical one (ASCII keys sort the same by code point and by UTF-16 unit).
+        flat: str = sorted_dumps(value)
+        return flat
     shape = check_types(value, what="value")
     if shape.depth > 512:
         raise PayloadLimitError(
@@ -222,7 +229,7 @@ def canonical_json(value: Any) -> str:
     if not shape.floats:
         # Without floats the C encoder (sorted keys) writes the same text, unless a string
         # holds a non-BMP character (RFC 8785 sorts keys by UTF-16 code units).
-        text: str = _c_dumps(value)
+        text: str = sorted_dumps(value)
         if text.isascii() or not _ASTRAL.search(text):
             return text
     out: list[str] = []
@@ -230,9 +237,56 @@ def canonical_json(value: Any) -> str:
     return "".join(out)
 
 
-_c_dumps = json.JSONEncoder(
+def _flat_ascii(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` maps ASCII str keys to ASCII str, bool, ``None`` or safe ints."""
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        tp = type(item)
+        if tp is str:
+            if not item.isascii():
+                return False
+        elif tp is int:
+            if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                return False
+        elif not (item is None or tp is bool):
+            return False
+    return True
+
+
+_SORTED = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-).encode
+)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _make_sorted_dumps() -> Any:
+    """``_SORTED.encode`` without building a C encoder per call, when CPython has one.
+
+    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made once (the
+    arguments ``JSONEncoder.iterencode`` passes, a fresh ``markers`` dict per call so a
+    cycle still raises) writes the same text.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
+        return _SORTED.encode
+    escape = json.encoder.encode_basestring
+
+    def dumps(value: Any) -> str:
+        if type(value) is str:
+            return str(escape(value))
+        encode = make({}, _not_json, escape, None, ":", ",", True, False, False)
+        return "".join(encode(value, 0))
+
+    return dumps
+
+
+#: Compact JSON with sorted keys, non-ASCII kept, no NaN (the canonical text of exact JSON
+#: without floats or non-BMP characters).
+sorted_dumps: Callable[[Any], str] = _make_sorted_dumps()
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 

@@ -17,8 +17,9 @@ Rules this module keeps:
   between ``execute`` returning and the completion commit).
 - Every call is a ``tool_call`` journal event linked to its checkpoint. Its start record
   rides in the create+claim transaction and its end record in the completion transaction
-  (gated on the completion CAS), so the journal costs a new call no commit of its own; a
-  replayed call's records stay buffered (``commit_claims``, ``FlowCommits._swap``).
+  (gated on the completion CAS), so the journal costs a new call no commit of its own
+  (``commit_claims``, ``FlowCommits._swap``). A call the gate finds done (a replay) is one
+  buffered ``tool_call`` record, status ``replayed`` (``_call.finish``, ``record_event``).
 
 Telemetry: what this module sends (the telemetry layer maps it to attributes)
 -----------------------------------------------------------------------------
@@ -47,7 +48,8 @@ payload, the tool did not run), ``failed`` (with the error: the tool's exception
 ``OUTCOME_UNKNOWN``, ``BINDING_CONFLICT`` …) or ``cancelled`` (an interruption); outputs
 ``{"result": payload, "is_error": bool}``; meta (written with the end record; the journal
 passes meta to ``span.update`` too): ``tool_revision``, ``input_fingerprint``,
-``attempt_id``, ``replayed``, ``recovered``.
+``attempt_id``, ``replayed``, ``recovered`` (a replay's one record has no ``attempt_id``:
+nothing was claimed).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import Any
 
 from ..checkpoint import canonical_json
+from ..checkpoint._json import sorted_dumps
 from ..store.base import EventRow
 
 __all__ = [
@@ -112,37 +113,7 @@ CONTENT_KEYS = frozenset(
 )
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_ENCODER = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-
-
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _make_dumps() -> Any:
-    """``_ENCODER.encode``, without building a C encoder on every call when CPython has one.
-
-    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made once (the same
-    arguments ``JSONEncoder.iterencode`` passes, a fresh ``markers`` dict per call so
-    cycles still raise) writes the same text.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
-        return _ENCODER.encode
-    escape = json.encoder.encode_basestring
-
-    def dumps(value: Any) -> str:
-        if type(value) is str:
-            return str(escape(value))
-        encode = make({}, _not_json, escape, None, ":", ",", True, False, False)
-        return "".join(encode(value, 0))
-
-    return dumps
-
-
-_dumps = _make_dumps()
+_dumps = sorted_dumps  # the C encoder made once (checkpoint._json)
 
 
 def canonical(value: Any, *, maybe_float: bool = True) -> str:
