@@ -7,9 +7,12 @@ trivial tool) on SQLite at ``durability="normal"`` and times every whole call. T
 telemetry share is the whole-call difference, ``(median_on - median_off) / median_on``
 (span endings run on toolledger's telemetry thread, so time inside the hooks would
 under-count: on a shared machine that thread competes with the call). Configurations run
-interleaved in rounds, so load drift hits each alike. A second table times the telemetry
-hooks alone for one guarded call's worth of spans (no storage), and the metric recording of
-one call (``toolledger.tool.calls`` + ``toolledger.tool.duration``) alone.
+interleaved in rounds, so load drift hits each alike; the mean is printed too (span endings
+run in batches on the telemetry thread, so a few calls carry more of their cost than the
+median shows). Then the shape of one call's telemetry: spans, events, attributes. A second
+table times the telemetry hooks alone for one guarded call's worth of spans (no storage),
+and the metric recording of one call (``toolledger.tool.calls`` + ``toolledger.tool.duration``)
+alone.
 
 Configurations:
 - off (API only): no SDK provider anywhere, so ``hooks_for`` returns the no-op hooks (what
@@ -103,6 +106,21 @@ def guarded_calls(
     store.close()
     DEFAULTS.meter_provider = None
     return times, inside
+
+
+def shape(db_dir: Path, provider: Any, exporter: Any, n: int = 100) -> tuple[float, ...]:
+    """Spans, events and attributes (the span's and its events') per new guarded call."""
+    _spans.flush_spans(30)
+    provider.force_flush()  # what the other measurements left in the batch processor
+    exporter.clear()
+    guarded_calls(db_dir, n - 20, provider)  # its first 20 calls are warm-up: n calls in all
+    _spans.flush_spans(30)
+    provider.force_flush()
+    spans = [s for s in exporter.get_finished_spans() if not s.name.startswith("invoke_agent")]
+    events = sum(len(s.events) for s in spans)
+    attrs = sum(len(s.attributes) + sum(len(e.attributes) for e in s.events) for s in spans)
+    exporter.clear()
+    return len(spans) / n, events / n, attrs / n
 
 
 def metrics_only(n: int, meters: Any) -> list[float]:
@@ -263,15 +281,25 @@ def main() -> None:
         print("(share: the whole-call difference; in hooks: time in the hooks on the call's")
         print("thread)\n")
         head = f"{'telemetry':<26}{'call median':>12}{'p99':>10}{'call - off':>12}"
-        print(head + f"{'share':>8}{'in hooks us':>13}")
+        print(head + f"{'share':>8}{'mean':>9}{'mean share':>12}{'in hooks us':>13}")
         base = statistics.median(calls["off (API only)"])
+        base_mean = statistics.fmean(calls["off (API only)"])
         for label, times in calls.items():
             med = statistics.median(times)
+            mean = statistics.fmean(times)
             tel = statistics.median(inside[label])
             print(
                 f"{label:<26}{med:>12.1f}{pct(times, 0.99):>10.1f}{med - base:>12.1f}"
-                f"{(med - base) / med:>8.1%}{tel:>13.2f}"
+                f"{(med - base) / med:>8.1%}{mean:>9.1f}{(mean - base_mean) / mean:>12.1%}"
+                f"{tel:>13.2f}"
             )
+        provider, exporter, _ = configs["SDK (batch, in-memory)"]
+        with tempfile.TemporaryDirectory() as tmp:
+            spans, events, attrs = shape(Path(tmp), provider, exporter)
+        print(
+            f"\nper new guarded call: {spans:.0f} span, {events:.0f} events, "
+            f"{attrs:.0f} attributes (span's and events', OpenInference keys included)"
+        )
         extra = statistics.median(calls["SDK + metrics"]) - statistics.median(
             calls["SDK (batch, in-memory)"]
         )

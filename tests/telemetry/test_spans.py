@@ -673,3 +673,36 @@ def test_redact_applies_before_processors_see_attributes(provider, exporter) -> 
     assert len(seen) == 2
     assert not any(secret in str(v) for attrs in seen for v in attrs.values())
     assert seen[1][a.GEN_AI_TOOL_CALL_RESULT] == '{"echo":"[key]"}'
+
+
+class TestEndingThread:
+    """Span endings gather on toolledger's thread and reach the processors in order."""
+
+    def test_a_lone_ending_reaches_the_processor_without_a_flush(self, provider) -> None:
+        """Nobody drains: the gathering wait ends by itself and the span is exported."""
+        import threading
+
+        from opentelemetry.sdk.trace import SpanProcessor
+
+        ended = threading.Event()
+
+        class Seen(SpanProcessor):
+            def on_end(self, span: Any) -> None:
+                ended.set()
+
+        provider.add_span_processor(Seen())
+        hooks_for(tracer_provider=provider).event_started(tool_event(), None).end(
+            tool_event(status="completed")
+        )
+        assert ended.wait(10)
+
+    def test_endings_run_in_submission_order(self, provider, exporter) -> None:
+        """Many endings, fewer than a batch and more than one: exported in the order ended."""
+        hooks = hooks_for(tracer_provider=provider)
+        names = [f"step s{i}" for i in range(40)]
+        for i in range(40):
+            hooks.event_started({"event_id": f"e{i}", "kind": "step", "name": f"s{i}"}, None).end(
+                {"kind": "step"}
+            )
+        assert flush_spans()
+        assert [s.name for s in exporter.get_finished_spans()] == names
