@@ -11,7 +11,8 @@ Four tables, each from one run with its cases interleaved:
    pipeline with the ``COMMIT`` in it; one PL/pgSQL function call; one statement of
    data-modifying CTEs (the last three are one round trip each).
 3. Latency and client CPU (``time.process_time`` of this process) of ``run.call`` (new),
-   ``run.deliver`` and a replayed ``run.call``, through the store, batches interleaved.
+   ``run.deliver`` and a replayed ``run.call``, on PostgreSQL and on SQLite, batches
+   alternating (the CPU ratio is what a loaded machine leaves comparable).
 4. Throughput: new guarded calls (call + deliver) per second with 1 and 4 processes on
    PostgreSQL and on SQLite, alternating sides each repetition.
 
@@ -30,6 +31,7 @@ import argparse
 import contextlib
 import multiprocessing
 import os
+import queue
 import socket
 import statistics
 import struct
@@ -361,36 +363,52 @@ def _floors(dsn: str, schema: str, calls: int, reps: int) -> None:
 def _latency(pg_url: str, durability: str, calls: int, reps: int) -> None:
     import toolledger as tl
 
-    store = _pg(pg_url, durability)
-    tool = _tool()
     names = ("new call", "deliver", "replay")
-    lat: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, float] = dict.fromkeys(names, 0.0)
-    with tl.run("bench-latency", db=store, namespace="latency") as run:
-        for i in range(8):
-            run.call(tool, call_id=f"warm-{i}", input={"i": i})
-            run.deliver(f"warm-{i}", _noop_post)
-        for rep in range(reps):
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = {
+            "postgres": _pg(pg_url, durability),
+            "sqlite": tl.open_store(f"sqlite:///{tmp}/latency.db", durability=durability),
+        }
+        tool = _tool()
+        lat: dict[tuple[str, str], list[float]] = {(s, n): [] for s in stores for n in names}
+        cpu: dict[tuple[str, str], float] = dict.fromkeys(lat, 0.0)
+        runs = {s: tl.run("bench-latency", db=st, namespace="latency") for s, st in stores.items()}
+        for run in runs.values():
+            run.__enter__()
+            for i in range(8):
+                run.call(tool, call_id=f"warm-{i}", input={"i": i})
+                run.deliver(f"warm-{i}", _noop_post)
+        for rep in range(reps):  # the stores alternate batch by batch
             ids = [f"l-{rep}-{i}" for i in range(calls // reps)]
             for name in names:
-                c0 = time.process_time()
-                for i, cid in enumerate(ids):
-                    t0 = time.perf_counter()
-                    if name == "deliver":
-                        run.deliver(cid, _noop_post)
-                    else:
-                        run.call(tool, call_id=cid, input={"i": i})
-                    lat[name].append(time.perf_counter() - t0)
-                cpu[name] += time.process_time() - c0
-    store.close()
-    print(f"latency through the store, durability {durability}, {calls} calls in {reps} batches")
-    print(f"{'case':<10} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7}")
+                for side, run in runs.items():
+                    c0 = time.process_time()
+                    for i, cid in enumerate(ids):
+                        t0 = time.perf_counter()
+                        if name == "deliver":
+                            run.deliver(cid, _noop_post)
+                        else:
+                            run.call(tool, call_id=cid, input={"i": i})
+                        lat[side, name].append(time.perf_counter() - t0)
+                    cpu[side, name] += time.process_time() - c0
+        for run in runs.values():
+            run.__exit__(None, None, None)
+        for st in stores.values():
+            st.close()
+    print(
+        f"latency and client CPU (this process), durability {durability}, {calls} calls per "
+        f"case in {reps} batches, stores alternating"
+    )
+    print(f"{'case':<10} {'store':<9} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7} {'cpu/sqlite':>10}")
     for name in names:
-        xs = sorted(lat[name])
-        print(
-            f"{name:<10} {statistics.median(xs) * 1e6:>8.0f} {_p99(xs) * 1e6:>8.0f} "
-            f"{cpu[name] / len(xs) * 1e6:>7.0f}"
-        )
+        for side in stores:
+            xs = sorted(lat[side, name])
+            per = cpu[side, name] / len(xs)
+            ratio = cpu[side, name] / max(cpu["sqlite", name], 1e-9)
+            print(
+                f"{name:<10} {side:<9} {statistics.median(xs) * 1e6:>8.0f} "
+                f"{_p99(xs) * 1e6:>8.0f} {per * 1e6:>7.0f} {ratio:>9.2f}x"
+            )
     print()
 
 
@@ -434,7 +452,16 @@ def _measure(db: str, durability: str, procs: int, calls: int) -> dict[str, floa
     ]
     for p in workers:
         p.start()
-    results = [out.get(timeout=600) for _ in workers]
+    results: list[Any] = []
+    while len(results) < procs:
+        try:
+            results.append(out.get(timeout=1.0))
+        except queue.Empty:
+            failed = [p.exitcode for p in workers if p.exitcode not in (None, 0)]
+            if failed:  # e.g. the server restarted under it: say so, do not hang
+                for p in workers:
+                    p.kill()
+                raise RuntimeError(f"a worker failed (exit codes {failed})") from None
     for p in workers:
         p.join(60)
     start = min(r[0] for r in results)

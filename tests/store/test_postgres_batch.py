@@ -207,3 +207,18 @@ def test_schema_of_the_previous_version_migrates_and_batches(
             False,
         ]
         assert store.get("ns", "c1") == claim.next
+
+
+def test_batch_gated_on_an_operation_write_is_never_run(schemas: Callable[[], str]) -> None:
+    """An operation-journal write never wins a gate (its outcome is None): nothing appended."""
+    with PostgresStore(pg_dsn_or_skip(), schema=schemas()) as store:
+        _run(store)
+        out = store.apply(
+            [
+                WriteOperation("ns", "c1", {"order": 1}),
+                AppendEvents("r1", [_event(0, "{}")], expected_count=0, requires=0),
+            ]
+        )
+        assert out == [None, False]
+        assert store.read_events("r1") == []
+        assert store.operation_read("ns", "c1") == {"order": 1}

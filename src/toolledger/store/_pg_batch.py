@@ -38,7 +38,7 @@ from .base import (
     WriteOperation,
 )
 
-__all__ = ["CALL", "FUNCTION", "SLOW_SQLSTATE", "encode_ops", "outcomes"]
+__all__ = ["CALL", "FUNCTION", "SLOW_SQLSTATE", "encode_ops", "fits", "outcomes"]
 
 #: The SQLSTATE ``apply_ops`` raises when an op did not win (run the batch op by op).
 SLOW_SQLSTATE = "TL001"
@@ -187,8 +187,21 @@ _EVENT_KEYS = (
 )
 
 
+def fits(prepared: Sequence[tuple[Op, Any]]) -> bool:
+    """Whether ``apply_ops`` can run the batch (else it runs op by op).
+
+    A gate on an operation-journal write is never won (its outcome is ``None``), which the
+    function does not know: such a batch goes op by op.
+    """
+    for op, _ in prepared:
+        requires = getattr(op, "requires", None)
+        if requires is not None and isinstance(prepared[requires][0], WriteOperation):
+            return False
+    return True
+
+
 def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
-    """Return the ``apply_ops`` argument (JSON text) of a prepared batch."""
+    """Return the ``apply_ops`` argument (JSON text) of a prepared batch (one that ``fits``)."""
     out: list[dict[str, Any]] = []
     for op, extra in prepared:
         item: dict[str, Any]

@@ -43,7 +43,7 @@ from ..errors import (
 from . import _pg_search
 from ._pg_approvals import PgApprovals
 from ._pg_batch import CALL as _APPLY_OPS
-from ._pg_batch import encode_ops, outcomes
+from ._pg_batch import encode_ops, fits, outcomes
 from ._pg_conn import PgConnections
 from ._pg_ops import Queries, execute_op, op_key, probe
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
@@ -368,7 +368,13 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             return probe(cur, q, prepared, results)
 
         details = op_key(prepared[0][0]) if prepared else {}
-        return self._db.write(run, durable=durable, probe_fn=check, details=details, fast=fast)
+        return self._db.write(
+            run,
+            durable=durable,
+            probe_fn=check,
+            details=details,
+            fast=fast if fits(prepared) else None,
+        )
 
     # -- operation journal -------------------------------------------------------------
 
