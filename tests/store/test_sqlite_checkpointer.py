@@ -111,6 +111,9 @@ class TestCheckpointer:
             _create(store, 4, "parent")
             parent = store._checkpointer
             assert parent is not None
+            # Let the parent's thread finish the round its commits woke, so it cannot run a
+            # checkpoint beside the child's (SQLite answers the second one busy, copying nothing).
+            assert parent.run_now(WAIT)
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:  # the child: report, then leave without running pytest's teardown
