@@ -585,22 +585,43 @@ class Run(Recorder):
             content["justification"] = justification
         meta_value: dict[str, Any] = {}
         if meta:
-            meta_value, f2 = to_json(dict(meta))
+            meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
             floats |= f2
             content["meta"] = meta_value
         out: dict[str, Any] | None = None
         if outputs:
-            out, f3 = to_json(dict(outputs))
+            out, f3 = to_json(outputs if type(outputs) is dict else dict(outputs))
             floats |= f3
             content["outputs"] = out
         if parent is ...:
             parent = self._parent()
         stamp = now()
+        event_id = new_id()
+        parent_id = parent.event_id if parent else None
         missing = justification is None and justification_source == "model"
+        if self.telemetry is NOOP_TELEMETRY:
+            # Nobody is told of the event: its record is all there is to build.
+            header: dict[str, Any] = {
+                "v": FORMAT_VERSION,
+                "run_id": self.run_id,
+                "event_id": event_id,
+                "parent_id": parent_id,
+                "kind": kind,
+                "name": name,
+                "status": status,
+                "phase": "point",
+                "at": stamp,
+            }
+            if link is not None:
+                header["checkpoint"] = link
+            header["justification_source"] = justification_source
+            header["justification_missing"] = missing
+            self._write(header, content, floats)
+            return event_id
         event: dict[str, Any] = {
             "run_id": self.run_id,
-            "event_id": new_id(),
-            "parent_id": parent.event_id if parent else None,
+            "event_id": event_id,
+            "parent_id": parent_id,
             "kind": kind,
             "name": name,
             "status": "running",
@@ -615,27 +636,23 @@ class Run(Recorder):
             "error": None,
             "checkpoint": link,
         }
-        telemetry = self.telemetry is not NOOP_TELEMETRY
-        span: SpanHandle = NoopSpan()
-        if telemetry:
-            span = self._safe_telemetry(
-                self.telemetry.event_started,
-                event,
-                parent.span if parent else None,
-                default=span,
-            )
+        span: SpanHandle = self._safe_telemetry(
+            self.telemetry.event_started,
+            event,
+            parent.span if parent else None,
+            default=NoopSpan(),
+        )
         event["status"] = status
         header = self._header(event, "point", link, span)
         header["justification_source"] = justification_source
         header["justification_missing"] = missing
         self._write(header, content, floats)
-        if telemetry:
-            event.update(ended_at=stamp, outputs=out)
-            if facts:
-                self._safe_telemetry(span.update, dict(facts))
-            self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
-            self._safe_telemetry(span.end, event, None)
-        return str(event["event_id"])
+        event.update(ended_at=stamp, outputs=out)
+        if facts:
+            self._safe_telemetry(span.update, dict(facts))
+        self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
+        self._safe_telemetry(span.end, event, None)
+        return event_id
 
     def note(self, text: str) -> str:
         """Record a note at the current nesting level; return its event id."""
