@@ -38,11 +38,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
 from ..errors import CheckpointError, InvalidArgumentError, StoreUnavailableError
-from ..store.base import AppendEvents, EventRow, RunRow, Store
+from ..store.base import AppendEvents, EventRow, RunRow, Store, event_row_of
 from ._events import chain_hash, header_json
 
 __all__ = [
@@ -71,59 +70,23 @@ class _Pending:
         self.row = row
 
 
-# A frozen dataclass's __init__ sets each field through object.__setattr__; the slots' own
-# descriptors set them at about half the cost (EventRow has no __post_init__: nothing is
-# skipped), and every record is built here.
-_ROW_NEW = EventRow.__new__
-(
-    _SET_RUN_ID,
-    _SET_SEQ,
-    _SET_EVENT_ID,
-    _SET_PARENT_ID,
-    _SET_KIND,
-    _SET_NAME,
-    _SET_STATUS,
-    _SET_AT,
-    _SET_PREV_HASH,
-    _SET_HASH,
-    _SET_DATA,
-) = (
-    vars(EventRow)[name].__set__
-    for name in (
-        "run_id",
-        "seq",
-        "event_id",
-        "parent_id",
-        "kind",
-        "name",
-        "status",
-        "at",
-        "prev_hash",
-        "hash",
-        "data",
-    )
-)
-if len(fields(EventRow)) != 11:  # pragma: no cover
-    raise AssertionError("_row must set every field of EventRow")
-
-
 def _row(
     header: dict[str, Any], content_json: str, prev: str | None, key: bytes | None = None
 ) -> EventRow:
     full, stored = header_json(header)
-    row = _ROW_NEW(EventRow)
-    _SET_RUN_ID(row, header["run_id"])
-    _SET_SEQ(row, header["seq"])
-    _SET_EVENT_ID(row, header["event_id"])
-    _SET_PARENT_ID(row, header["parent_id"])
-    _SET_KIND(row, header["kind"])
-    _SET_NAME(row, header["name"])
-    _SET_STATUS(row, header["status"])
-    _SET_AT(row, header["at"])
-    _SET_PREV_HASH(row, prev)
-    _SET_HASH(row, chain_hash(prev, full, key))
-    _SET_DATA(row, '{"header":' + stored + ',"content":' + content_json + "}")
-    return row
+    return event_row_of(
+        header["run_id"],
+        header["seq"],
+        header["event_id"],
+        header["parent_id"],
+        header["kind"],
+        header["name"],
+        header["status"],
+        header["at"],
+        prev,
+        chain_hash(prev, full, key),
+        '{"header":' + stored + ',"content":' + content_json + "}",
+    )
 
 
 class Ride:

@@ -28,6 +28,7 @@ from ..checkpoint.transitions import TRANSITIONS
 from ._pg_search import event_index_params
 from ._sqlcommon import now_text
 from .base import (
+    EVENT_FIELDS,
     AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
@@ -172,20 +173,6 @@ for _name, _rule in TRANSITIONS.items():
         assert _source.value not in _into, "one transition per (source, target)"
         _into[_source.value] = [_name, _rule.action.value]
 
-_EVENT_KEYS = (
-    "run_id",
-    "seq",
-    "event_id",
-    "parent_id",
-    "kind",
-    "name",
-    "status",
-    "at",
-    "prev_hash",
-    "hash",
-    "data",
-)
-
 
 def fits(prepared: Sequence[tuple[Op, Any]]) -> bool:
     """Whether ``apply_ops`` can run the batch (else it runs op by op).
@@ -268,7 +255,7 @@ def _append(op: AppendEvents) -> dict[str, Any]:
         "exp": op.expected_count,
         "new": op.expected_count + len(op.rows),
         "head": op.rows[-1].hash,
-        "rows": [{k: getattr(r, k) for k in _EVENT_KEYS} for r in op.rows],
+        "rows": [{k: getattr(r, k) for k in EVENT_FIELDS} for r in op.rows],
         "index": [
             {"run_id": a, "seq": b, "event_id": c, "body": d}
             for a, b, c, d in zip(runs, seqs, ids, bodies, strict=True)

@@ -19,7 +19,6 @@ then does with the selected rows is the same everywhere and lives here:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -27,6 +26,7 @@ from ..checkpoint.model import Action, CheckpointRecord, format_time
 from ..errors import CheckpointError, StoreUnavailableError
 from ._rows import load_record
 from .base import (
+    EVENT_FIELDS,
     AppendEvents,
     CreateCheckpoint,
     EventRow,
@@ -37,6 +37,7 @@ from .base import (
     RunRow,
     SwapCheckpoint,
     WriteOperation,
+    event_row_of,
 )
 
 __all__ = [
@@ -58,7 +59,7 @@ RUN_COLUMNS = (
     "run_id, namespace, agent, goal, status, started_at, ended_at, head_hash, event_count, data"
 )
 #: Column order of the ``events`` table as every backend selects and inserts it.
-EVENT_COLUMNS = "run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash, data"
+EVENT_COLUMNS = ", ".join(EVENT_FIELDS)
 
 
 def valid_records(rows: Iterable[Sequence[Any]]) -> list[CheckpointRecord]:
@@ -137,43 +138,14 @@ def _count(value: Any) -> int:
         return -1
 
 
-# Setting a frozen dataclass's slots through their descriptors costs about half of its
-# __init__ (which looks up object.__setattr__ per field): readers build 40,000 of these
-# for a 20,000-step run. EventRow has no __post_init__, so nothing is skipped.
-(
-    _SET_RUN_ID,
-    _SET_SEQ,
-    _SET_EVENT_ID,
-    _SET_PARENT_ID,
-    _SET_KIND,
-    _SET_NAME,
-    _SET_STATUS,
-    _SET_AT,
-    _SET_PREV_HASH,
-    _SET_HASH,
-    _SET_DATA,
-) = (vars(EventRow)[name].__set__ for name in EVENT_COLUMNS.split(", "))
-_new_object = object.__new__
-if [f.name for f in fields(EventRow)] != EVENT_COLUMNS.split(", "):  # pragma: no cover
-    raise AssertionError("EVENT_COLUMNS must name every field of EventRow, in order")
-
-
 def event_row(r: Sequence[Any]) -> EventRow:
     """Return the ``EventRow`` of a row selected in ``EVENT_COLUMNS`` order."""
     run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash_, data = r
-    row = _new_object(EventRow)
-    _SET_RUN_ID(row, run_id)
-    _SET_SEQ(row, seq if type(seq) is int else _event_seq(r))
-    _SET_EVENT_ID(row, event_id)
-    _SET_PARENT_ID(row, parent_id)
-    _SET_KIND(row, kind)
-    _SET_NAME(row, name)
-    _SET_STATUS(row, status)
-    _SET_AT(row, at)
-    _SET_PREV_HASH(row, prev_hash)
-    _SET_HASH(row, hash_)
-    _SET_DATA(row, data)
-    return row
+    if type(seq) is not int:
+        seq = _event_seq(r)
+    return event_row_of(
+        run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, hash_, data
+    )
 
 
 def _event_seq(r: Sequence[Any]) -> int:
