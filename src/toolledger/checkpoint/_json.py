@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, PayloadLimitError
 
 __all__ = [
+    "copy_json",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "HARD_MAX_PAYLOAD_BYTES",
     "MAX_DEPTH",
@@ -160,6 +161,20 @@ def _type_error(what: str, path: Any, why: str) -> InvalidArgumentError:
 
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def copy_json(value: Any) -> Any:
+    """Return a private copy of exact JSON: its dicts and lists copied, scalars shared.
+
+    Exact JSON is bounded in depth (``MAX_DEPTH``), so a recursive copy of the two mutable
+    container types is complete.
+    """
+    tp = type(value)
+    if tp is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if tp is list:
+        return [copy_json(v) for v in value]
+    return value
 
 
 def compact_json(value: Any) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checkpoint._json import copy_json
 from ..checkpoint.model import CheckpointRecord
 from ..tools import ToolOutcome
 
@@ -29,18 +30,7 @@ def handed_out(record: CheckpointRecord) -> Any:
         AssertionError: the record has no result (callers check the status first).
     """
     assert record.result is not None
-    return _copy(record.result.payload)
-
-
-def _copy(value: Any) -> Any:
-    # Stored payloads are exact JSON bounded in depth (checkpoint._json.MAX_DEPTH), so a
-    # recursive copy of the two container types is complete; scalars are immutable.
-    tp = type(value)
-    if tp is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if tp is list:
-        return [_copy(v) for v in value]
-    return value
+    return copy_json(record.result.payload)
 
 
 def outcome(record: CheckpointRecord, *, replayed: bool, recovered: bool = False) -> ToolOutcome:

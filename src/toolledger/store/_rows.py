@@ -21,7 +21,7 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
-from ..checkpoint._json import check_bounds, check_types, compact_json
+from ..checkpoint._json import check_bounds, check_types, compact_json, copy_json
 from ..checkpoint.model import (
     Binding,
     CheckpointRecord,
@@ -163,7 +163,7 @@ class _Proven:
             while entries and (len(entries) >= self.MAX_ENTRIES or self._bytes > self.MAX_BYTES):
                 first = next(iter(entries))
                 self._bytes -= len(entries.pop(first)[0])
-            payload = None if record.result is None else _copy(record.result.payload)
+            payload = None if record.result is None else copy_json(record.result.payload)
             entries[key] = (text, record, payload)
             self._bytes += len(text)
 
@@ -186,23 +186,13 @@ class _Proven:
                 execution_fence=rec.execution_fence,
                 execution_claimed_at=rec.execution_claimed_at,
                 uncertain_reason=rec.uncertain_reason,
-                result=Result(payload=_copy(hit[2]), is_error=rec.result.is_error),
+                result=Result(payload=copy_json(hit[2]), is_error=rec.result.is_error),
                 completed_at=rec.completed_at,
                 delivery_fence=rec.delivery_fence,
                 delivery_attempts=rec.delivery_attempts,
                 delivered_at=rec.delivered_at,
             )
         )
-
-
-def _copy(value: Any) -> Any:
-    """A private copy of exact JSON (only dicts and lists are mutable; as guard._outcomes)."""
-    tp = type(value)
-    if tp is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if tp is list:
-        return [_copy(v) for v in value]
-    return value
 
 
 _PROVEN = _Proven()
