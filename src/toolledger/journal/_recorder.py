@@ -129,6 +129,39 @@ def check_source(source: object) -> None:
         )
 
 
+def event_content(
+    kind: str,
+    name: str | None,
+    justification: str | None,
+    justification_source: str,
+    inputs: Any,
+    meta: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """Check a new event's names and justification; return its content, meta and floats.
+
+    ``floats`` says whether the inputs or meta held a float (the record keeps exact JSON).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+    """
+    check_name(kind, "kind")
+    check_name(name, "name")
+    check_text(justification, "justification")
+    check_source(justification_source)
+    content: dict[str, Any] = {}
+    floats = False
+    if inputs is not None:
+        content["inputs"], floats = to_json(inputs)
+    if justification is not None:
+        content["justification"] = justification
+    meta_value: dict[str, Any] = {}
+    if meta:
+        meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
+        floats |= f2
+        content["meta"] = meta_value
+    return content, meta_value, floats
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedEnd:
     """An event's end record built ahead of time (``Recorder.prepare_end``)."""
@@ -206,22 +239,10 @@ class Recorder:
         from ._handles import _checkpoint_link
 
         self.require_running()
-        check_name(kind, "kind")
-        check_name(name, "name")
-        check_text(justification, "justification")
-        check_source(justification_source)
+        content, meta_value, floats = event_content(
+            kind, name, justification, justification_source, inputs, meta
+        )
         link = None if checkpoint is None else _checkpoint_link(checkpoint)
-        content: dict[str, Any] = {}
-        floats = False
-        if inputs is not None:
-            content["inputs"], floats = to_json(inputs)
-        if justification is not None:
-            content["justification"] = justification
-        meta_value: dict[str, Any] = {}
-        if meta:
-            meta_value, f2 = to_json(dict(meta))
-            floats |= f2
-            content["meta"] = meta_value
         if parent is ...:
             parent = self._parent()
         event_id = new_id()

@@ -50,7 +50,7 @@ from ._events import (
 )
 from ._facts import RUN_END_KEY, TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
-from ._recorder import Recorder, check_name, check_source, check_text, new_id, now
+from ._recorder import Recorder, check_name, check_source, check_text, event_content, new_id, now
 from ._values import to_json
 from ._writer import ChainWriter
 
@@ -568,26 +568,14 @@ class Run(Recorder):
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
         """
         self.require_running()
-        check_name(kind, "kind")
-        check_name(name, "name")
-        check_text(justification, "justification")
-        check_source(justification_source)
         if not isinstance(status, str) or not status or len(status) > 64 or not status.isascii():
             raise InvalidArgumentError(
                 message=f"status must be a short non-empty str; got {status!r}"
             )
+        content, meta_value, floats = event_content(
+            kind, name, justification, justification_source, inputs, meta
+        )
         link = None if checkpoint is None else _checkpoint_link(checkpoint)
-        content: dict[str, Any] = {}
-        floats = False
-        if inputs is not None:
-            content["inputs"], floats = to_json(inputs)
-        if justification is not None:
-            content["justification"] = justification
-        meta_value: dict[str, Any] = {}
-        if meta:
-            meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
-            floats |= f2
-            content["meta"] = meta_value
         out: dict[str, Any] | None = None
         if outputs:
             out, f3 = to_json(outputs if type(outputs) is dict else dict(outputs))
