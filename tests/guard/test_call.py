@@ -290,13 +290,19 @@ class TestInterruption:
         self, run, db, effects, crash_points
     ) -> None:
         """SIGINT between execute returning and completion: completion first, then it raises."""
-        crash_points.append(("after-execute", lambda: os.kill(os.getpid(), signal.SIGINT)))
-        with pytest.raises(KeyboardInterrupt):
-            run.call(effects.tool(), call_id="c1", input={})
+        # Python's own handler, whatever an earlier test or library left installed; the signal
+        # goes to this thread (a process-directed kill may land on another thread's mask).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        crash_points.append(("after-execute", lambda: signal.raise_signal(signal.SIGINT)))
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run.call(effects.tool(), call_id="c1", input={})
+        finally:
+            current = signal.signal(signal.SIGINT, previous)
+        assert current is signal.default_int_handler
         rec = db.get("default", "c1")
         assert rec.status is Status.COMPLETED
         assert rec.result.payload == {"sent": {}, "n": 1}
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     def test_call_sigint_deferred_to_custom_handler_once(self, run, db, effects, crash_points):
         """An app's own SIGINT handler still gets the signal, once, after the completion."""
