@@ -21,10 +21,13 @@ from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint,
 from toolledger.checkpoint import claim_execution, complete_execution
 from toolledger.store._pg_schema import MIGRATIONS
 from toolledger.store.base import (
+    AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
     RemoveOperation,
+    RunRow,
     SwapCheckpoint,
+    WriteOperation,
 )
 from toolledger.store.postgres import PostgresStore
 
@@ -89,23 +92,38 @@ def _complete(rec: Any) -> Any:
     return complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=7)
 
 
+# How a write reaches the server, and where the proxy cuts it: one op is one autocommit
+# statement and a batch one autocommit ``apply_ops`` call (both commit at their ``Sync``);
+# a batch the function gives up on (its third op loses) runs op by op in BEGIN … COMMIT.
+_COMMIT_POINT = {"one": "sync", "batch": "sync", "fallback": "commit"}
+
+
+def _completion(store: PostgresStore, shape: str) -> tuple[Any, list[Any], list[Any]]:
+    """The claimed c1's completion as ``shape``: ``(done, ops, outcomes)``."""
+    rec = _claimed(store)
+    done = _complete(rec)
+    if shape == "one":
+        return done, [SwapCheckpoint(1, done.next)], [True]
+    assert store.apply([WriteOperation("ns", "c1", {"op": 1})]) == [None]
+    ops: list[Any] = [SwapCheckpoint(1, done.next), RemoveOperation("ns", "c1")]
+    if shape == "fallback":
+        ops.append(SwapCheckpoint(0, rec))  # loses: the function gives up
+        return done, ops, [True, True, False]
+    return done, ops, [True, True]
+
+
 class TestUnknownCommit:
     """A commit whose answer is lost is read back once its backend is gone; never guessed."""
 
-    @pytest.mark.parametrize("on", ["sync", "commit"])
+    @pytest.mark.parametrize("shape", ["one", "batch", "fallback"])
     def test_commit_lost_after_landing_resolves_to_success(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, shape: str
     ) -> None:
         """Landed but unanswered: the write is reported as done, exactly once."""
         store = make_store(proxy.dsn(), max_size=1)
-        rec = _claimed(store)
-        done = _complete(rec)
-        proxy.arm("after", on=on)
-        if on == "sync":  # one op: one autocommit statement
-            assert store.compare_and_swap(1, done.next) is True
-        else:  # several ops: BEGIN … COMMIT
-            out = store.apply([SwapCheckpoint(1, done.next), RemoveOperation("ns", "c1")])
-            assert out == [True, False]
+        done, ops, expected = _completion(store, shape)
+        proxy.arm("after", on=_COMMIT_POINT[shape])
+        assert store.apply(ops) == expected
         assert proxy.fired.is_set()
         assert store.get("ns", "c1") == done.next
         assert [h.transition for h in store.history("ns", "c1")] == [
@@ -113,40 +131,34 @@ class TestUnknownCommit:
             "claim_execution",
             "complete_execution",
         ]
+        assert store.operation_read("ns", "c1") is None
 
-    @pytest.mark.parametrize("on", ["sync", "commit"])
+    @pytest.mark.parametrize("shape", ["one", "batch", "fallback"])
     def test_commit_lost_before_landing_is_run_again_once(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, shape: str
     ) -> None:
         """Proven not landed (backend gone, nothing stored): run again, so the call succeeds."""
         store = make_store(proxy.dsn(), max_size=1)
-        rec = _claimed(store)
-        done = _complete(rec)
-        proxy.arm("before", on=on)
-        if on == "sync":
-            assert store.compare_and_swap(1, done.next) is True
-        else:
-            out = store.apply([SwapCheckpoint(1, done.next), RemoveOperation("ns", "c1")])
-            assert out == [True, False]
+        done, ops, expected = _completion(store, shape)
+        proxy.arm("before", on=_COMMIT_POINT[shape])
+        assert store.apply(ops) == expected
         assert proxy.fired.is_set()
         assert store.get("ns", "c1") == done.next
         assert [h.revision for h in store.history("ns", "c1")] == [0, 1, 2]
+        assert store.operation_read("ns", "c1") is None
 
-    @pytest.mark.parametrize("on", ["sync", "commit"])
+    @pytest.mark.parametrize("shape", ["one", "batch", "fallback"])
     def test_commit_outcome_unreadable_raises_unavailable_with_key_and_revision(
-        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, on: str
+        self, make_store: Callable[..., PostgresStore], proxy: CommitProxy, shape: str
     ) -> None:
         """When the outcome cannot be read back, the error names the key and revision."""
         store = make_store(proxy.dsn(), max_size=1, timeout=1.0)
-        rec = _claimed(store)
-        done = _complete(rec)
+        done, ops, _ = _completion(store, shape)
         proxy.refuse = True  # the pooled connection stays; new ones are refused
-        proxy.arm("after", on=on)
-        ops: list[Any] = [SwapCheckpoint(1, done.next)]
-        if on == "commit":  # several ops: BEGIN … COMMIT
-            ops.append(RemoveOperation("ns", "c1"))
+        proxy.arm("after", on=_COMMIT_POINT[shape])
         with pytest.raises(CheckpointError) as info:
             store.apply(ops)
+        assert proxy.fired.is_set()
         assert info.value.code == "STORE_UNAVAILABLE"
         assert info.value.details["outcome"] == "unknown"
         assert (info.value.details["namespace"], info.value.details["call_id"]) == ("ns", "c1")
@@ -154,6 +166,7 @@ class TestUnknownCommit:
         proxy.refuse = False
         with PostgresStore(pg_dsn_or_skip(), schema=store.schema) as direct:
             assert direct.get("ns", "c1") == done.next  # it had landed: never guessed
+            assert direct.operation_read("ns", "c1") is None
 
 
 def test_create_racing_an_erase_never_recreates_the_key(
@@ -210,16 +223,44 @@ def test_create_racing_an_erase_never_recreates_the_key(
     assert info.value.code == "TOMBSTONED"
 
 
-def test_terminated_backend_mid_transaction_rolls_back_whole_batch(
-    make_store: Callable[..., PostgresStore], schema: str
+@pytest.mark.parametrize(
+    ("shape", "kills"), [("transaction", 1), ("statement", 1), ("statement", 2)]
+)
+def test_terminated_backend_mid_batch_rolls_back_whole_batch(
+    make_store: Callable[..., PostgresStore], schema: str, shape: str, kills: int
 ) -> None:
-    """pg_terminate_backend mid-transaction: STORE_UNAVAILABLE, nothing written, next call works."""
+    """pg_terminate_backend mid-batch: nothing of it lands; the next call works.
+
+    The batch waits on a lock after its create, and its backend is killed. In BEGIN …
+    COMMIT (a batch with a row-less append: its count's outcome would not follow from a
+    landing): ``STORE_UNAVAILABLE``, the server rolled it all back. As one autocommit
+    ``apply_ops`` statement: read back, not landed (the create went with it), so it runs
+    again; killed again: ``STORE_UNAVAILABLE`` (``not-committed``), nothing written; else
+    the second run lands whole, once.
+    """
     dsn = pg_dsn_or_skip()
     store = make_store(application_name="tl-victim", max_size=1)
     rec = _claimed(store)
     done = complete_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=2), result=1)
     other = create_checkpoint(_binding("c2"), at=T0)
+    ops: list[Any] = [CreateCheckpoint(other), SwapCheckpoint(1, done.next)]
+    if shape == "transaction":
+        run = RunRow(
+            run_id="r1",
+            namespace="ns",
+            agent=None,
+            goal=None,
+            status="running",
+            started_at="2026-01-01T00:00:00.000000Z",
+        )
+        store.create_run(run)
+        ops.insert(1, AppendEvents("r1", (), expected_count=0))
     errors: list[BaseException] = []
+    results: list[Any] = []
+    waiting = (
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'tl-victim' "
+        "AND wait_event_type = 'Lock' AND pid <> ALL(ARRAY[{}]::int[])"
+    )
     with _admin(dsn) as holder:
         holder.execute("BEGIN")
         holder.execute(
@@ -230,24 +271,43 @@ def test_terminated_backend_mid_transaction_rolls_back_whole_batch(
 
         def write() -> None:
             try:
-                store.apply([CreateCheckpoint(other), SwapCheckpoint(1, done.next)])
+                results.append(store.apply(ops))
             except BaseException as exc:
                 errors.append(exc)
 
         th = threading.Thread(target=write)
         th.start()
-        pid = _wait_for(
-            dsn,
-            "SELECT pid FROM pg_stat_activity WHERE application_name = 'tl-victim' "
-            "AND wait_event_type = 'Lock'",
-        )
+        killed: list[int] = []
         with _admin(dsn) as killer:
-            killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        th.join(30)
+            for _ in range(kills):
+                pid = _wait_for(dsn, waiting.format(",".join(map(str, killed)) or "0"))
+                seen = killer.execute(
+                    sql.SQL("SELECT count(*) FROM {}.checkpoints WHERE call_id = 'c2'").format(
+                        sql.Identifier(schema)
+                    )
+                ).fetchone()
+                assert seen == (0,)  # the create waits uncommitted: nobody sees it
+                killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                killed.append(pid)
+            if shape == "statement" and kills == 1:  # run again: it waits on the lock again
+                _wait_for(dsn, waiting.format(",".join(map(str, killed))))
         holder.execute("ROLLBACK")
+        th.join(30)
+    assert not th.is_alive()
+    if shape == "statement" and kills == 1:
+        assert errors == []
+        assert results == [[(True, other), True]]
+        assert store.get("ns", "c2") == other
+        assert store.get("ns", "c1") == done.next
+        assert [h.revision for h in store.history("ns", "c1")] == [0, 1, 2]
+        assert [h.revision for h in store.history("ns", "c2")] == [0]
+        return
+    assert results == []
     assert len(errors) == 1
     assert isinstance(errors[0], CheckpointError)
     assert errors[0].code == "STORE_UNAVAILABLE"
+    if shape == "statement":
+        assert errors[0].details["outcome"] == "not-committed"
     assert store.get("ns", "c2") is None  # the create in the same batch rolled back
     assert store.get("ns", "c1") == rec
     assert store.compare_and_swap(1, done.next) is True
@@ -457,7 +517,7 @@ class TestUnknownEffectKeyCommit:
         key = fingerprint({"tool": "send_email", "key": "k"})
         rec = create_checkpoint(_binding(), at=T0)
         claim = claim_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=1))
-        proxy.arm(when, on="commit")
+        proxy.arm(when, on="sync")  # one autocommit apply_ops statement
         out = store.apply(
             [
                 ClaimEffectKey("ns", key, "c1"),
@@ -480,7 +540,7 @@ class TestUnknownEffectKeyCommit:
         """A batch of key claims only (a copy) is probed by its holders."""
         store = make_store(proxy.dsn(), max_size=1)
         keys = [fingerprint({"key": i}) for i in range(2)]
-        proxy.arm(when, on="commit")
+        proxy.arm(when, on="sync")
         out = store.apply([ClaimEffectKey("ns", k, f"c{i}") for i, k in enumerate(keys)])
         assert out == [True, True]
         assert proxy.fired.is_set()

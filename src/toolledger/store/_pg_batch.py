@@ -13,6 +13,10 @@ Rules this module keeps:
 - It knows no transition: each swap carries the legal edges into its target
   (``{source: [transition, action]}``, from ``checkpoint.transitions.TRANSITIONS``), so
   the table in Python stays the only one.
+- A batch whose outcomes all follow from its landing (``landed_outcomes``) is sent as
+  one autocommit statement (its own implicit transaction, all or nothing), so a call
+  that got no answer is read back like a one-op statement; others run in ``BEGIN`` …
+  ``COMMIT`` (the function's answer then comes before the commit).
 - Texts travel as JSON strings inside one ``jsonb`` parameter: records, event data and
   times come out byte for byte (a JSON string decodes to exactly its text).
 """
@@ -39,7 +43,15 @@ from .base import (
     WriteOperation,
 )
 
-__all__ = ["CALL", "FUNCTION", "SLOW_SQLSTATE", "encode_ops", "fits", "outcomes"]
+__all__ = [
+    "CALL",
+    "FUNCTION",
+    "SLOW_SQLSTATE",
+    "encode_ops",
+    "fits",
+    "landed_outcomes",
+    "outcomes",
+]
 
 #: The SQLSTATE ``apply_ops`` raises when an op did not win (run the batch op by op).
 SLOW_SQLSTATE = "TL001"
@@ -185,6 +197,27 @@ def fits(prepared: Sequence[tuple[Op, Any]]) -> bool:
         if requires is not None and isinstance(prepared[requires][0], WriteOperation):
             return False
     return True
+
+
+def landed_outcomes(prepared: Sequence[tuple[Op, Any]]) -> list[Any] | None:
+    """The outcomes of a batch that ``fits``, had its ``apply_ops`` call landed, or ``None``.
+
+    Landed means every op won, which gives every outcome (a removal or a release: the
+    entry is gone, as for one such op alone) except a row-less append's (a count
+    comparison, written nowhere): such a batch has ``None`` and runs in ``BEGIN`` …
+    ``COMMIT``, where the function's answer comes before the commit.
+    """
+    out: list[Any] = []
+    for op, _ in prepared:
+        if isinstance(op, CreateCheckpoint):
+            out.append((True, op.record))
+        elif isinstance(op, WriteOperation):
+            out.append(None)
+        elif isinstance(op, AppendEvents) and not op.rows:
+            return None
+        else:
+            out.append(True)
+    return out
 
 
 def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:

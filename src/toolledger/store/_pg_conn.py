@@ -5,9 +5,11 @@ Rules:
 - Connections come from a pool per process (autocommit connections); a process that forks
   gets its own pools, never its parent's sockets. Relaxed writes use a second pool whose
   sessions run with ``synchronous_commit = off`` (no ``SET`` per write).
-- ``read`` runs one statement; ``single`` runs one ``apply`` op as one autocommit statement;
-  ``write`` runs a function inside ``BEGIN`` … ``COMMIT``. A stale pooled connection (the
-  server restarted) is detected on first use: reads and not-yet-begun writes retry once.
+- ``read`` runs one statement; ``statement`` runs one write statement in autocommit (its
+  own implicit transaction: one ``apply`` op, or a whole batch as one ``apply_ops``
+  call); ``write`` runs a function inside ``BEGIN`` … ``COMMIT``. A stale pooled
+  connection (the server restarted) is detected on first use: reads and not-yet-begun
+  writes retry once.
 - A commit that got no answer (``COMMIT``, or a one-statement write) has an unknown outcome.
   ``_read_back`` waits until the server backend that ran it is gone (it may still be
   finishing it), then asks a probe that reads what only that write could have stored.
@@ -214,24 +216,52 @@ class PgConnections:
     def single(self, q: Queries, op: Op, extra: Any, *, durable: bool) -> Any:
         """Run one ``apply`` op as one autocommit statement (one round trip, no BEGIN).
 
-        Every op is a single statement, so it is its own transaction. A statement that got
-        no answer is resolved like a lost COMMIT: landed, its outcome is returned; proven
-        not landed, it is run again once (a stale pooled connection after a restart ends
-        up here too).
+        Every op is a single statement, so it is its own transaction; see ``statement``.
         """
-        details = op_key(op)
+        return self.statement(
+            partial(execute_op, q=q, op=op, extra=extra),
+            durable=durable,
+            probe_fn=partial(probe_one, q=q, op=op, extra=extra),
+            landed=partial(landed_outcome, op),
+            details=op_key(op),
+        )
+
+    def statement(
+        self,
+        fn: Callable[[Cursor[Any]], T],
+        *,
+        durable: bool,
+        probe_fn: Callable[[Cursor[Any]], bool],
+        landed: Callable[[], T],
+        details: Mapping[str, Any],
+        slow: Callable[[], T] | None = None,
+    ) -> T:
+        """Run ``fn`` (one statement: its own implicit transaction) in autocommit.
+
+        A statement that got no answer is resolved like a lost COMMIT: ``probe_fn`` says
+        it landed, ``landed()`` is returned; proven not landed, it is run again once (a
+        stale pooled connection after a restart ends up here too). With ``slow``, an error
+        with ``SLOW_SQLSTATE`` (the statement gave up; nothing of it landed) returns
+        ``slow()``, run once the connection is back in the pool.
+        """
+        lost: psycopg.Error | None
         for attempt in (0, 1):
             with self.connection(durable=durable) as conn, conn.cursor() as cur:
                 backend = conn.info.backend_pid
                 try:
-                    return execute_op(cur, q, op, extra)
+                    return fn(cur)
                 except psycopg.Error as exc:
-                    if not (conn.closed or conn.broken):
+                    if conn.closed or conn.broken:
+                        lost = exc
+                    elif slow is None or exc.sqlstate != SLOW_SQLSTATE:
                         raise map_error(exc, "writing (nothing was written)", details) from exc
-                    lost = exc
-            check = partial(probe_one, q=q, op=op, extra=extra)
-            if self._read_back(lost, backend, check, details):
-                return landed_outcome(op)
+                    else:
+                        lost = None
+            if lost is None:
+                assert slow is not None
+                return slow()
+            if self._read_back(lost, backend, probe_fn, details):
+                return landed()
             if attempt == 1:
                 raise _not_committed(lost, details)
         raise AssertionError("unreachable")  # pragma: no cover

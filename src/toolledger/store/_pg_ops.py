@@ -12,10 +12,10 @@ Rules:
   rendered from ``checkpoint.transitions.TRANSITIONS`` (the labels ``transition_between``
   gives) and the history row is inserted by the same statement. An append advances the
   run's count (a CAS) and inserts its events in one statement.
-- ``probe`` / ``probe_one`` say whether a write whose commit got no answer landed, by
-  reading what only that write could have stored (the history row with the exact record
-  text, the event with the exact hash, the exact entry). They are asked only after the
-  writing backend is gone, so the answer is final.
+- ``probe`` / ``probe_one`` / ``probe_batch`` say whether a write whose commit got no
+  answer landed, by reading what only that write could have stored (the history row with
+  the exact record text, the event with the exact hash, the exact entry). They are asked
+  only after the writing backend is gone, so the answer is final.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ __all__ = [
     "landed_outcome",
     "op_key",
     "probe",
+    "probe_batch",
     "probe_one",
 ]
 
@@ -338,6 +339,22 @@ def probe(
         if isinstance(op, ClaimEffectKey) and outcome and weak is None:
             weak = probe_one(cur, q, op, extra)
     return weak
+
+
+def probe_batch(cur: Cursor[Any], q: Queries, prepared: Sequence[tuple[Op, Any]]) -> bool:
+    """Say whether a batch sent as one ``apply_ops`` statement that got no answer landed.
+
+    Had it landed, every op won (else the function raises and nothing lands) in one
+    transaction: the first create, swap or append with rows decides. A batch of idempotent
+    ops only (effect keys, operation-journal entries) landed when the store is as the batch
+    leaves it, as one such op alone is judged.
+    """
+    for op, extra in prepared:
+        if isinstance(op, (CreateCheckpoint, SwapCheckpoint)) or (
+            isinstance(op, AppendEvents) and op.rows
+        ):
+            return probe_one(cur, q, op, extra)
+    return all(probe_one(cur, q, op, extra) for op, extra in prepared)
 
 
 def landed_outcome(op: Op) -> Any:

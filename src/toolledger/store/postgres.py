@@ -5,11 +5,12 @@ Rules this module keeps:
 - Everything lives in one schema (``schema="toolledger"``); every statement names it, so
   runs and tenants isolate by schema. Tables, columns and orderings mirror ``SQLiteStore``.
 - Connections, transactions and lost commits are ``_pg_conn``'s: per-process pools of
-  autocommit connections; one ``apply`` op is one autocommit statement, several run in
-  ``BEGIN`` … ``COMMIT`` as one call of the ``apply_ops`` server function (``_pg_batch``),
-  op by op when it gives up; a commit that got no answer is read back once its backend is
-  gone (landed: returned; provably not landed: run again once; unreadable:
-  ``STORE_UNAVAILABLE`` with the key and revision). It never guesses.
+  autocommit connections; one ``apply`` op is one autocommit statement, and so are
+  several, as one call of the ``apply_ops`` server function (``_pg_batch``: its own
+  implicit transaction); op by op in ``BEGIN`` … ``COMMIT`` when it gives up; a commit (or
+  a write statement) that got no answer is read back once its backend is gone (landed:
+  returned; provably not landed: run again once; unreadable: ``STORE_UNAVAILABLE`` with
+  the key and revision). It never guesses.
 - CAS is ``UPDATE … WHERE … AND revision = %s`` plus the row count; creation is
   ``INSERT … ON CONFLICT DO NOTHING`` then a read (``_pg_ops``). No lock is taken for
   correctness; a transaction-scoped advisory lock serialises schema migrations only.
@@ -43,9 +44,9 @@ from ..errors import (
 from . import _pg_search
 from ._pg_approvals import PgApprovals
 from ._pg_batch import CALL as _APPLY_OPS
-from ._pg_batch import encode_ops, fits, outcomes
+from ._pg_batch import encode_ops, fits, landed_outcomes, outcomes
 from ._pg_conn import PgConnections
-from ._pg_ops import Queries, execute_op, op_key, probe
+from ._pg_ops import Queries, execute_op, op_key, probe, probe_batch
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import gated_off, load_record, prepare_ops, status_values
 from ._search import EventQuery
@@ -368,12 +369,25 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             return probe(cur, q, prepared, results)
 
         details = op_key(prepared[0][0]) if prepared else {}
-        return self._db.write(
-            run,
+        fitting = fits(prepared)
+        landed = landed_outcomes(prepared) if fitting and prepared else None
+        if landed is None:
+            return self._db.write(
+                run,
+                durable=durable,
+                probe_fn=check,
+                details=details,
+                fast=fast if fitting else None,
+            )
+        # One autocommit statement (one round trip): all or nothing, read back if lost;
+        # op by op in BEGIN … COMMIT when the function gives up.
+        return self._db.statement(
+            fast,
             durable=durable,
-            probe_fn=check,
+            probe_fn=lambda cur: probe_batch(cur, q, prepared),
+            landed=lambda: landed,
             details=details,
-            fast=fast if fits(prepared) else None,
+            slow=lambda: self._db.write(run, durable=durable, probe_fn=check, details=details),
         )
 
     # -- operation journal -------------------------------------------------------------
