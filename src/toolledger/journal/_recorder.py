@@ -208,6 +208,39 @@ class Recorder:
 
     # -- the event API (the journal seam) --------------------------------------------------
 
+    def _started_event(
+        self,
+        event_id: str,
+        parent_id: str | None,
+        kind: str,
+        name: str | None,
+        stamp: str,
+        justification: str | None,
+        justification_source: str,
+        meta_value: dict[str, Any],
+        content: dict[str, Any],
+        link: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The event dict telemetry and handles see for an event that has just started."""
+        return {
+            "run_id": self.run_id,
+            "event_id": event_id,
+            "parent_id": parent_id,
+            "kind": kind,
+            "name": name,
+            "status": "running",
+            "started_at": stamp,
+            "ended_at": None,
+            "justification": justification,
+            "justification_source": justification_source,
+            "justification_missing": justification is None and justification_source == "model",
+            "meta": {**meta_value, "justification_source": justification_source},
+            "inputs": content.get("inputs"),
+            "outputs": None,
+            "error": None,
+            "checkpoint": link,
+        }
+
     def begin_event(
         self,
         kind: str,
@@ -247,24 +280,18 @@ class Recorder:
             parent = self._parent()
         event_id = new_id()
         missing = justification is None and justification_source == "model"
-        event: dict[str, Any] = {
-            "run_id": self.run_id,
-            "event_id": event_id,
-            "parent_id": parent.event_id if parent else None,
-            "kind": kind,
-            "name": name,
-            "status": "running",
-            "started_at": now(),
-            "ended_at": None,
-            "justification": justification,
-            "justification_source": justification_source,
-            "justification_missing": missing,
-            "meta": {**meta_value, "justification_source": justification_source},
-            "inputs": content.get("inputs"),
-            "outputs": None,
-            "error": None,
-            "checkpoint": link,
-        }
+        event = self._started_event(
+            event_id,
+            parent.event_id if parent else None,
+            kind,
+            name,
+            now(),
+            justification,
+            justification_source,
+            meta_value,
+            content,
+            link,
+        )
         handle = EventHandle(
             self,
             event_id=event_id,

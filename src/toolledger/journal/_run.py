@@ -606,24 +606,18 @@ class Run(Recorder):
             header["justification_missing"] = missing
             self._write(header, content, floats)
             return event_id
-        event: dict[str, Any] = {
-            "run_id": self.run_id,
-            "event_id": event_id,
-            "parent_id": parent_id,
-            "kind": kind,
-            "name": name,
-            "status": "running",
-            "started_at": stamp,
-            "ended_at": None,
-            "justification": justification,
-            "justification_source": justification_source,
-            "justification_missing": missing,
-            "meta": {**meta_value, "justification_source": justification_source},
-            "inputs": content.get("inputs"),
-            "outputs": None,
-            "error": None,
-            "checkpoint": link,
-        }
+        event = self._started_event(
+            event_id,
+            parent_id,
+            kind,
+            name,
+            stamp,
+            justification,
+            justification_source,
+            meta_value,
+            content,
+            link,
+        )
         span: SpanHandle = self._safe_telemetry(
             self.telemetry.event_started,
             event,
