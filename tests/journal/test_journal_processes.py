@@ -5,8 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import time
-from pathlib import Path
+import threading
+from typing import Any
 
 import pytest
 
@@ -36,14 +36,14 @@ def _shared_run(db: str, i: int, barrier) -> None:
     assert not run.errors
 
 
-def _crashing(db: str, ready: str) -> None:
+def _crashing(db: str, ready: Any) -> None:
     run = toolledger.run("will crash", db=db, run_id="crashed")
     run.start()
     step = run.step("long", x=1)
     step.__enter__()
     run.flush()
-    Path(ready).write_text("ready")
-    time.sleep(60)
+    ready.set()
+    threading.Event().wait(60)  # killed long before; the bound only frees a lost child
 
 
 @pytest.mark.slow
@@ -77,14 +77,11 @@ def test_four_processes_journal_into_one_file_nothing_lost(tmp_path, target):
 @pytest.mark.slow
 def test_killed_run_reads_as_interrupted_and_verifies(tmp_path):
     db = str(tmp_path / "crash.db")
-    ready = tmp_path / "ready"
     ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=_crashing, args=(db, str(ready)))
+    ready = ctx.Event()
+    proc = ctx.Process(target=_crashing, args=(db, ready))
     proc.start()
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert time.monotonic() < deadline, "child never became ready"
-        time.sleep(0.01)
+    assert ready.wait(60), "child never became ready"
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(timeout=30)
     view = stored_run(db, "crashed")

@@ -6,12 +6,13 @@ import json
 import multiprocessing
 import os
 import signal
-import time
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,27 +153,25 @@ class TestLoadRun:
         assert (call.checkpoint["call_id"], call.checkpoint["status"]) == ("c1", "delivered")
 
 
-def _crash(db: str, ready: str) -> None:
+def _crash(db: str, ready: Any) -> None:
     run = toolledger.run("will crash", db=db, run_id="crashed")
     run.start()
     step = run.step("long", justification="never ends", x=1)
     step.__enter__()
     run.flush()
-    Path(ready).write_text("ready")
-    time.sleep(60)
+    ready.set()
+    threading.Event().wait(60)  # killed long before; the bound only frees a lost child
 
 
 @pytest.mark.slow
 def test_killed_run_events_are_interrupted_in_every_reader(tmp_path: Path) -> None:
     """A SIGKILLed run's open step reads as ``interrupted`` in load_run, search and export."""
     db = str(tmp_path / "crash.db")
-    ready = tmp_path / "ready"
-    proc = multiprocessing.get_context("spawn").Process(target=_crash, args=(db, str(ready)))
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_crash, args=(db, ready))
     proc.start()
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert time.monotonic() < deadline, "child never became ready"
-        time.sleep(0.01)
+    assert ready.wait(60), "child never became ready"
     os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
     proc.join(timeout=30)
     view = toolledger.load_run(db, "crashed")
