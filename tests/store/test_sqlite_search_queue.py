@@ -117,7 +117,8 @@ class TestSearchQueue:
     ) -> None:
         """A file indexed per transaction is migrated: nothing indexed twice, new writes found."""
         db = tmp_path / "old.db"
-        before = sqlite_module.MIGRATIONS[:-1]
+        queue = next(v for v, name, _ in sqlite_module.MIGRATIONS if name == "search_queue")
+        before = sqlite_module.MIGRATIONS[: queue - 1]  # every migration before the queue's
         for count in (len(before) - 1, len(before)):  # records stored, then indexed by v5
             monkeypatch.setattr(sqlite_module, "MIGRATIONS", before[:count])
             monkeypatch.setattr(sqlite_module, "LATEST_VERSION", before[count - 1][0])
@@ -129,7 +130,7 @@ class TestSearchQueue:
         monkeypatch.undo()
         store = SQLiteStore(db)
         try:
-            assert store.applied_migrations()[-1] == (len(before) + 1, "search_queue")
+            assert (len(before) + 1, "search_queue") in store.applied_migrations()
             old_rows = len(store.read_events(run.run_id))
             assert _indexed_rows(store) == old_rows
             with toolledger.run("Weekly report", db=store) as second:

@@ -133,6 +133,38 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     ),
     (5, "search_index", [create_search_index]),
     (6, "search_queue", [create_search_queue]),
+    (
+        7,
+        "append_only_history",
+        [
+            # History rows are appended in time order to a rowid table (one leaf page at
+            # its end, split cheaply) instead of into a b-tree keyed by random call ids;
+            # the key index keeps each checkpoint's rows together for reads and erasure.
+            """CREATE TABLE checkpoint_history_v7 (
+                id INTEGER PRIMARY KEY,
+                namespace TEXT NOT NULL,
+                call_id TEXT NOT NULL,
+                revision INTEGER NOT NULL,
+                status TEXT NOT NULL,
+                transition TEXT NOT NULL,
+                action TEXT NOT NULL,
+                at TEXT NOT NULL,
+                record TEXT NOT NULL
+            )""",
+            "INSERT INTO checkpoint_history_v7 "
+            "(namespace, call_id, revision, status, transition, action, at, record) "
+            "SELECT namespace, call_id, revision, status, transition, action, at, record "
+            "FROM checkpoint_history ORDER BY namespace, call_id, revision",
+            "DROP TABLE checkpoint_history",
+            "ALTER TABLE checkpoint_history_v7 RENAME TO checkpoint_history",
+            "CREATE UNIQUE INDEX checkpoint_history_key "
+            "ON checkpoint_history (namespace, call_id, revision)",
+            # Every transition moved this index's entry (updated_at changes): one more WAL
+            # page per commit. Listing by namespace is served by the primary key's prefix,
+            # by status (reconcile, retention) by ``checkpoints_reconcile``.
+            "DROP INDEX checkpoints_ns_updated",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
