@@ -51,12 +51,14 @@ __all__ = [
     "check_next",
     "dump_operation",
     "dump_record",
+    "expand_history",
     "gated_off",
     "load_record",
     "parse_stored_time",
     "prepare_op",
     "prepare_ops",
     "status_values",
+    "transition_facts",
     "won",
 ]
 
@@ -105,6 +107,87 @@ def dump_record(record: CheckpointRecord) -> str:
             message=f"checkpoint {ns}/{cid} does not encode as JSON: {exc}",
             details={"namespace": ns, "call_id": cid, "reason": str(exc)},
         ) from exc
+
+
+#: The keys a transition's history row leaves out (SQLite): its columns hold status,
+#: revision and time; the binding, the creation time and the result are left out when
+#: they are those of the revision before (``expand_history`` takes them from there), so
+#: a row carries the transition's facts (fences, times, counts, reason) and the result
+#: only where the transition set it.
+FACTS_OMIT = ("schema_version", "status", "revision", "updated_at")
+FACTS_INHERIT = ("binding", "created_at", "result")
+
+
+def transition_facts(text: str) -> str:
+    """The history text of a transition from ``dump_record``'s ``text``, for a revision
+    whose binding, creation time and result are those of the revision before it.
+
+    ``dump_record`` writes the keys in ``to_dict`` order and nothing before
+    ``execution_fence`` or after ``completed_at`` holds free text, so the first and the
+    last matches are the keys themselves (a quote inside a JSON string is escaped).
+    """
+    start = text.index(',"execution_fence":')
+    result = text.index(',"result":', start)
+    end = text.rindex(',"completed_at":')
+    return "{" + text[start + 1 : result] + text[end:]
+
+
+def _history_doc(text: Any, namespace: str, call_id: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidCheckpointError(
+            message=f"a history row of {namespace}/{call_id} is not valid JSON: {exc}",
+            details={"namespace": namespace, "call_id": call_id, "reason": "history row json"},
+        ) from exc
+    if not isinstance(doc, dict):
+        raise InvalidCheckpointError(
+            message=f"a history row of {namespace}/{call_id} is not a JSON object",
+            details={"namespace": namespace, "call_id": call_id, "reason": "history row json"},
+        )
+    return doc
+
+
+def expand_history(
+    namespace: str, call_id: str, rows: Iterable[tuple[Any, ...]]
+) -> list[tuple[Any, Any, str]]:
+    """Return ``(transition, action, record text)`` of SQLite history rows, in order.
+
+    ``rows`` are ``(transition, action, text, revision, status, at)`` in revision order.
+    A row holding a whole record (it has ``status``: a creation, or a row written before
+    rows held facts) is passed on as stored; a transition's facts are laid over the
+    record before it, with the row's status, revision and time. Every text returned is
+    validated by the caller (``history_entries``) like any stored record.
+
+    Raises:
+        InvalidCheckpointError: ``INVALID_CHECKPOINT`` for a row that is not a JSON object,
+            or facts with no record before them.
+    """
+    out: list[tuple[Any, Any, str]] = []
+    prev: dict[str, Any] | None = None
+    for transition, action, text, revision, status, at in rows:
+        doc = _history_doc(text, namespace, call_id)
+        if "status" in doc:
+            prev = doc
+            out.append((transition, action, text))
+            continue
+        if prev is None:
+            raise InvalidCheckpointError(
+                message=f"the history of {namespace}/{call_id} starts with a transition's "
+                "facts and no record before them",
+                details={"namespace": namespace, "call_id": call_id, "reason": "history gap"},
+            )
+        merged = {**prev, **doc, "status": status, "revision": revision, "updated_at": at}
+        try:
+            merged_text = compact_json(merged)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise InvalidCheckpointError(
+                message=f"a history row of {namespace}/{call_id} does not encode: {exc}",
+                details={"namespace": namespace, "call_id": call_id, "reason": "history row"},
+            ) from exc
+        prev = merged
+        out.append((transition, action, merged_text))
+    return out
 
 
 _BINDING_TEXT: dict[Binding, str] = {}

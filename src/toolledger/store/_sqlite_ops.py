@@ -7,7 +7,9 @@ Rules:
 - Creation is ``INSERT OR IGNORE`` (refused, and rolled back, when a tombstone holds the
   key); CAS is ``UPDATE … WHERE … AND revision = ?`` plus a row-count check, only along a
   legal transition (``transition_between``), with its history row inserted in the same
-  transaction. An append advances the run's count only when it matches (a CAS).
+  transaction: a creation's row holds the record, a transition's its facts
+  (``_facts_sql``: the result, binding and creation time only where they changed). An
+  append advances the run's count only when it matches (a CAS).
 - An effect-key claim is ``INSERT OR IGNORE`` then a read of the holder (won when it is
   the claiming call); a release deletes only the holder's own row.
 - A stored row whose JSON is damaged or disagrees with its columns is quarantined
@@ -22,7 +24,7 @@ from typing import Any
 from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import InvalidCheckpointError, NotFoundError
-from ._rows import load_record
+from ._rows import FACTS_INHERIT, FACTS_OMIT, load_record, transition_facts
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -122,12 +124,14 @@ def create_and_swap(
     if cur.rowcount != 1:
         return None
     name, action = moved
+    same = nxt.binding == rec.binding and nxt.created_at == rec.created_at
+    facts = transition_facts(swap_text) if same and nxt.result is rec.result is None else swap_text
     conn.execute(
         _TWO_HISTORY_ROWS,
         (
             *(ns, cid, rec.revision, rec.status.value, "create_checkpoint", "execute"),
             *(format_time(rec.updated_at), create_text),
-            *(ns, cid, nxt.revision, nxt.status.value, name, action, at, swap_text),
+            *(ns, cid, nxt.revision, nxt.status.value, name, action, at, facts),
         ),
     )
     return ((True, rec), True)
@@ -169,6 +173,22 @@ _AGREES = (
 )
 
 
+def _facts_sql(new: str) -> str:
+    """SQL for the history text of a swap to the record text ``new`` from ``record``.
+
+    ``new`` without the keys the columns hold, and without each of ``FACTS_INHERIT``
+    whose value is the stored record's (removing ``schema_version`` again is the no-op
+    alternative). Only for a ``record`` that is valid JSON.
+    """
+    omit = ", ".join(f"'$.{key}'" for key in FACTS_OMIT)
+    inherit = ", ".join(
+        f"CASE WHEN json_extract(record, '$.{key}') IS json_extract({new}, '$.{key}') "
+        f"THEN '$.{key}' ELSE '$.schema_version' END"
+        for key in FACTS_INHERIT
+    )
+    return f"json_remove({new}, {omit}, {inherit})"
+
+
 def _swap_history_sql(target: Status) -> str:
     """The fast CAS's first statement for ``target``: the history row, from the stored row.
 
@@ -189,7 +209,7 @@ def _swap_history_sql(target: Status) -> str:
         "INSERT INTO checkpoint_history "
         "(namespace, call_id, revision, status, transition, action, at, record) "
         f"SELECT namespace, call_id, ?3, ?4, CASE status {names} END, "
-        f"CASE status {actions} END, ?5, ?6 FROM checkpoints "
+        f"CASE status {actions} END, ?5, {_facts_sql('?6')} FROM checkpoints "
         f"WHERE namespace = ?1 AND call_id = ?2 AND revision = ?7 AND status IN ({sources}) "
         f"AND {_AGREES}"
     )
@@ -238,9 +258,10 @@ def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool
         "json_extract(record, '$.revision') IS revision AND "
         "json_extract(record, '$.status') IS status AND "
         "json_extract(record, '$.binding.namespace') IS namespace AND "
-        "json_extract(record, '$.binding.call_id') IS call_id ELSE 0 END "
-        "FROM checkpoints WHERE namespace = ? AND call_id = ?",
-        (ns, cid),
+        "json_extract(record, '$.binding.call_id') IS call_id ELSE 0 END, "
+        f"CASE WHEN json_valid(record) THEN {_facts_sql('?3')} END "
+        "FROM checkpoints WHERE namespace = ?1 AND call_id = ?2",
+        (ns, cid, extra),
     ).fetchone()
     if row is None or row[1] != op.expected_revision:
         return False
@@ -273,7 +294,7 @@ def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool
     )
     if cur.rowcount != 1:
         return False
-    _history(conn, nxt, name, action.value, extra)
+    _history(conn, nxt, name, action.value, row[3])
     return True
 
 

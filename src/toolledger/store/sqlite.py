@@ -6,7 +6,10 @@ Rules this module keeps:
 - Each thread (and each process: connections are never shared across ``fork``) gets its
   own connection. Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction.
 - CAS is ``UPDATE … WHERE namespace=? AND call_id=? AND revision=?`` plus a row-count
-  check; the history row is inserted in the same transaction.
+  check; the history row is inserted in the same transaction. A creation's row holds the
+  whole record; a transition's row holds its facts (status, revision and time in columns;
+  fences, times, counts, reason in the text) and the binding, creation time and result
+  only where they changed (``_rows.expand_history`` rebuilds each revision's record).
 - Durability: ``durability="full"`` (default) commits durable writes with
   ``synchronous=FULL`` (the WAL is fsync-ed before the commit returns: a claim survives
   power loss before the tool runs) and relaxed writes with ``synchronous=NORMAL``.
@@ -51,7 +54,7 @@ from ..errors import (
 )
 from . import _sqlite_search
 from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from ._rows import gated_off, load_record, prepare_ops, status_values, won
+from ._rows import expand_history, gated_off, load_record, prepare_ops, status_values, won
 from ._search import EventQuery
 from ._sqlcommon import (
     EVENT_COLUMNS,
@@ -542,11 +545,11 @@ class SQLiteStore(ApplyShortcuts):
     def history(self, namespace: str, call_id: str) -> builtins.list[HistoryEntry]:
         """Return every transition of the key in order; see ``Store.history``."""
         rows = self._read(
-            "SELECT transition, action, record FROM checkpoint_history "
+            "SELECT transition, action, record, revision, status, at FROM checkpoint_history "
             "WHERE namespace = ? AND call_id = ? ORDER BY revision",
             (namespace, call_id),
         )
-        return history_entries(namespace, call_id, rows)
+        return history_entries(namespace, call_id, expand_history(namespace, call_id, rows))
 
     # -- batches -----------------------------------------------------------------------
 
