@@ -37,6 +37,12 @@ from ._flow import CallFlow
 from ._flow_state import CANCELLATION, Abandoned, Claim, Execute, Recover, join_claims
 from ._seams import GuardedRun
 
+try:  # the C functions: ``signal``'s wrappers map every handler to an enum (~20 us a call)
+    from _signal import getsignal as _getsignal  # type: ignore[import-not-found,unused-ignore]
+    from _signal import signal as _setsignal  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover (another interpreter)
+    _getsignal, _setsignal = signal.getsignal, signal.signal
+
 __all__ = [
     "ClaimBatcher",
     "DeferSigint",
@@ -241,9 +247,9 @@ class DeferSigint:
     def __enter__(self) -> DeferSigint:
         if threading.current_thread() is threading.main_thread():
             try:
-                old = signal.getsignal(signal.SIGINT)
+                old = _getsignal(signal.SIGINT)
                 if callable(old):
-                    signal.signal(signal.SIGINT, self._handler)
+                    _setsignal(signal.SIGINT, self._handler)
                     self._old = old
             except (ValueError, OSError):  # not the main interpreter
                 self._old = None
@@ -256,7 +262,7 @@ class DeferSigint:
         old, self._old = self._old, None
         if old is None:
             return
-        signal.signal(signal.SIGINT, old)
+        _setsignal(signal.SIGINT, old)
         if self.pending:
             self.pending = False
             old(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt
