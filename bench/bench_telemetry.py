@@ -9,10 +9,12 @@ telemetry share is the whole-call difference, ``(median_on - median_off) / media
 under-count: on a shared machine that thread competes with the call). Configurations run
 interleaved in rounds, so load drift hits each alike; the mean is printed too (span endings
 run in batches on the telemetry thread, so a few calls carry more of their cost than the
-median shows). Then the shape of one call's telemetry: spans, events, attributes. A second
-table times the telemetry hooks alone for one guarded call's worth of spans (no storage),
-and the metric recording of one call (``toolledger.tool.calls`` + ``toolledger.tool.duration``)
-alone.
+median shows). The CPU columns add up the CPU time of the calls' thread and of the telemetry
+thread per call: their difference to off is what telemetry costs in CPU wherever it runs,
+steadier than wall time on a shared machine. Then the shape of one call's telemetry: spans,
+events, attributes. A second table times the telemetry hooks alone for one guarded call's
+worth of spans (no storage), and the metric recording of one call (``toolledger.tool.calls``
++ ``toolledger.tool.duration``) alone, beside a bare SDK histogram measurement.
 
 Configurations:
 - off (API only): no SDK provider anywhere, so ``hooks_for`` returns the no-op hooks (what
@@ -82,10 +84,32 @@ for _name in ("run_started", "event_started"):
     _timed(_spans.OTelTelemetry, _name)
 
 
+_CPU = [0.0]  # CPU seconds of the calls' thread and the telemetry thread in guarded_calls
+
+
+def _thread_cpu() -> float:
+    """CPU seconds so far of this thread and of toolledger's telemetry thread.
+
+    Other threads (the batch processors' exporters of every configuration, the store's
+    checkpointer) are left out: they run whatever configuration is being timed.
+    """
+    from toolledger.telemetry._ender import ENDER
+
+    total = time.thread_time()
+    thread = getattr(ENDER, "_thread", None)
+    if thread is not None and thread.ident is not None:
+        total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return total
+
+
 def guarded_calls(
     db_dir: Path, n: int, provider: Any, exporter: Any = None, meters: Any = None
 ) -> tuple[list[float], list[float]]:
-    """Time ``n`` new guarded calls; return (total, inside telemetry) microseconds per call."""
+    """Time ``n`` new guarded calls; return (total, inside telemetry) microseconds per call.
+
+    Also adds the CPU time of the timed calls, on this thread and the telemetry thread
+    (flushed at the end), to ``_CPU``.
+    """
     from toolledger.telemetry._policy import DEFAULTS
 
     DEFAULTS.meter_provider = meters
@@ -93,8 +117,11 @@ def guarded_calls(
     tool = toolledger.tool("lookup_order", revision="1", execute=lookup, description="d")
     times: list[float] = []
     inside: list[float] = []
+    cpu = 0.0
     with toolledger.run(goal="bench", agent="bench", db=store, tracer_provider=provider) as run:
         for i in range(n + 20):
+            if i == 20:
+                cpu = _thread_cpu()
             _IN_TELEMETRY[0] = 0
             t0 = time.perf_counter_ns()
             run.call(tool, call_id=f"call-{i}", input={"order": i}, justification="bench")
@@ -103,6 +130,8 @@ def guarded_calls(
                 inside.append(_IN_TELEMETRY[0] / 1000)
             if exporter is not None and i % 100 == 0:
                 exporter.clear()  # keep memory flat, like an exporter that ships spans out
+        _spans.flush_spans(30)  # the endings of these calls, on the telemetry thread
+        _CPU[0] += _thread_cpu() - cpu
     store.close()
     DEFAULTS.meter_provider = None
     return times, inside
@@ -134,6 +163,19 @@ def metrics_only(n: int, meters: Any) -> list[float]:
     for i in range(n + 200):
         t0 = time.perf_counter_ns()
         ins.record_tool(attrs, 0.0002)
+        if i >= 200:
+            times.append((time.perf_counter_ns() - t0) / 1000)
+    return times
+
+
+def histogram_floor(n: int, meters: Any) -> list[float]:
+    """Time one bare SDK histogram measurement with the same two attributes (us)."""
+    histogram = meters.get_meter("floor").create_histogram("floor.duration", unit="s")
+    attrs = {"gen_ai.tool.name": "lookup_order", "toolledger.tool.outcome": "executed"}
+    times: list[float] = []
+    for i in range(n + 200):
+        t0 = time.perf_counter_ns()
+        histogram.record(0.0002, attrs)
         if i >= 200:
             times.append((time.perf_counter_ns() - t0) / 1000)
     return times
@@ -256,16 +298,20 @@ def main() -> None:
         rounds = 10  # interleaved, so load drift on a shared machine hits every config alike
         per_round = max(1, args.calls // rounds)
         calls: dict[str, list[float]] = {label: [] for label in configs}
+        cpu: dict[str, float] = dict.fromkeys(configs, 0.0)
         inside: dict[str, list[float]] = {label: [] for label in configs}
         hooks: dict[str, list[float]] = {label: [] for label in configs}
         floor: list[float] = []
         recording: list[float] = []
+        histogram: list[float] = []
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(rounds):
                 for i, (label, (provider, exporter, meters)) in enumerate(configs.items()):
                     db_dir = Path(tmp) / f"{r}-{i}"
                     db_dir.mkdir()
+                    _CPU[0] = 0.0
                     total, tel = guarded_calls(db_dir, per_round, provider, exporter, meters)
+                    cpu[label] += _CPU[0]
                     calls[label] += total
                     inside[label] += tel
                     hooks[label] += hooks_only(per_round * 2, provider)
@@ -273,15 +319,20 @@ def main() -> None:
                         floor += sdk_floor(per_round * 2, provider)
                     if label == "SDK + metrics":
                         recording += metrics_only(per_round * 2, meters)
+                        histogram += histogram_floor(per_round * 2, meters)
                     _spans.flush_spans(30)
                     if exporter is not None:
                         exporter.clear()
         n = per_round * rounds
         print(f"guarded tool calls: {n} new calls per config, SQLite durability=normal")
         print("(share: the whole-call difference; in hooks: time in the hooks on the call's")
-        print("thread)\n")
+        print("thread; cpu: CPU per call of the calls' thread and the telemetry thread)\n")
         head = f"{'telemetry':<26}{'call median':>12}{'p99':>10}{'call - off':>12}"
-        print(head + f"{'share':>8}{'mean':>9}{'mean share':>12}{'in hooks us':>13}")
+        print(
+            head + f"{'share':>8}{'mean':>9}{'mean share':>12}{'in hooks us':>13}{'cpu us':>9}"
+            f"{'cpu - off':>11}"
+        )
+        base_cpu = cpu["off (API only)"] / n * 1e6
         base = statistics.median(calls["off (API only)"])
         base_mean = statistics.fmean(calls["off (API only)"])
         for label, times in calls.items():
@@ -291,7 +342,7 @@ def main() -> None:
             print(
                 f"{label:<26}{med:>12.1f}{pct(times, 0.99):>10.1f}{med - base:>12.1f}"
                 f"{(med - base) / med:>8.1%}{mean:>9.1f}{(mean - base_mean) / mean:>12.1%}"
-                f"{tel:>13.2f}"
+                f"{tel:>13.2f}{cpu[label] / n * 1e6:>9.1f}{cpu[label] / n * 1e6 - base_cpu:>11.1f}"
             )
         provider, exporter, _ = configs["SDK (batch, in-memory)"]
         with tempfile.TemporaryDirectory() as tmp:
@@ -304,9 +355,15 @@ def main() -> None:
             calls["SDK (batch, in-memory)"]
         )
         print(f"\nmetrics, whole-call difference (SDK + metrics - SDK): {extra:.1f} us")
+        extra_cpu = (cpu["SDK + metrics"] - cpu["SDK (batch, in-memory)"]) / n * 1e6
+        print(f"metrics, CPU difference per call (SDK + metrics - SDK): {extra_cpu:.1f} us")
         print(
             f"metrics recording alone, one call (on the telemetry thread): "
             f"median {statistics.median(recording):.2f} us, p99 {pct(recording, 0.99):.2f} us"
+        )
+        print(
+            f"bare SDK histogram.record, 2 attributes: "
+            f"median {statistics.median(histogram):.2f} us, p99 {pct(histogram, 0.99):.2f} us"
         )
         print("\ntelemetry hooks alone, one guarded call's worth (tool span + 3 transitions +")
         print("update + end; the ending itself runs on the telemetry thread), no storage")

@@ -505,6 +505,26 @@ def test_metrics_names_units_and_exact_attributes(recorded: Recorded) -> None:
     }
 
 
+def test_metrics_count_calls_whose_spans_are_not_sampled(tmp_path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    reader = InMemoryMetricReader()
+    toolledger.configure(
+        tracer_provider=TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False),
+        meter_provider=MeterProvider(metric_readers=[reader]),
+    )
+    tool = toolledger.tool("lookup_order", revision="1", execute=lambda i, ctx: {"ok": True})
+    with toolledger.run(goal="g", agent="a", db=tmp_path / "s.db") as run:
+        run.call(tool, call_id="c1", input={"order": 1})
+        run.call(tool, call_id="c1", input={"order": 1})  # replayed
+    calls = _points(reader)["toolledger.tool.calls"][1]
+    assert sorted((sorted(attrs.items()), n) for attrs, n in calls) == [
+        ([("gen_ai.tool.name", "lookup_order"), (a.TL_TOOL_OUTCOME, "executed")], 1),
+        ([("gen_ai.tool.name", "lookup_order"), (a.TL_TOOL_OUTCOME, "replayed")], 1),
+    ]
+
+
 def test_reconcile_queue_gauge_counts_by_status_within_its_bound(tmp_path) -> None:
     from datetime import datetime, timezone
 

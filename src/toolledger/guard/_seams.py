@@ -156,5 +156,5 @@ def report_transition(span: Any, t: Transition, status_from: str | None, won: bo
             expected_revision=t.expected_revision,
             revision=t.next.revision,
             won=won,
-            at=t.next.updated_at.isoformat(),
+            at=t.next.updated_at,  # converted on the telemetry thread, not here
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 __all__ = ["NOOP_TELEMETRY", "NoopSpan", "NoopTelemetry", "SpanHandle", "TelemetryHooks"]
@@ -40,9 +41,13 @@ class SpanHandle(Protocol):
         expected_revision: int,
         revision: int,
         won: bool,
-        at: str | None = None,
+        at: str | datetime | None = None,
     ) -> None:
-        """Record a checkpoint transition (CAS won or lost) as a child span."""
+        """Record a checkpoint transition (CAS won or lost): an event on the span.
+
+        ``at`` is the transition's time (the record's ``updated_at``, a datetime or
+        ISO-8601 text; ``None``: now).
+        """
         ...
 
     def update(self, attributes: Mapping[str, Any]) -> None:

@@ -6,7 +6,8 @@ Rules of this module:
   Without one, every instrument is a no-op.
 - Instruments are created once per meter provider; recording happens on the telemetry
   thread, with the span's ending (never on the thread of a tool call). Counts are
-  toolledger's own tallies behind observable counters, read at each collection.
+  toolledger's own, behind observable counters read at each collection; only that thread
+  writes them, so counting takes no lock.
 - Metric attributes are structural only (tool and model names, outcome, provider, server,
   ``error.type``): never content or intent, whatever the capture policy.
 - The reconcile-queue gauge reads at most ``limit`` checkpoints per status per collection
@@ -57,45 +58,36 @@ METRICS: Mapping[str, tuple[str, str, str]] = {
 }
 #: Statuses the reconcile-queue gauge reports (``completed``: stored, not yet delivered).
 RECONCILE_STATUSES = ("executing", "uncertain", "completed", "delivering")
-_TOOL_OUTCOME_METRIC = a.TL_TOOL_OUTCOME
-#: Attribute sets of tool calls kept built (tool x outcome x error type) at most.
-_MAX_LABEL_SETS = 1024
 _lock = threading.Lock()
 _cache: dict[int, Instruments] = {}
+_PREVENTING = frozenset({a.OUTCOME_REPLAYED, a.OUTCOME_RECOVERED, a.OUTCOME_DEDUPLICATED})
 
 
-class _Tally:
-    """Counts kept by toolledger and read by the SDK at each collection (an observable
-    counter): adding one is a dict update, not the SDK's per-measurement work."""
+class _ToolCount:
+    """One attribute set of tool calls (tool, outcome, error type), bound once: its
+    attributes and the two counts the observable counters report."""
 
-    __slots__ = ("_counts", "_lock")
+    __slots__ = ("calls", "labels", "prevented")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[tuple[tuple[str, Any], ...], int] = {}
-
-    def add(self, labels: tuple[tuple[str, Any], ...]) -> None:
-        with self._lock:
-            self._counts[labels] = self._counts.get(labels, 0) + 1
-
-    def observe(self, options: Any) -> Iterable[metrics.Observation]:
-        with self._lock:
-            counts = list(self._counts.items())
-        return [metrics.Observation(n, dict(labels)) for labels, n in counts]
+    def __init__(self, labels: dict[str, Any]) -> None:
+        self.labels = labels
+        self.calls = 0
+        self.prevented = 0
 
 
 class Instruments:
     """The instruments of one meter provider.
 
     Tool calls and prevented executions are observable counters over toolledger's own
-    tallies (exported exactly like counters); a tool call's attribute set is built once per
-    (tool, outcome, error type) and reused.
+    counts (exported exactly like counters, read by the SDK at each collection). Each
+    (tool, outcome, error type) is bound once to a ``_ToolCount``: counting a call is one
+    dict lookup and an integer increment, without a lock. The counts are written by the
+    telemetry thread only (every recording happens in a span's ending, ``_spans``); a
+    collection reads them from its own thread through a snapshot of the dict's values.
     """
 
     __slots__ = (
-        "_calls",
-        "_labels",
-        "_prevented",
+        "_counts",
         "chat_duration",
         "prevented",
         "token_usage",
@@ -108,57 +100,60 @@ class Instruments:
             _, unit, description = METRICS[name]
             return meter.create_histogram(name, unit=unit, description=description)
 
-        def counter(name: str, tally: _Tally) -> metrics.ObservableCounter:
+        def counter(name: str, callback: Any) -> metrics.ObservableCounter:
             _, unit, description = METRICS[name]
             return meter.create_observable_counter(
-                name, callbacks=[tally.observe], unit=unit, description=description
+                name, callbacks=[callback], unit=unit, description=description
             )
 
-        self._calls = _Tally()
-        self._prevented = _Tally()
-        self._labels: dict[
-            tuple[Any, Any, Any], tuple[tuple[tuple[str, Any], ...], dict[str, Any]]
-        ] = {}
+        self._counts: dict[tuple[Any, Any, Any], _ToolCount] = {}
         self.chat_duration = histogram("gen_ai.client.operation.duration")
         self.token_usage = histogram("gen_ai.client.token.usage")
-        self.tool_calls = counter("toolledger.tool.calls", self._calls)
+        self.tool_calls = counter("toolledger.tool.calls", self._observe_calls)
         self.tool_duration = histogram("toolledger.tool.duration")
-        self.prevented = counter("toolledger.executions.prevented", self._prevented)
+        self.prevented = counter("toolledger.executions.prevented", self._observe_prevented)
 
-    def _tool_labels(
-        self, tool: Any, outcome: Any, error: Any
-    ) -> tuple[tuple[tuple[str, Any], ...], dict[str, Any]]:
+    def _count(self, tool: Any, outcome: Any, error: Any) -> _ToolCount:
         key = (tool, outcome, error)
-        found = self._labels.get(key)
+        found = self._counts.get(key)
         if found is None:
-            pairs = tuple(
-                (k, v)
+            labels = {
+                k: v
                 for k, v in (
                     (a.GEN_AI_TOOL_NAME, tool),
                     (a.TL_TOOL_OUTCOME, outcome),
                     (a.ERROR_TYPE, error),
                 )
                 if v is not None
-            )
-            if len(self._labels) >= _MAX_LABEL_SETS:
-                self._labels.clear()  # bounded: tool names and error types come from callers
-            found = self._labels[key] = (pairs, dict(pairs))
+            }
+            found = self._counts[key] = _ToolCount(labels)
         return found
 
-    def record_tool(self, attrs: Mapping[str, Any], seconds: float | None) -> None:
-        """Count one tool call (and its duration) by outcome; count prevented executions."""
-        outcome = attrs.get(a.TL_TOOL_OUTCOME)
-        tool = attrs.get(a.GEN_AI_TOOL_NAME, attrs.get(a.TL_TOOL_NAME))
-        pairs, labels = self._tool_labels(tool, outcome, attrs.get(a.ERROR_TYPE))
-        self._calls.add(pairs)
+    def _observe_calls(self, options: Any) -> Iterable[metrics.Observation]:
+        counts = list(self._counts.values())
+        return [metrics.Observation(c.calls, dict(c.labels)) for c in counts if c.calls]
+
+    def _observe_prevented(self, options: Any) -> Iterable[metrics.Observation]:
+        counts = list(self._counts.values())
+        return [metrics.Observation(c.prevented, dict(c.labels)) for c in counts if c.prevented]
+
+    def tool(self, tool: Any, outcome: Any, error: Any, seconds: float | None) -> None:
+        """Count one tool call (and its duration) by outcome; count a prevented execution."""
+        count = self._count(tool, outcome, error)
+        count.calls += 1
         if seconds is not None:
-            self.tool_duration.record(seconds, labels)
-        if outcome in (a.OUTCOME_REPLAYED, a.OUTCOME_RECOVERED, a.OUTCOME_DEDUPLICATED):
-            self._prevented.add(self._tool_labels(tool, outcome, None)[0])
+            self.tool_duration.record(seconds, count.labels)
+        if outcome in _PREVENTING:
+            (count if error is None else self._count(tool, outcome, None)).prevented += 1
+
+    def record_tool(self, attrs: Mapping[str, Any], seconds: float | None) -> None:
+        """Count one tool call from a span's final raw attributes (see ``tool``)."""
+        tool = attrs.get(a.GEN_AI_TOOL_NAME, attrs.get(a.TL_TOOL_NAME))
+        self.tool(tool, attrs.get(a.TL_TOOL_OUTCOME), attrs.get(a.ERROR_TYPE), seconds)
 
     def record_denied(self, tool: Any) -> None:
         """Count a call an approval denied (it never ran)."""
-        self._calls.add(self._tool_labels(tool, a.OUTCOME_DENIED, None)[0])
+        self._count(tool, a.OUTCOME_DENIED, None).calls += 1
 
     def record_chat(self, attrs: Mapping[str, Any], seconds: float | None) -> None:
         """Record a model call's duration and token usage (the conventions' client metrics)."""

@@ -389,13 +389,14 @@ def _chat_end(event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_start_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
+def event_start_attributes(event: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
     """Raw attributes of an event span at its start (sampling-relevant ones included).
 
     A tool call starts with only toolledger's attributes: whether it is an execution is
-    known when it ends (``finish``).
+    known when it ends (``finish``). ``kind``: the event's span type, when already known.
     """
-    kind = event_type(event.get("kind"))
+    if kind is None:
+        kind = event_type(event.get("kind"))
     event_id = event.get("event_id")
     if kind == "execute_tool":
         return {
@@ -520,10 +521,10 @@ def update_attributes(facts: Mapping[str, Any]) -> dict[str, Any]:
         for key, name in _CHECKPOINT_LINK.items():
             if cp.get(key) is not None:
                 out[name] = cp[key]
-    for key, name in FACT_KEYS.items():
-        value = facts.get(key)
-        if value is not None:
-            out[name] = value
+    for key, value in facts.items():
+        fact = FACT_KEYS.get(key)
+        if fact is not None and value is not None:
+            out[fact] = value
     return out
 
 
@@ -559,7 +560,15 @@ def transition_event(
         attrs[a.TL_CHECKPOINT_STATUS_FROM] = status_from
         attrs[a.TL_CHECKPOINT_EXPECTED_REVISION] = expected_revision
         attrs[a.TL_CHECKPOINT_CAS] = a.CAS_LOST
-    return span_name("checkpoint", name), attrs
+    label = _TRANSITION_LABELS.get(name)
+    if label is None:
+        label = span_name("checkpoint", name)
+        if type(name) is str and len(_TRANSITION_LABELS) < 64:  # the table's few names
+            _TRANSITION_LABELS[name] = label
+    return label, attrs
+
+
+_TRANSITION_LABELS: dict[str, str] = {}
 
 
 def transition_times(times: list[int | None], start: int, end: int) -> list[int]:

@@ -14,7 +14,7 @@ Rules of this module:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import attributes as a
@@ -79,6 +79,27 @@ _IO: Mapping[str, tuple[str | None, str | None, str]] = {
     "approval": (a.TL_TOOL_NAME, a.TL_APPROVAL_OUTCOME, a.MIME_TEXT),
     "note": (a.TL_NOTE_TEXT, None, a.MIME_TEXT),
 }
+
+
+def _metadata_encoder() -> Callable[[Mapping[str, Any]], str]:
+    """``json.dumps(meta, ensure_ascii=False, default=str)`` without a C encoder per call.
+
+    ``JSONEncoder.encode`` builds one per call; metadata is a flat mapping of attribute
+    values (never a cycle), so one encoder made once, without cycle markers, writes the
+    same text.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
+        return json.JSONEncoder(ensure_ascii=False, default=str).encode
+    encode = make(None, str, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+    def dumps(meta: Mapping[str, Any]) -> str:
+        return "".join(encode(meta, 0))
+
+    return dumps
+
+
+_METADATA_JSON = _metadata_encoder()
 
 
 def _loads(value: Any) -> Any:
@@ -185,5 +206,5 @@ def project(kind: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
         _llm(attrs, out)
     meta = {name: attrs[key] for name, key in _META_KEYS.get(kind, ()) if key in attrs}
     if meta:
-        out[a.OI_METADATA] = json.dumps(meta, ensure_ascii=False, default=str)
+        out[a.OI_METADATA] = _METADATA_JSON(meta)
     return out

@@ -139,7 +139,10 @@ class Policy:
                 if self.capture_content:
                     out[key] = self._cut(value if isinstance(value, str) else to_json_text(value))
             elif self.capture_intent:  # intent text
-                out[key] = self._cut(_coerce(value))
+                if type(value) is str and len(value) <= self.max_chars:
+                    out[key] = value
+                else:
+                    out[key] = self._cut(_coerce(value))
         if self.redact is None or not out:
             return out
         try:
@@ -183,13 +186,16 @@ def resolve_policy(
     )
 
 
+_JSON_TEXT = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str
+).encode
+
+
 def to_json_text(value: Any) -> str:
     """Serialise ``value`` as compact JSON with sorted keys, as the store keeps it (so live
     and re-exported spans agree); non-JSON values become strings."""
     try:
-        return json.dumps(
-            value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str
-        )
+        return _JSON_TEXT(value)
     except (TypeError, ValueError):
         return str(value)
 

@@ -25,8 +25,10 @@ Rules of this module:
   the Logs API, in the approval span's context. Metrics are recorded with each ending.
 - A span is *started* on the caller's thread (the SDK runs samplers and processors'
   ``on_start`` there, and the ids the journal stores come from it) and *ended* on
-  toolledger's telemetry thread (``_ender``): final attributes, status and ``end()``, so a
-  processor's ``on_end`` or a synchronous exporter never runs on the thread of a tool call.
+  toolledger's telemetry thread (``_ender``): final attributes, events, status, ``end()``
+  and metrics, so a processor's ``on_end`` or a synchronous exporter never runs on the
+  thread of a tool call. The caller's thread only notes what the span is told
+  (transitions, facts, the final event's top level): building attributes is the ending's.
   Always, even for a ``BatchSpanProcessor`` whose ``on_end`` never blocks: ending inline
   was measured slower for the call (``bench/bench_telemetry.py``), because the telemetry
   thread's work overlaps the call's commits, which release the GIL.
@@ -39,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -126,10 +129,10 @@ class _Activation:
 
 
 #: A transition as the caller reported it: name, status from, status to, expected
-#: revision, revision, won, and its time (ISO-8601, or ns when the span saw it): the event
-#: is built on the telemetry thread.
+#: revision, revision, won, and its time (a datetime or ISO-8601 text, or ns when the span
+#: saw it): the event is built on the telemetry thread.
 Transition = tuple[str, Any, Any, int, int, bool, Any]
-_MISSING = object()
+_TOOL_SPANS = frozenset({"execute_tool", "replay_tool", "recover_tool"})
 
 
 def _seconds(start: int | None, end: int | None) -> float | None:
@@ -164,139 +167,28 @@ def decision_record(attrs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-class _Ending:
-    """One span's ending, run on the telemetry thread: name, attributes, events, status, end."""
-
-    __slots__ = (
-        "_end",
-        "_kind",
-        "_policy",
-        "_raw",
-        "_signals",
-        "_span",
-        "_start",
-        "_started",
-        "_status",
-        "_transitions",
-    )
-
-    def __init__(
-        self,
-        span: trace.Span,
-        kind: str,
-        policy: Policy,
-        raw: Mapping[str, Any],
-        status: Status | None,
-        times: tuple[int | None, int | None],
-        transitions: list[Transition],
-        signals: Signals,
-        started: Mapping[str, Any],
-    ) -> None:
-        self._span = span
-        self._started = started
-        self._kind = kind
-        self._policy = policy
-        self._raw = raw
-        self._status = status
-        self._start, self._end = times
-        self._transitions = transitions
-        self._signals = signals
-
-    def __call__(self) -> None:
-        try:
-            span = self._span
-            final, raw = _model.finish(self._kind, self._raw)
-            end = self._end
-            if span.is_recording():
-                if final != self._kind:
-                    name = getattr(span, "name", None)
-                    if isinstance(name, str) and name.startswith("execute_tool"):
-                        span.update_name(_model.span_name(final, name[len("execute_tool ") :]))
-                attrs = self._policy.apply(raw)
-                if self._policy.openinference:
-                    attrs.update(_openinference.project(final, attrs))
-                started = self._started
-                changed = {
-                    k: v
-                    for k, v in attrs.items()
-                    if type(started.get(k, _MISSING)) is not type(v) or started[k] != v
-                }  # what the span got at its start is not set (and checked by the SDK) again
-                if changed:
-                    span.set_attributes(changed)
-                if self._transitions and self._start is not None:
-                    end = self._events(span, self._start, end)
-                if self._status is not None:
-                    span.set_status(self._status)
-                if final == "approval":
-                    self._decision(span, attrs)
-            span.end(end_time=end)
-            self._record(final, raw)
-        except Exception as exc:
-            report("end", exc)
-
-    def _events(self, span: trace.Span, start: int, end: int | None) -> int | None:
-        stop = end if end is not None else time.time_ns()
-        found = [at if type(at) is int else _model.time_ns(at) for *_, at in self._transitions]
-        times = _model.transition_times(found, start, stop)
-        apply = self._policy.apply
-        for (name, src, dst, expected, revision, won, _), at in zip(
-            self._transitions, times, strict=True
-        ):
-            label, attrs = _model.transition_event(
-                name=name,
-                status_from=src,
-                status_to=dst,
-                expected_revision=expected,
-                revision=revision,
-                won=won,
-            )
-            span.add_event(label, apply(attrs), timestamp=at)
-        return max(stop, times[-1]) if times else end
-
-    def _decision(self, span: trace.Span, attrs: Mapping[str, Any]) -> None:
-        logger = self._signals.logger
-        if logger is None:
-            return
-        try:
-            logger.emit(
-                event_name=a.EVENT_TOOL_CALL_DECISION,
-                body=f"tool call {attrs.get(a.TL_APPROVAL_OUTCOME)}",
-                attributes=decision_record(attrs),
-                context=trace.set_span_in_context(span),
-                timestamp=self._end,
-                severity_number=_logs.SeverityNumber.INFO,
-            )
-        except Exception as exc:
-            report("decision log record", exc)
-
-    def _record(self, final: str, raw: Mapping[str, Any]) -> None:
-        ins = self._signals.instruments
-        if ins is None:
-            return
-        seconds = _seconds(self._start, self._end)
-        if final in ("execute_tool", "replay_tool", "recover_tool"):
-            ins.record_tool(raw, seconds)
-        elif final == "chat":
-            ins.record_chat(raw, seconds)
-        elif final == "approval" and raw.get(a.TL_APPROVAL_OUTCOME) == a.APPROVAL_DENY:
-            ins.record_denied(raw.get(a.TL_TOOL_NAME))
-
-
 class OTelSpan:
-    """A live span for one run or event (implements ``SpanHandle``)."""
+    """A live span for one run or event (implements ``SpanHandle``).
+
+    The caller's thread only starts the span and notes what it is told (transitions and
+    facts, in order, as given); everything else, from the final attributes to ``end()``
+    and the metrics, is the ending's (``_end``), run on the telemetry thread.
+    """
 
     __slots__ = (
         "_context",
         "_ended",
+        "_error",
+        "_event",
         "_kind",
-        "_pending",
+        "_log",
         "_policy",
+        "_recording",
         "_signals",
         "_span",
         "_start",
         "_start_ns",
         "_started",
-        "_transitions",
         "own_id",
         "span_id",
         "trace_id",
@@ -326,17 +218,21 @@ class OTelSpan:
             self.span_id: str | None = format(ctx.span_id, "016x")
         else:
             self.trace_id = self.span_id = None
+        # Nothing the ending needs can change before it: the span is ended there only.
+        self._recording = span.is_recording()
         # What the span was given at its start (set again at the end only if it changed).
         self._started: Mapping[str, Any] = started if started is not None else {}
         self._kind = kind
         self._policy = policy
         self._signals = signals
         self._ended = False
-        # Raw attributes learned after the start; the policy runs once, at the end.
-        self._pending: dict[str, Any] = {}
+        # Transitions (tuples) and facts (dicts) as reported, in order: the policy and
+        # the attributes they make are the ending's.
+        self._log: list[Transition | dict[str, Any]] = []
         self._start: Mapping[str, Any] = start if start is not None else {}
         self._start_ns = start_ns
-        self._transitions: list[Transition] = []
+        self._event: Mapping[str, Any] = {}
+        self._error: BaseException | None = None
 
     @property
     def span(self) -> trace.Span:
@@ -363,30 +259,88 @@ class OTelSpan:
         expected_revision: int,
         revision: int,
         won: bool,
-        at: str | None = None,
+        at: str | datetime | None = None,
     ) -> None:
         """Record a checkpoint transition: a ``checkpoint {name}`` event at the span's end."""
-        try:
-            if not self._span.is_recording():
-                return
-            when = at if at is not None else time.time_ns()
-            self._transitions.append(
-                (name, status_from, status_to, expected_revision, revision, won, when)
+        if self._recording and not self._ended:
+            self._log.append(
+                (
+                    name,
+                    status_from,
+                    status_to,
+                    expected_revision,
+                    revision,
+                    won,
+                    at if at is not None else time.time_ns(),
+                )
             )
-            if won and self._kind == "execute_tool":
-                self._pending[_TL_STATUS] = status_to
-                self._pending[_TL_REVISION] = revision
-        except Exception as exc:
-            report("transition", exc)
 
     def update(self, attributes: Mapping[str, Any]) -> None:
         """Merge facts learned mid-flight (``_model.FACT_KEYS``, ``checkpoint``, ``link``)."""
+        if (self._recording or self._signals.instruments is not None) and not self._ended:
+            try:
+                self._log.append(dict(attributes))
+            except Exception as exc:
+                report("update", exc)
+
+    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
+        """End the span with the event's final form; an error sets status ERROR.
+
+        The event's top level is copied here; its attributes, the policy and ``end()`` are
+        the telemetry thread's. A run's span waits (bounded) for its endings.
+        """
+        if self._ended:
+            return
+        self._ended = True
         try:
-            if not self._span.is_recording():
-                return
-            link = _model.link_ids(attributes)
-            if link is not None:
-                self._span.add_link(
+            self._event = dict(event)
+            self._error = error
+            ENDER.submit(self._end)
+            if self._kind == "invoke_agent":
+                ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
+        except Exception as exc:
+            report("end", exc)
+
+    # -- the ending, on the telemetry thread -----------------------------------------------
+
+    def _end(self) -> None:
+        try:
+            span = self._span
+            event, error = self._event, self._error
+            ended = end = _model.time_ns(event.get("ended_at"))
+            if self._recording or self._signals.instruments is not None:
+                final, raw, status, transitions = self._final(span, event, error)
+                if self._recording:  # the events may move the end a little (transition_times)
+                    end = self._apply(span, final, raw, status, transitions, ended)
+                span.end(end_time=end)
+                self._record(final, raw, ended)
+            else:
+                span.end(end_time=end)
+        except Exception as exc:
+            report("end", exc)
+        finally:  # the handle may outlive its span: keep nothing of the ending alive
+            self._log = []
+            self._event = self._start = self._started = {}
+            self._error = None
+
+    def _final(
+        self, span: trace.Span, event: Mapping[str, Any], error: BaseException | None
+    ) -> tuple[str, dict[str, Any], Status | None, list[Transition]]:
+        """The span's final type, raw attributes, status and transitions."""
+        kind = self._kind
+        pending: dict[str, Any] = {}
+        transitions: list[Transition] = []
+        for entry in self._log:
+            if type(entry) is tuple:
+                transitions.append(entry)
+                if entry[5] and kind == "execute_tool":  # won: the call's status so far
+                    pending[_TL_STATUS] = entry[2]
+                    pending[_TL_REVISION] = entry[4]
+                continue
+            assert isinstance(entry, dict)
+            link = _model.link_ids(entry)
+            if link is not None and self._recording:
+                span.add_link(
                     SpanContext(
                         trace_id=int(link[0], 16),
                         span_id=int(link[1], 16),
@@ -394,55 +348,111 @@ class OTelSpan:
                         trace_flags=TraceFlags(TraceFlags.SAMPLED),
                     )
                 )
-            self._pending.update(_model.update_attributes(attributes))
-        except Exception as exc:
-            report("update", exc)
-
-    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
-        """End the span with the event's final form; an error sets status ERROR.
-
-        What the event says is read here; the policy, the attributes and ``end()`` run on
-        the telemetry thread. A run's span waits (bounded) for its endings.
-        """
-        if self._ended:
-            return
-        self._ended = True
-        try:
-            span = self._span
-            status: Status | None = None
-            raw: dict[str, Any] = dict(self._start)
-            if span.is_recording():
-                if self._kind == "invoke_agent":
-                    end = _model.run_end_attributes(event)
-                else:
-                    end = _model.event_end_attributes(event)
-                for key, value in end.items():  # the final event fills gaps, never overrides
-                    if value is not None and self._pending.get(key) is None:
-                        raw[key] = value
-                raw.update(self._pending)
-                if _model.is_error(event, error):
-                    raw[ERROR_TYPE] = _model.error_type(event, error)
-                    status = Status(
-                        StatusCode.ERROR,
-                        _model.status_description(event, error, self._policy.capture_content),
-                    )
-            end_ns = _model.time_ns(event.get("ended_at"))
-            ending = _Ending(
-                span,
-                self._kind,
-                self._policy,
-                raw,
-                status,
-                (self._start_ns, end_ns),
-                self._transitions,
-                self._signals,
-                self._started,
+            pending.update(_model.update_attributes(entry))
+        raw: dict[str, Any] = dict(self._start)
+        if kind == "invoke_agent":
+            learned = _model.run_end_attributes(event)
+        else:
+            learned = _model.event_end_attributes(event)
+        for key, value in learned.items():  # the final event fills gaps, never overrides
+            if value is not None and pending.get(key) is None:
+                raw[key] = value
+        raw.update(pending)
+        status: Status | None = None
+        if _model.is_error(event, error):
+            raw[ERROR_TYPE] = _model.error_type(event, error)
+            status = Status(
+                StatusCode.ERROR,
+                _model.status_description(event, error, self._policy.capture_content),
             )
-            ENDER.submit(ending)
-            if self._kind == "invoke_agent":
-                ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
+        final, raw = _model.finish(kind, raw)
+        return final, raw, status, transitions
+
+    def _apply(
+        self,
+        span: trace.Span,
+        final: str,
+        raw: dict[str, Any],
+        status: Status | None,
+        transitions: list[Transition],
+        ended: int | None,
+    ) -> int | None:
+        """Set the final name, attributes, events and status; return the end time."""
+        policy = self._policy
+        if final != self._kind:
+            name = getattr(span, "name", None)
+            if isinstance(name, str) and name.startswith("execute_tool"):
+                span.update_name(_model.span_name(final, name[len("execute_tool ") :]))
+        attrs = policy.apply(raw)
+        if policy.openinference:
+            attrs.update(_openinference.project(final, attrs))
+        changed = dict(attrs)
+        for key, value in self._started.items():
+            # what the span got at its start is not set (and checked by the SDK) again
+            if key in changed and type(changed[key]) is type(value) and changed[key] == value:
+                del changed[key]
+        if changed:
+            span.set_attributes(changed)
+        end = ended
+        if transitions and self._start_ns is not None:
+            end = self._events(span, transitions, self._start_ns, ended)
+        if status is not None:
+            span.set_status(status)
+        if final == "approval":
+            self._decision(span, attrs, ended)
+        return end
+
+    def _events(
+        self, span: trace.Span, transitions: list[Transition], start: int, end: int | None
+    ) -> int:
+        stop = end if end is not None else time.time_ns()
+        found = [at if type(at) is int else _model.time_ns(at) for *_, at in transitions]
+        times = _model.transition_times(found, start, stop)
+        policy = self._policy
+        for (name, src, dst, expected, revision, won, _), at in zip(
+            transitions, times, strict=True
+        ):
+            label, attrs = _model.transition_event(
+                name=name,
+                status_from=src,
+                status_to=dst,
+                expected_revision=expected,
+                revision=revision,
+                won=won,
+            )
+            if policy.redact is not None or type(dst) is not str or type(revision) is not int:
+                attrs = policy.apply(attrs)  # else: what apply would return, as it is
+            span.add_event(label, attrs, timestamp=at)
+        return max(stop, times[-1]) if times else stop
+
+    def _decision(self, span: trace.Span, attrs: Mapping[str, Any], end: int | None) -> None:
+        logger = self._signals.logger
+        if logger is None:
+            return
+        try:
+            logger.emit(
+                event_name=a.EVENT_TOOL_CALL_DECISION,
+                body=f"tool call {attrs.get(a.TL_APPROVAL_OUTCOME)}",
+                attributes=decision_record(attrs),
+                context=trace.set_span_in_context(span),
+                timestamp=end,
+                severity_number=_logs.SeverityNumber.INFO,
+            )
         except Exception as exc:
-            report("end", exc)
+            report("decision log record", exc)
+
+    def _record(self, final: str, raw: Mapping[str, Any], end: int | None) -> None:
+        ins = self._signals.instruments
+        if ins is None:
+            return
+        seconds = _seconds(self._start_ns, end)
+        if final in _TOOL_SPANS:
+            tool = raw.get(a.GEN_AI_TOOL_NAME, raw.get(a.TL_TOOL_NAME))
+            ins.tool(tool, raw.get(a.TL_TOOL_OUTCOME), raw.get(ERROR_TYPE), seconds)
+        elif final == "chat":
+            ins.record_chat(raw, seconds)
+        elif final == "approval" and raw.get(a.TL_APPROVAL_OUTCOME) == a.APPROVAL_DENY:
+            ins.record_denied(raw.get(a.TL_TOOL_NAME))
 
 
 class OTelTelemetry:
@@ -486,7 +496,7 @@ class OTelTelemetry:
         try:
             kind = _model.event_type(event.get("kind"))
             name_kind = str(event.get("kind")) if kind == "other" else kind
-            raw = _model.event_start_attributes(event)
+            raw = _model.event_start_attributes(event, kind)
             if kind in ("execute_tool", "chat") and self._context:
                 raw.update(self._context)
             return self._start(
