@@ -17,6 +17,7 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_execution, create_checkpoint
+from toolledger.errors import ApprovalDeniedError, CheckpointError
 
 from .._pg_dsn import pg_dsn_or_skip
 
@@ -120,3 +121,37 @@ def test_call_postgres_racing_processes_execute_once(pg: tuple[str, str], tmp_pa
     assert outcomes.count("new") == 1
     assert set(outcomes) <= {"new", "replayed", "OUTCOME_UNKNOWN"}
     assert len((tmp_path / "effects.log").read_text().split()) == 1
+
+
+def test_call_postgres_first_read_brings_the_stored_approval(
+    pg: tuple[str, str], pg_run, effects
+) -> None:
+    """One read gives the checkpoint and the approval: a stored denial binds an ungated
+    call, a damaged approval row fails a new call and never a replay."""
+    plain = effects.tool()
+    gated = toolledger.tool(
+        plain.name,
+        revision=plain.revision,
+        execute=lambda inp, ctx: None,
+        approval="always",
+        approver=lambda request: toolledger.Denied(by="ana", reason="no"),
+    )
+    with pytest.raises(ApprovalDeniedError):
+        pg_run.call(gated, call_id="c1", input={"to": "a"})
+    with pytest.raises(ApprovalDeniedError):
+        pg_run.call(plain, call_id="c1", input={"to": "a"})  # no gate: the denial binds
+    first = pg_run.call(plain, call_id="c2", input={"to": "a"})
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(pg[0], autocommit=True) as conn:
+        for cid in ("c2", "c3"):
+            conn.execute(
+                f'INSERT INTO "{pg[1]}".approvals VALUES '
+                "('default', %s, 'pending', 0, '2026-01-01T00:00:00Z', '[damaged')",
+                (cid,),
+            )
+    again = pg_run.call(plain, call_id="c2", input={"to": "a"})
+    assert (again.replayed, again.payload) == (True, first.payload)
+    with pytest.raises(CheckpointError) as caught:
+        pg_run.call(plain, call_id="c3", input={"to": "a"})
+    assert caught.value.code == "INVALID_CHECKPOINT"
+    assert len(effects.executed) == 1

@@ -100,7 +100,14 @@ class GateFlow:
     # -- the flow ---------------------------------------------------------------------
 
     def flow(self) -> Gate:
-        rec = self.store.get(*self.binding.key)
+        # A store that reads both in one round trip (``Store.approval_get``) saves a new
+        # call its second read; the approval then is the one stored with the checkpoint.
+        read_both = getattr(self.store, "get_with_approval", None)
+        first: Callable[[], ApprovalRecord | None] | None = None
+        if read_both is not None:
+            rec, first = read_both(*self.binding.key)
+        else:
+            rec = self.store.get(*self.binding.key)
         if rec is not None:
             decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
         self.checkpoint = rec
@@ -109,7 +116,10 @@ class GateFlow:
             return None  # a replayed or recovered call does not execute: no question
         answer: Any = None
         for _ in range(APPROVAL_ROUNDS):
-            stored = self.store.approval_get(*self.binding.key)
+            if first is not None:
+                stored, first = first(), None
+            else:
+                stored = self.store.approval_get(*self.binding.key)
             if stored is None and self.mode is None:
                 return None  # no gate and no decision stored for the call: proceed
             if stored is not None and stored.binding != self.binding:

@@ -495,6 +495,25 @@ def check_approval_request_and_decision_round_trip(store: Store) -> None:
     assert store.approval_get("ns", "call-1") == decided
 
 
+def check_get_with_approval_reads_what_the_two_reads_do(store: Store) -> None:
+    read_both = getattr(store, "get_with_approval", None)
+    if read_both is None:
+        return  # optional: the guard reads get, then approval_get
+    rec, approval = read_both("ns", "call-1")
+    assert rec is None and approval() is None
+    created = create_checkpoint(_binding(), at=T0)
+    store.create_if_absent(created)
+    rec, approval = read_both("ns", "call-1")
+    assert rec == created and approval() is None
+    pending = _approval()
+    assert store.approval_put(pending, expected_revision=-1)
+    rec, approval = read_both("ns", "call-1")
+    assert rec == store.get("ns", "call-1") == created
+    assert approval() == store.approval_get("ns", "call-1") == pending
+    rec, approval = read_both("ns", "call-2")  # another key's rows are not read
+    assert rec is None and approval() is None
+
+
 def check_approval_list_filters(store: Store) -> None:
     for i, (ns, cid) in enumerate([("a", "c2"), ("b", "c1"), ("a", "c1")]):
         assert store.approval_put(_approval(cid, ns, at=i), expected_revision=-1)

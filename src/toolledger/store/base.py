@@ -548,6 +548,11 @@ class Store(Protocol):
     def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
         """Return the call's approval request/decision, or ``None``.
 
+        A store may also offer ``get_with_approval(namespace, call_id)``, returning
+        ``get``'s record and a function returning what ``approval_get`` returned at the
+        same moment (decoding, and raising, only when called); the guard then reads a
+        call's checkpoint and approval in one round trip.
+
         Raises:
             InvalidCheckpointError: the stored row is damaged (it is left as is).
         """

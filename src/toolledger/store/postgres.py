@@ -30,6 +30,7 @@ import builtins
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from psycopg import Cursor, errors
@@ -42,6 +43,7 @@ from ..errors import (
     UnsupportedSchemaError,
 )
 from . import _pg_search
+from ._approval_record import ApprovalRecord, load_approval
 from ._pg_approvals import PgApprovals
 from ._pg_batch import CALL as _APPLY_OPS
 from ._pg_batch import encode_ops, fits, landed_outcomes, outcomes
@@ -81,6 +83,10 @@ T = TypeVar("T")
 _TEMPLATES = {
     "get": "SELECT record FROM {s}.checkpoints "
     "WHERE namespace = %s AND call_id = %s AND revision >= 0",
+    # A guarded call's first read: its checkpoint and its approval, as of one moment.
+    "get_with_approval": "SELECT (SELECT record FROM {s}.checkpoints "
+    "WHERE namespace = %s AND call_id = %s AND revision >= 0), "
+    "(SELECT record FROM {s}.approvals WHERE namespace = %s AND call_id = %s)",
     "history": "SELECT transition, action, record FROM {s}.checkpoint_history "
     "WHERE namespace = %s AND call_id = %s ORDER BY revision",
     "op_read": "SELECT data FROM {s}.operation_journal WHERE namespace = %s AND call_id = %s",
@@ -293,6 +299,23 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         """Return the stored record or ``None``; see ``Store.get``."""
         rows = self._db.read(self._q["get"], (namespace, call_id))
         return load_record(rows[0][0], namespace, call_id) if rows else None
+
+    def get_with_approval(
+        self, namespace: str, call_id: str
+    ) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]:
+        """Return ``get``'s record and ``approval_get`` as of the same moment, in one read.
+
+        The approval is decoded when the returned function is called (a damaged row then
+        raises as ``approval_get`` does), so a caller that never needs it is never failed
+        by it.
+        """
+        rec_text, approval_text = self._db.read(
+            self._q["get_with_approval"], (namespace, call_id, namespace, call_id)
+        )[0]
+        rec = None if rec_text is None else load_record(rec_text, namespace, call_id)
+        if approval_text is None:
+            return rec, _no_approval
+        return rec, partial(load_approval, approval_text, namespace, call_id)
 
     def list(
         self,
@@ -669,6 +692,10 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             return row is not None and row[0] == text
 
         return self._db.write(write, durable=True, probe_fn=check, details={"run_id": run_id})
+
+
+def _no_approval() -> None:
+    return None
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
