@@ -183,14 +183,16 @@ def test_batch_that_loses_midway_keeps_nothing_of_the_fast_attempt(
         assert [e.seq for e in store.read_events("r1")] == [0]
 
 
+@pytest.mark.parametrize("missing", ["apply_ops_function", "apply_ops_fused_claim"])
 def test_schema_of_the_previous_version_migrates_and_batches(
-    schemas: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+    schemas: Callable[[], str], monkeypatch: pytest.MonkeyPatch, missing: str
 ) -> None:
-    """A database made before the batch function gains it on open; its rows stay readable."""
+    """A database made before the batch function (or its current version) gains it on
+    open; its rows stay readable, and a create with its claim lands as op by op."""
     dsn = pg_dsn_or_skip()
     name = schemas()
-    before = [m for m in postgres.MIGRATIONS if m[1] != "apply_ops_function"]
-    assert len(before) == len(postgres.MIGRATIONS) - 1
+    (version,) = [v for v, n, _ in postgres.MIGRATIONS if n == missing]
+    before = [m for m in postgres.MIGRATIONS if m[0] < version]
     rec = create_checkpoint(_binding("c1"), at=T0)
     with monkeypatch.context() as patch:
         patch.setattr(postgres, "MIGRATIONS", before)
@@ -207,6 +209,11 @@ def test_schema_of_the_previous_version_migrates_and_batches(
             False,
         ]
         assert store.get("ns", "c1") == claim.next
+        fresh = create_checkpoint(_binding("c2"), at=T0)
+        claimed = claim_execution(fresh, attempt_id="a2", at=T0 + timedelta(seconds=1))
+        out = store.apply([CreateCheckpoint(fresh), SwapCheckpoint(0, claimed.next)])
+        assert out == [(True, fresh), True]
+        assert [h.record for h in store.history("ns", "c2")] == [fresh, claimed.next]
 
 
 def test_batch_gated_on_an_operation_write_is_never_run(schemas: Callable[[], str]) -> None:
@@ -222,3 +229,25 @@ def test_batch_gated_on_an_operation_write_is_never_run(schemas: Callable[[], st
         assert out == [None, False]
         assert store.read_events("r1") == []
         assert store.operation_read("ns", "c1") == {"order": 1}
+
+
+def test_create_with_its_claim_writes_the_claimed_row_once(schemas: Callable[[], str]) -> None:
+    """A create and the claim after it are one insert of the claimed row (no update: the
+    row is the table's first tuple), with both history rows, as op by op stores them."""
+    dsn = pg_dsn_or_skip()
+    name = schemas()
+    rec = create_checkpoint(_binding("c1"), at=T0)
+    claim = claim_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=1))
+    with PostgresStore(dsn, schema=name) as store:
+        assert store.apply([CreateCheckpoint(rec), SwapCheckpoint(0, claim.next)]) == [
+            (True, rec),
+            True,
+        ]
+        assert store.get("ns", "c1") == claim.next
+        assert [(h.revision, h.transition) for h in store.history("ns", "c1")] == [
+            (0, "create_checkpoint"),
+            (1, "claim_execution"),
+        ]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        query = sql.SQL("SELECT ctid::text FROM {}.checkpoints").format(sql.Identifier(name))
+        assert conn.execute(query).fetchall() == [("(0,1)",)]

@@ -46,6 +46,7 @@ from .base import (
 __all__ = [
     "CALL",
     "FUNCTION",
+    "FUNCTION_6",
     "SLOW_SQLSTATE",
     "encode_ops",
     "fits",
@@ -59,8 +60,8 @@ SLOW_SQLSTATE = "TL001"
 #: The statement that runs a batch (``{s}``: the schema).
 CALL = "SELECT {s}.apply_ops(%s::jsonb)"
 
-#: The migration step creating the function (``{s}``: the schema).
-FUNCTION = """
+#: Migration 6's function, as it was applied (migrations are never edited; 7 replaces it).
+FUNCTION_6 = """
 CREATE OR REPLACE FUNCTION {s}.apply_ops(ops jsonb) RETURNS int[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -177,6 +178,144 @@ END
 $fn$
 """
 
+#: The migration step creating the current function (``{s}``: the schema): each op is one
+#: statement, and a create with the claim that follows it (``then``) inserts the claimed
+#: row at once, with both history rows (the rows op by op writes, without the update).
+FUNCTION = """
+CREATE OR REPLACE FUNCTION {s}.apply_ops(ops jsonb) RETURNS int[]
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    op jsonb;
+    nxt jsonb;
+    kind text;
+    done int[] := ARRAY[]::int[];
+    n bigint;
+    req int;
+BEGIN
+    FOR op IN SELECT value FROM jsonb_array_elements(ops) WITH ORDINALITY ORDER BY ordinality
+    LOOP
+        req := (op->>'req')::int;
+        IF req IS NOT NULL AND done[req + 1] = 0 THEN
+            RAISE EXCEPTION 'toolledger: a gate did not win' USING ERRCODE = 'TL001';
+        END IF;
+        kind := op->>'k';
+        IF kind = 'create' THEN
+            nxt := coalesce(op->'then', op);
+            WITH ins AS (
+                INSERT INTO {s}.checkpoints
+                    (namespace, call_id, status, revision, tool_name, updated_at, record)
+                SELECT op->>'ns', op->>'cid', coalesce(nxt->>'status', 'ready'),
+                    coalesce((nxt->>'rev')::bigint, 0), op->>'tool', nxt->>'at', nxt->>'rec'
+                WHERE NOT EXISTS (SELECT 1 FROM {s}.tombstones
+                    WHERE namespace = op->>'ns' AND call_id = op->>'cid')
+                ON CONFLICT DO NOTHING RETURNING 1
+            )
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+            SELECT op->>'ns', op->>'cid', 0, 'ready', 'create_checkpoint', 'execute',
+                op->>'at', op->>'rec' FROM ins
+            UNION ALL
+            SELECT op->>'ns', op->>'cid', (nxt->>'rev')::bigint, nxt->>'status',
+                nxt->'edge'->>0, nxt->'edge'->>1, nxt->>'at', nxt->>'rec'
+                FROM ins WHERE op ? 'then';
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n = 0 THEN
+                RAISE EXCEPTION 'toolledger: the key exists' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || 1;
+            IF op ? 'then' THEN
+                done := done || 1;
+            END IF;
+        ELSIF kind = 'swap' THEN
+            WITH o AS (
+                SELECT status FROM {s}.checkpoints
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid'
+                AND revision = (op->>'exp')::bigint
+            ), u AS (
+                UPDATE {s}.checkpoints c SET status = op->>'status',
+                    revision = (op->>'rev')::bigint, updated_at = op->>'at', record = op->>'rec'
+                FROM o
+                WHERE c.namespace = op->>'ns' AND c.call_id = op->>'cid'
+                AND c.revision = (op->>'exp')::bigint AND op->'edges' ? o.status
+                RETURNING op->'edges'->o.status AS edge
+            )
+            INSERT INTO {s}.checkpoint_history
+                (namespace, call_id, revision, status, transition, action, at, record)
+            SELECT op->>'ns', op->>'cid', (op->>'rev')::bigint, op->>'status',
+                u.edge->>0, u.edge->>1, op->>'at', op->>'rec' FROM u;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: CAS lost or no edge' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || 1;
+        ELSIF kind = 'op_write' THEN
+            INSERT INTO {s}.operation_journal (namespace, call_id, data, written_at)
+                VALUES (op->>'ns', op->>'cid', op->>'data', op->>'at')
+                ON CONFLICT (namespace, call_id)
+                DO UPDATE SET data = EXCLUDED.data, written_at = EXCLUDED.written_at;
+            done := done || 1;
+        ELSIF kind = 'op_remove' THEN
+            DELETE FROM {s}.operation_journal
+                WHERE namespace = op->>'ns' AND call_id = op->>'cid';
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := done || n::int;
+        ELSIF kind = 'key_claim' THEN
+            INSERT INTO {s}.effect_keys (namespace, effect_key, call_id, claimed_at)
+                VALUES (op->>'ns', op->>'key', op->>'cid', op->>'at') ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS n = ROW_COUNT;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: the key is held' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || 1;
+        ELSIF kind = 'key_release' THEN
+            DELETE FROM {s}.effect_keys
+                WHERE namespace = op->>'ns' AND effect_key = op->>'key'
+                AND call_id = op->>'cid';
+            GET DIAGNOSTICS n = ROW_COUNT;
+            done := done || n::int;
+        ELSIF kind = 'count' THEN
+            SELECT event_count INTO n FROM {s}.runs WHERE run_id = op->>'rid';
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'toolledger: no such run' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || (n = (op->>'exp')::bigint)::int;
+        ELSIF kind = 'append' THEN
+            WITH r AS (
+                UPDATE {s}.runs SET event_count = (op->>'new')::bigint, head_hash = op->>'head'
+                WHERE run_id = op->>'rid' AND event_count = (op->>'exp')::bigint
+                RETURNING 1
+            ), ev AS (
+                INSERT INTO {s}.events (run_id, seq, event_id, parent_id, kind, name, status,
+                    at, prev_hash, hash, data)
+                SELECT e.run_id, e.seq, e.event_id, e.parent_id, e.kind, e.name, e.status,
+                    e.at, e.prev_hash, e.hash, e.data
+                FROM jsonb_to_recordset(op->'rows') AS e(run_id text, seq bigint,
+                    event_id text, parent_id text, kind text, name text, status text,
+                    at text, prev_hash text, hash text, data text)
+                WHERE EXISTS (SELECT 1 FROM r)
+            ), ix AS (
+                INSERT INTO {s}.event_search (run_id, seq, event_id, tsv)
+                SELECT t.run_id, t.seq, t.event_id, to_tsvector('simple', t.body)
+                FROM jsonb_to_recordset(op->'index') AS t(run_id text, seq bigint,
+                    event_id text, body text)
+                WHERE EXISTS (SELECT 1 FROM r)
+                ON CONFLICT (run_id, seq)
+                DO UPDATE SET tsv = EXCLUDED.tsv, event_id = EXCLUDED.event_id
+            )
+            SELECT count(*) INTO n FROM r;
+            IF n <> 1 THEN
+                RAISE EXCEPTION 'toolledger: the count moved' USING ERRCODE = 'TL001';
+            END IF;
+            done := done || 1;
+        ELSE
+            RAISE EXCEPTION 'toolledger: unknown op %', kind;
+        END IF;
+    END LOOP;
+    RETURN done;
+END
+$fn$
+"""
+
 # The legal edges into each target: {target: {source: [transition, action]}}.
 _EDGES: dict[str, dict[str, list[str]]] = {}
 for _name, _rule in TRANSITIONS.items():
@@ -223,8 +362,12 @@ def landed_outcomes(prepared: Sequence[tuple[Op, Any]]) -> list[Any] | None:
 def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
     """Return the ``apply_ops`` argument (JSON text) of a prepared batch (one that ``fits``)."""
     out: list[dict[str, Any]] = []
-    for op, extra in prepared:
+    fused = False
+    for i, (op, extra) in enumerate(prepared):
         item: dict[str, Any]
+        if fused:  # the claim went with its create
+            fused = False
+            continue
         if isinstance(op, CreateCheckpoint):
             rec = op.record
             item = {
@@ -235,6 +378,10 @@ def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
                 "at": format_time(rec.updated_at),
                 "rec": extra,
             }
+            then = _fused_claim(prepared, i)
+            if then is not None:
+                item["then"] = then
+                fused = True
         elif isinstance(op, SwapCheckpoint):
             nxt = op.next
             item = {
@@ -274,6 +421,37 @@ def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
             item["req"] = requires
         out.append(item)
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] | None:
+    """The ``then`` of the create at ``i`` when the op after it claims what it creates.
+
+    That swap (from revision 0, of the same key, along a legal edge from ``ready``, gated
+    on nothing but the create or the create's own gate) wins exactly when the create does,
+    so one insert of the claimed row stands for both (the function's answer stays one
+    flag per op).
+    """
+    if i + 1 >= len(prepared):
+        return None
+    create, (swap, text) = prepared[i][0], prepared[i + 1]
+    assert isinstance(create, CreateCheckpoint)
+    if not isinstance(swap, SwapCheckpoint) or swap.expected_revision != 0:
+        return None
+    nxt = swap.next
+    edge = _EDGES.get(nxt.status.value, {}).get("ready")
+    if (
+        edge is None
+        or nxt.key != create.record.key
+        or swap.requires not in (None, i, create.requires)
+    ):
+        return None
+    return {
+        "rev": nxt.revision,
+        "status": nxt.status.value,
+        "at": format_time(nxt.updated_at),
+        "rec": text,
+        "edge": edge,
+    }
 
 
 def _append(op: AppendEvents) -> dict[str, Any]:

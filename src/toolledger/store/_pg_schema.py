@@ -20,6 +20,7 @@ from typing import Any, Union
 from psycopg import sql
 
 from ._pg_batch import FUNCTION as _APPLY_OPS_FUNCTION
+from ._pg_batch import FUNCTION_6 as _APPLY_OPS_FUNCTION_6
 from ._pg_search import MIGRATION as _SEARCH_MIGRATION
 from ._pg_search import backfill as _search_backfill
 
@@ -140,7 +141,9 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     ),
     (5, "search_index", [*_SEARCH_MIGRATION, _search_backfill]),
     # One statement per batch (``_pg_batch``): a transaction's ops in one round trip.
-    (6, "apply_ops_function", [_APPLY_OPS_FUNCTION]),
+    (6, "apply_ops_function", [_APPLY_OPS_FUNCTION_6]),
+    # Each op one statement; a create and its claim one insert (``_pg_batch.FUNCTION``).
+    (7, "apply_ops_fused_claim", [_APPLY_OPS_FUNCTION]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
