@@ -12,7 +12,9 @@ Four tables, each from one run with its cases interleaved:
    data-modifying CTEs (the last three are one round trip each).
 3. Latency and client CPU (``time.process_time`` of this process) of ``run.call`` (new),
    ``run.deliver`` and a replayed ``run.call``, on PostgreSQL and on SQLite, batches
-   alternating (the CPU ratio is what a loaded machine leaves comparable).
+   alternating (the CPU ratio is what a loaded machine leaves comparable); on PostgreSQL
+   also the server side: its backends' CPU per call (``/proc``, a local server) and the
+   WAL bytes per call (the server's: exact only when nothing else writes).
 4. Throughput: new guarded calls (call + deliver) per second with 1 and 4 processes on
    PostgreSQL and on SQLite, alternating sides each repetition.
 
@@ -141,10 +143,11 @@ class WireCounter:
                     buf = buf[end:]
 
 
-def _pg(url: str, durability: str, name: str = "bench") -> Any:
+def _pg(url: str, durability: str, name: str = "bench", schema: str | None = None) -> Any:
     from toolledger.store.postgres import PostgresStore
 
-    return PostgresStore(url, application_name=name, max_size=2, durability=durability)
+    options: dict[str, Any] = {} if schema is None else {"schema": schema}
+    return PostgresStore(url, application_name=name, max_size=2, durability=durability, **options)
 
 
 def _tool() -> Any:
@@ -160,12 +163,15 @@ def _noop_post(payload: Any) -> None:
 # -- 1. wire -----------------------------------------------------------------------------
 
 
-def _wire(pg_url: str, durability: str, schema: str) -> None:
+def _wire(dsn: str, durability: str, schema: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
     import toolledger as tl
 
-    proxy = WireCounter()
-    url = f"postgresql://postgres@127.0.0.1:{proxy.port}/test?sslmode=disable&schema={schema}"
-    store = _pg(url, durability)
+    info = conninfo_to_dict(dsn)
+    proxy = WireCounter(str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432))
+    proxied = make_conninfo(dsn, host="127.0.0.1", port=proxy.port, sslmode="disable")
+    store = _pg(proxied, durability, schema=schema)
     tool = _tool()
     rows: dict[str, list[tuple[int, int, int]]] = {"new call": [], "deliver": [], "replay": []}
     with tl.run("bench-wire", db=store, namespace="wire") as run:
@@ -360,13 +366,53 @@ def _floors(dsn: str, schema: str, calls: int, reps: int) -> None:
 # -- 3. latency and client CPU -----------------------------------------------------------
 
 
-def _latency(pg_url: str, durability: str, calls: int, reps: int) -> None:
+class ServerMeter:
+    """The CPU time of one store's server backends and the WAL the server wrote.
+
+    CPU comes from ``/proc`` (a server on this machine, readable by this user; else
+    ``None``), summed over the backends whose ``application_name`` is the store's. The
+    WAL position is the server's, so other sessions' writes count too: exact only on an
+    otherwise idle server.
+    """
+
+    def __init__(self, dsn: str, application_name: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.name = application_name
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def read(self) -> tuple[float | None, int]:
+        """Return (backend CPU seconds or None, WAL insert position in bytes)."""
+        rows = self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.name,)
+        ).fetchall()
+        cpu: float | None = 0.0
+        for (pid,) in rows:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                cpu = None
+                break
+            cpu = (cpu or 0.0) + (int(fields[11]) + int(fields[12])) / self.tick
+        wal = self.conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+        return (cpu if rows else None), int(wal[0]) if wal else 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _latency(dsn: str, pg_url: str, durability: str, calls: int, reps: int) -> None:
     import toolledger as tl
 
     names = ("new call", "deliver", "replay")
+    meter = ServerMeter(dsn, "bench-latency")
+    server: dict[str, list[float]] = {n: [0.0, 0.0] for n in names}  # CPU s, WAL bytes
+    server_cpu = True
     with tempfile.TemporaryDirectory() as tmp:
         stores = {
-            "postgres": _pg(pg_url, durability),
+            "postgres": _pg(pg_url, durability, "bench-latency"),
             "sqlite": tl.open_store(f"sqlite:///{tmp}/latency.db", durability=durability),
         }
         tool = _tool()
@@ -382,6 +428,8 @@ def _latency(pg_url: str, durability: str, calls: int, reps: int) -> None:
             ids = [f"l-{rep}-{i}" for i in range(calls // reps)]
             for name in names:
                 for side, run in runs.items():
+                    if side == "postgres":
+                        s0, w0 = meter.read()
                     c0 = time.process_time()
                     for i, cid in enumerate(ids):
                         t0 = time.perf_counter()
@@ -391,23 +439,39 @@ def _latency(pg_url: str, durability: str, calls: int, reps: int) -> None:
                             run.call(tool, call_id=cid, input={"i": i})
                         lat[side, name].append(time.perf_counter() - t0)
                     cpu[side, name] += time.process_time() - c0
+                    if side == "postgres":
+                        s1, w1 = meter.read()
+                        if s0 is None or s1 is None:
+                            server_cpu = False
+                        else:
+                            server[name][0] += s1 - s0
+                        server[name][1] += w1 - w0
         for run in runs.values():
             run.__exit__(None, None, None)
         for st in stores.values():
             st.close()
+    meter.close()
     print(
         f"latency and client CPU (this process), durability {durability}, {calls} calls per "
-        f"case in {reps} batches, stores alternating"
+        f"case in {reps} batches, stores alternating; PostgreSQL's backend CPU (srv, from "
+        "/proc) and the server's WAL bytes per call"
     )
-    print(f"{'case':<10} {'store':<9} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7} {'cpu/sqlite':>10}")
+    print(
+        f"{'case':<10} {'store':<9} {'p50 us':>8} {'p99 us':>8} {'cpu us':>7} {'cpu/sqlite':>10} "
+        f"{'srv us':>7} {'WAL B':>6}"
+    )
     for name in names:
         for side in stores:
             xs = sorted(lat[side, name])
             per = cpu[side, name] / len(xs)
             ratio = cpu[side, name] / max(cpu["sqlite", name], 1e-9)
+            srv = wal = "-"
+            if side == "postgres":
+                srv = f"{server[name][0] / len(xs) * 1e6:.0f}" if server_cpu else "n/a"
+                wal = f"{server[name][1] / len(xs):.0f}"
             print(
                 f"{name:<10} {side:<9} {statistics.median(xs) * 1e6:>8.0f} "
-                f"{_p99(xs) * 1e6:>8.0f} {per * 1e6:>7.0f} {ratio:>9.2f}x"
+                f"{_p99(xs) * 1e6:>8.0f} {per * 1e6:>7.0f} {ratio:>9.2f}x {srv:>7} {wal:>6}"
             )
     print()
 
@@ -553,11 +617,11 @@ def main() -> None:
         pg_url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
         _pg(pg_url, args.durability).close()  # migrate before timing
         if "wire" in only:
-            _wire(pg_url, args.durability, schema)
+            _wire(dsn, args.durability, schema)
         if "floors" in only:
             _floors(dsn, schema, args.calls, args.reps)
         if "latency" in only:
-            _latency(pg_url, args.durability, args.calls, args.reps)
+            _latency(dsn, pg_url, args.durability, args.calls, args.reps)
         if "throughput" in only:
             procs = [int(p) for p in args.procs.split(",")]
             _throughput(pg_url, args.durability, procs, args.calls, args.reps)
