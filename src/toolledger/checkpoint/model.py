@@ -8,9 +8,11 @@ never silently repaired.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
@@ -38,6 +40,7 @@ __all__ = [
     "is_known_valid",
     "parse_time",
     "remember_valid",
+    "replaced_record",
 ]
 
 SCHEMA_VERSION = 1
@@ -330,6 +333,28 @@ class CheckpointRecord(_WeakReferenceable):
         from .validate import validate_checkpoint
 
         return validate_checkpoint(data, max_payload_bytes=max_payload_bytes)
+
+
+# ``dataclasses.replace`` builds a keyword dict of every field and runs ``__init__``
+# (frozen: ``object.__setattr__`` per field); the slots' own descriptors copy a record at
+# about half the cost. A record has no ``__post_init__``: nothing is skipped. Every
+# transition builds one or two, and every read of a proven stored text one.
+_SLOTS = tuple(
+    (f.name, vars(CheckpointRecord)[f.name].__get__, vars(CheckpointRecord)[f.name].__set__)
+    for f in dataclasses.fields(CheckpointRecord)
+)
+_FIELD_NAMES = frozenset(name for name, _, _ in _SLOTS)
+_new_record = object.__new__
+
+
+def replaced_record(rec: CheckpointRecord, changes: Mapping[str, Any]) -> CheckpointRecord:
+    """``dataclasses.replace(rec, **changes)`` for a record (the same fields checked)."""
+    if not changes.keys() <= _FIELD_NAMES:
+        raise TypeError(f"not CheckpointRecord fields: {sorted(changes.keys() - _FIELD_NAMES)}")
+    out: CheckpointRecord = _new_record(CheckpointRecord)
+    for name, get, set_ in _SLOTS:
+        set_(out, changes[name] if name in changes else get(rec))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

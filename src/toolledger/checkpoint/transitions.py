@@ -18,7 +18,6 @@ evidence ``"journal-empty"`` (the operation journal proves the failure was pre-e
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -43,6 +42,7 @@ from .model import (
     check_time,
     is_known_valid,
     remember_valid,
+    replaced_record,
 )
 from .validate import validate_checkpoint
 
@@ -396,9 +396,10 @@ def _check_fence(held: str | None, claimed: str, kind: str, rec: CheckpointRecor
 
 def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> Transition:
     rule = TRANSITIONS[name]
-    nxt = dataclasses.replace(
-        rec, status=rule.target, revision=rec.revision + 1, updated_at=when, **changes
-    )
+    changes["status"] = rule.target
+    changes["revision"] = rec.revision + 1
+    changes["updated_at"] = when
+    nxt = replaced_record(rec, changes)
     # Valid by construction (a valid record, checked arguments, the table's move). Its
     # result payload is private when it is new or comes from a known-valid record.
     if "result" in changes or rec.result is None or is_known_valid(rec):

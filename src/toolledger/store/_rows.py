@@ -31,6 +31,7 @@ from ..checkpoint.model import (
     format_time,
     parse_time,
     remember_valid,
+    replaced_record,
 )
 from ..checkpoint.validate import validate_checkpoint, validate_stored
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
@@ -258,24 +259,8 @@ class _Proven:
         rec = hit[1]
         if rec.result is None:
             return rec  # every field of a payload-free record is immutable
-        return remember_valid(
-            CheckpointRecord(
-                schema_version=rec.schema_version,
-                binding=rec.binding,
-                status=rec.status,
-                revision=rec.revision,
-                created_at=rec.created_at,
-                updated_at=rec.updated_at,
-                execution_fence=rec.execution_fence,
-                execution_claimed_at=rec.execution_claimed_at,
-                uncertain_reason=rec.uncertain_reason,
-                result=Result(payload=copy_json(hit[2]), is_error=rec.result.is_error),
-                completed_at=rec.completed_at,
-                delivery_fence=rec.delivery_fence,
-                delivery_attempts=rec.delivery_attempts,
-                delivered_at=rec.delivered_at,
-            )
-        )
+        payload = Result(payload=copy_json(hit[2]), is_error=rec.result.is_error)
+        return remember_valid(replaced_record(rec, {"result": payload}))
 
 
 _PROVEN = _Proven()
