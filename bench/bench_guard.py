@@ -21,7 +21,11 @@ Columns: median and p99 in microseconds, commits and fsync-ed commits per call, 
 ratio to the raw floor's median. A second table counts, outside the timed cases, the SQL
 statements one call sends (``set_trace_callback``; top-level statements, BEGIN/COMMIT
 included, FTS5's internal ones and trigger programs not) and the WAL pages it writes (the
-``-wal`` file's growth with auto-checkpoints off for the count, divided by the frame size).
+``-wal`` file's growth with auto-checkpoints off for the count, divided by the frame size),
+and which b-tree each written page belongs to (the frames' page numbers, named by SQLite's
+``dbstat``; ``?`` for a page no b-tree holds at the end, e.g. freed).
+``--profile N`` runs N new calls (durability ``normal``) under cProfile instead and prints
+the functions that take the most time.
 Targets: new call at ``normal`` <= 100 us (p99 <= 1 ms), <= 6 statements and <= 10 WAL
 pages per new call; replayed call <= 25 us; at ``full``, see ``bench_peers.py`` (the raw
 two-commit floor and the peers, in one run).
@@ -33,9 +37,13 @@ asserted by the test suite.
 from __future__ import annotations
 
 import argparse
+import collections
+import cProfile
 import os
+import pstats
 import sqlite3
 import statistics
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -239,7 +247,7 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
 COUNTED = 20
 
 
-def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, float, float]]:
+def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, float, float, str]]:
     """Statements and WAL pages per call of a new call, a replay, a deliver (untimed)."""
     conn = store._conn()
     (page_size,) = conn.execute("PRAGMA page_size").fetchone()
@@ -269,6 +277,7 @@ def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, floa
         conn.set_trace_callback(None)
         run.flush()  # a replay's buffered records are written by the flush policy: count them
         pages = wal.stat().st_size / (page_size + 24) if wal.exists() else 0.0
+        trees = _pages_by_btree(conn, wal, page_size)
         conn.execute(f"PRAGMA wal_autocheckpoint = {autockpt}")
         # Python's trace reports a trigger's program as its statement again: count it once.
         top = [
@@ -276,16 +285,60 @@ def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, floa
             for i, s in enumerate(statements)
             if not s.startswith("--") and (i == 0 or s != statements[i - 1])
         ]
-        out.append((case, len(top) / COUNTED, pages / COUNTED))
+        by_tree = ", ".join(f"{name} {n / COUNTED:.1f}" for name, n in trees.most_common())
+        out.append((case, len(top) / COUNTED, pages / COUNTED, by_tree))
     if ckpt is not None:
         ckpt.every = every
     return out
 
 
+def _pages_by_btree(
+    conn: sqlite3.Connection, wal: Path, page_size: int
+) -> collections.Counter[str]:
+    """How many of the WAL's frames hold a page of each b-tree (``dbstat`` names them)."""
+    if not wal.exists():
+        return collections.Counter()
+    data = wal.read_bytes()
+    numbers = [
+        struct.unpack(">I", data[off : off + 4])[0]
+        for off in range(32, len(data) - page_size - 23, page_size + 24)
+    ]
+    try:
+        owner = {p: n for n, p in conn.execute("SELECT name, pageno FROM dbstat")}
+    except sqlite3.Error:  # a build without dbstat: counts only
+        return collections.Counter()
+    return collections.Counter(owner.get(p, "?") for p in numbers)
+
+
+def profile(n: int) -> None:
+    """Run ``n`` new calls at durability ``normal`` under cProfile; print the top functions."""
+    tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(Path(tmp) / "profile.db", durability="normal")
+        with tl.run("bench guard profile", agent="bench", db=store) as run:
+            for i in range(100):
+                run.call(tool, call_id=f"warm-{i}", input=INPUT)
+            prof = cProfile.Profile()
+            prof.enable()
+            for i in range(n):
+                run.call(tool, call_id=f"p-{i}", input=INPUT)
+            prof.disable()
+        store.close()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="guarded tool call benchmark")
     parser.add_argument("--calls", type=int, default=0, help="calls per case (default: auto)")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="cProfile N new calls instead"
+    )
     args = parser.parse_args()
+    if args.profile:
+        profile(args.profile)
+        return
     print(
         f"{'durability':<10} {'case':<28} {'median us':>10} {'p99 us':>10} "
         f"{'commits':>8} {'fsyncs':>7} {'x floor':>8}"
@@ -302,11 +355,13 @@ def main() -> None:
                     f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {p99 * 1e6:>10.1f} "
                     f"{commits:>8.2f} {fsyncs:>7.2f} {med / floor:>8.2f}"
                 )
-            for case, stmts, pages in costs:
+            for case, stmts, pages, _ in costs:
                 print(
                     f"{durability:<10} {'count: ' + case:<28} {'stmts/call':>10} {stmts:>10.1f} "
                     f"{'WAL pages':>17} {pages:>7.1f}"
                 )
+            for case, _, _, by_tree in costs:
+                print(f"{durability:<10} {'pages: ' + case:<28} {by_tree}")
     print(
         "\ncommits/fsyncs are per call and include the journal's tool_call event records: "
         "a new call's ride in its claim and completion commits;\na replay's stay buffered "
