@@ -138,3 +138,30 @@ def test_stored_approval_for_another_input_never_authorizes_an_ungated_tool(
         with pytest.raises(toolledger.BindingConflictError):
             run.call(sent.tool(), call_id="c2", input={"to": "y@example.com"})
     assert sent.inputs == [{"to": "x@example.com"}]
+
+
+def test_replay_ignores_a_damaged_approval_it_does_not_need(tmp_path: Path) -> None:
+    """The gate reads checkpoint and approval at once; a damaged approval fails only a
+    call that needs it, never a replay (which does not ask)."""
+    import sqlite3
+
+    db = tmp_path / "ledger.db"
+    sent = Sent()
+    with toolledger.run("refund", db=db) as run:
+        run.call(
+            sent.tool(approval="effect-only", approver=lambda r: Approved("alice")),
+            call_id="c1",
+            input=INPUT,
+        )
+        conn = sqlite3.connect(str(db), isolation_level=None)
+        conn.execute("UPDATE approvals SET record = '{broken' WHERE call_id = 'c1'")
+        conn.close()
+        again = run.call(sent.tool(), call_id="c1", input=INPUT)  # ungated: a replay
+        assert (again.replayed, again.payload) == (True, {"sent_to": "ana@example.com"})
+        with pytest.raises(toolledger.InvalidCheckpointError):
+            run.call(
+                sent.tool(approval="always", approver=lambda r: Approved("bob")),
+                call_id="c1",
+                input=INPUT,
+            )
+    assert sent.inputs == [INPUT]

@@ -129,3 +129,23 @@ class TestCreateAndClaim:
         assert info.value.code == "TOMBSTONED"
         assert fused.get("ns", "c1") is None
         assert fused.history("ns", "c1") == []
+
+
+def test_new_call_reads_checkpoint_and_approval_in_one_statement(tmp_path: Path) -> None:
+    """On SQLite an ungated new call's first read is one statement for both rows."""
+    store = SQLiteStore(tmp_path / "ledger.db", durability="normal")
+    tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: {"ok": True})
+    try:
+        with tl.run("refund", db=store) as run:
+            run.call(tool, call_id="warm", input={"to": "ana@example.com"})
+            statements: list[str] = []
+            conn = store._conn()
+            conn.set_trace_callback(statements.append)
+            run.call(tool, call_id="c1", input={"to": "ana@example.com"})
+            conn.set_trace_callback(None)
+    finally:
+        store.close()
+    reads = [s for s in statements if s.startswith("SELECT")]
+    assert len(reads) == 1
+    assert "FROM checkpoints" in reads[0]
+    assert "FROM approvals" in reads[0]

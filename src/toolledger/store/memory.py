@@ -5,8 +5,9 @@ from __future__ import annotations
 import builtins
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from ..checkpoint.model import Action, CheckpointRecord, Status, check_time
@@ -84,6 +85,21 @@ class MemoryStore(ApplyShortcuts):
             self._check_open()
             text = self.rows.get((namespace, call_id))
         return None if text is None else load_record(text, namespace, call_id)
+
+    def get_with_approval(
+        self, namespace: str, call_id: str
+    ) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]:
+        """Return ``get``'s record and ``approval_get`` as of the same moment (one lock).
+
+        The approval is decoded when the returned function is called, as the other stores
+        do: a caller that never needs it is never failed by a damaged one.
+        """
+        with self._lock:
+            self._check_open()
+            text = self.rows.get((namespace, call_id))
+            approval = self._approvals.get((namespace, call_id))
+        rec = None if text is None else load_record(text, namespace, call_id)
+        return rec, partial(_approval_or_none, approval, namespace, call_id)
 
     def list(
         self,
@@ -468,3 +484,7 @@ def _replace_run(run: RunRow, **changes: Any) -> RunRow:
     import dataclasses
 
     return dataclasses.replace(run, **changes)
+
+
+def _approval_or_none(text: str | None, namespace: str, call_id: str) -> ApprovalRecord | None:
+    return None if text is None else load_approval(text, namespace, call_id)

@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -90,6 +91,11 @@ __all__ = ["LATEST_VERSION", "MIGRATIONS", "SQLiteStore"]
 T = TypeVar("T")
 
 _BUSY_MARKERS = ("locked", "busy")
+#: A guarded call's first read: its checkpoint and its approval, one snapshot, one row.
+_GET_WITH_APPROVAL = (
+    "SELECT (SELECT record FROM checkpoints WHERE namespace = ?1 AND call_id = ?2), "
+    "(SELECT record FROM approvals WHERE namespace = ?1 AND call_id = ?2)"
+)
 
 
 class SQLiteStore(ApplyShortcuts):
@@ -500,6 +506,21 @@ class SQLiteStore(ApplyShortcuts):
         if not rows:
             return None
         return load_record(rows[0][0], namespace, call_id)
+
+    def get_with_approval(
+        self, namespace: str, call_id: str
+    ) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]:
+        """Return ``get``'s record and ``approval_get`` as of the same moment, in one statement.
+
+        The approval is decoded when the returned function is called (a damaged row then
+        raises as ``approval_get`` does), so a caller that never needs it is never failed
+        by it.
+        """
+        ((record, approval),) = self._read(_GET_WITH_APPROVAL, (namespace, call_id))
+        rec = None if record is None else load_record(record, namespace, call_id)
+        if approval is None:
+            return rec, _no_approval
+        return rec, partial(load_approval, approval, namespace, call_id)
 
     def list(
         self,
@@ -943,6 +964,10 @@ class SQLiteStore(ApplyShortcuts):
             EffectKeyRow(namespace=a, key=b, call_id=c, claimed_at=d)
             for a, b, c, d in self._read(sql, params)
         ]
+
+
+def _no_approval() -> None:
+    return None
 
 
 def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
