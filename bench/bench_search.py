@@ -11,17 +11,19 @@ Reports, in one table:
   each query too, alternating with SQLite repetition by repetition;
 - ``load_run`` of one run of 20,000 steps (20,000 events, 40,000 records): median wall
   time, p99, median CPU time of the process (the load-independent view);
-- the full-text index's cost per journal step: CPU time per ``with run.step(...)`` +
-  ``record_output`` with the index and without it (a store created as if FTS5 were
-  missing), same process, alternating, median of the repetitions; the difference is
-  what the index adds. Appends only mark their run pending; the index is written in a
-  batch later (before a search, at ``close``), so both are shown: the steps alone, and
-  the steps plus that batch (the whole cost, per step);
+- the full-text index's cost per journal step: a run of 5,000 steps (``with run.step(...)``
+  + ``record_output``) into a store with the index and one into a store without it (created
+  as if FTS5 were missing), alternating, same process. Appends only mark their run pending;
+  the index is written in a batch later (before a search, at ``close``), so the cost is
+  shown twice: on the step itself (CPU per step, with minus without) and in total, the
+  step plus its share of the deferred batch (the honest number); the batch's own CPU per
+  step (median and p99 of the repetitions), and one step's wall time with and without the
+  index (p50 and p99 over every step);
 - ``toolledger export-site`` of the 1,000 runs (when the site exporter is present).
 
 Targets on the 2-core machines: search p50 <= 20 ms, load_run(20,000) <= 0.4 s, index
-<= 10 us per step. Run: ``.venv/bin/python bench/bench_search.py [--runs N] [--steps N]``.
-Nothing here is asserted.
+<= 10 us per step (incl. its batch). Run: ``.venv/bin/python bench/bench_search.py [--runs N]
+[--steps N] [--parts search,site,load,index]``. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -154,20 +157,49 @@ def time_load(db: Path, steps: int, repeat: int) -> tuple[float, float, float, i
     return statistics.median(times), statistics.median(cpu), _pct(times, 0.99), n
 
 
-def _steps_cpu(store: SQLiteStore, steps: int) -> tuple[float, float]:
-    """CPU per step of the steps alone, and of the steps plus the deferred index batch."""
+def _steps(store: SQLiteStore, steps: int) -> tuple[list[float], float, float]:
+    """One run of ``steps`` steps: each step's wall time (us), then the CPU per step (us)
+    of the steps alone and of the deferred index batch that follows them."""
+    walls: list[float] = []
+    clock = time.perf_counter
     t0 = time.process_time()
     with toolledger.run("index cost", db=store) as run:
         for i in range(steps):
+            s0 = clock()
             with run.step("tool", justification="benchmark step", i=i) as step:
                 step.record_output(ok=True, n=i)
+            walls.append((clock() - s0) * 1e6)
     t1 = time.process_time()
     store._index_pending()  # what a search (or close) does first
     t2 = time.process_time()
-    return (t1 - t0) / steps * 1e6, (t2 - t0) / steps * 1e6
+    return walls, (t1 - t0) / steps * 1e6, (t2 - t1) / steps * 1e6
 
 
-def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class IndexCost:
+    """What the full-text index adds to a journal step (us), median and p99."""
+
+    steps: int
+    repeat: int
+    cpu_with: float  # CPU per step with the index (the steps alone), median of repetitions
+    cpu_without: float
+    batch: float  # CPU of the deferred batch per step, median of repetitions
+    batch_p99: float
+    wall_with: tuple[float, float]  # one step's wall time, p50 and p99 over every step
+    wall_without: tuple[float, float]
+
+    @property
+    def on_step(self) -> float:
+        return self.cpu_with - self.cpu_without
+
+    @property
+    def total(self) -> float:
+        return self.on_step + self.batch
+
+
+def index_cost(tmp: Path, steps: int, repeat: int) -> IndexCost:
+    """Steps into a store with the index and into one without (created as if FTS5 were
+    missing), alternating, same process."""
     indexed = SQLiteStore(tmp / "indexed.db")
     real: Callable[[Any], bool] = _sqlite_search.fts5_available
     _sqlite_search.fts5_available = lambda conn: False  # type: ignore[assignment]
@@ -175,17 +207,51 @@ def index_cost(tmp: Path, steps: int, repeat: int) -> tuple[float, float, float]
         plain = SQLiteStore(tmp / "plain.db")
     finally:
         _sqlite_search.fts5_available = real  # type: ignore[assignment]
-    with_index, with_batch, without = [], [], []
+    cpu_with, cpu_without, batch = [], [], []
+    walls_with: list[float] = []
+    walls_without: list[float] = []
     try:
         for _ in range(repeat):
-            without.append(_steps_cpu(plain, steps)[0])
-            hot, total = _steps_cpu(indexed, steps)
-            with_index.append(hot)
-            with_batch.append(total)
+            walls, cpu, _ = _steps(plain, steps)
+            walls_without += walls
+            cpu_without.append(cpu)
+            walls, cpu, deferred = _steps(indexed, steps)
+            walls_with += walls
+            cpu_with.append(cpu)
+            batch.append(deferred)
     finally:
         indexed.close()
         plain.close()
-    return statistics.median(with_index), statistics.median(with_batch), statistics.median(without)
+    med = statistics.median
+    return IndexCost(
+        steps=steps,
+        repeat=repeat,
+        cpu_with=med(cpu_with),
+        cpu_without=med(cpu_without),
+        batch=med(batch),
+        batch_p99=_pct(batch, 0.99),
+        wall_with=(med(walls_with), _pct(walls_with, 0.99)),
+        wall_without=(med(walls_without), _pct(walls_without, 0.99)),
+    )
+
+
+def print_index_cost(cost: IndexCost) -> None:
+    """The index's cost per step: on the step itself, and with its deferred batch."""
+    reps = f"{cost.repeat} x {cost.steps} steps"
+    print(f"journal step, CPU per step ({reps}), median of repetitions:")
+    print(f"{'  without index':<42} {cost.cpu_without:>7.1f} us")
+    print(f"{'  with index, the step alone':<42} {cost.cpu_with:>7.1f} us")
+    print(
+        f"{'  deferred index batch, per step':<42} {cost.batch:>7.1f} us (p99 {cost.batch_p99:.1f})"
+    )
+    print(f"{'index cost per step, on the step':<42} {cost.on_step:>7.1f} us")
+    print(f"{'index cost per step, incl. deferred batch':<42} {cost.total:>7.1f} us")
+    (w50, w99), (o50, o99) = cost.wall_with, cost.wall_without
+    print(f"{'journal step wall, with index':<42} {w50:>7.1f} us (p99 {w99:.1f})")
+    print(f"{'journal step wall, without index':<42} {o50:>7.1f} us (p99 {o99:.1f})")
+    print(
+        f"{'index cost on the step wall, p50 / p99':<42} {w50 - o50:>7.1f} us / {w99 - o99:.1f} us"
+    )
 
 
 def time_site(db: Path, out: Path) -> float | None:
@@ -204,20 +270,43 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="steps per run")
     parser.add_argument("--long", type=int, default=20_000, help="steps of the load_run run")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--load-repeat", type=int, default=15, help="load_run repetitions")
+    parser.add_argument("--index-repeat", type=int, default=15, help="index cost repetitions")
+    parser.add_argument(
+        "--parts",
+        default="search,site,load,index",
+        help="what to measure, comma-separated: search, site, load, index",
+    )
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        db = tmp / "search.db"
-        t0 = time.perf_counter()
-        build(db, args.runs, args.steps)
-        built = time.perf_counter() - t0
-        events = args.runs * (args.steps + args.steps // 25 + 1)
-        print(f"built {args.runs} runs, ~{events} events in {built:.1f} s")
+        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        if parts & {"search", "site"}:
+            search_and_site(tmp, args, parts)
+        if "load" in parts:
+            seconds, cpu, p99, n = time_load(tmp / "long.db", args.long, args.load_repeat)
+            print(
+                f"{f'load_run of {n} events':<42} {seconds:>8.3f} s "
+                f"(p99 {p99:.3f} s, CPU {cpu:.3f} s)"
+            )
+        if "index" in parts:
+            print_index_cost(index_cost(tmp, 5000, args.index_repeat))
+        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+def search_and_site(tmp: Path, args: argparse.Namespace, parts: set[str]) -> None:
+    db = tmp / "search.db"
+    t0 = time.perf_counter()
+    build(db, args.runs, args.steps)
+    built = time.perf_counter() - t0
+    events = args.runs * (args.steps + args.steps // 25 + 1)
+    print(f"built {args.runs} runs, ~{events} events in {built:.1f} s")
+    if "search" in parts:
         stores: dict[str, Any] = {"sqlite": SQLiteStore(db)}
         pg = postgres_copy(db)
         if pg is not None:
             stores["postgres"] = pg[0]
-        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print(f"{'measure':<42} {'store':>8} {'p50':>10} {'p99':>10} {'found':>6}")
         try:
             for label, by_store in time_queries(stores, args.repeat):
@@ -230,21 +319,10 @@ def main() -> None:
             stores["sqlite"].close()
             if pg is not None:
                 pg[1]()
+    if "site" in parts:
         site = time_site(db, tmp / "site")
         if site is not None:
             print(f"{'export-site of ' + str(args.runs) + ' runs':<42} {site:>8.2f} s")
-        load_db = tmp / "long.db"
-        seconds, cpu, p99, n = time_load(load_db, args.long, 7)
-        print(
-            f"{f'load_run of {n} events':<42} {seconds:>8.3f} s (p99 {p99:.3f} s, CPU {cpu:.3f} s)"
-        )
-        with_index, with_batch, without = index_cost(tmp, 5000, 7)
-        print(f"{'journal step, CPU, with index':<42} {with_index:>7.1f} us")
-        print(f"{'journal step, CPU, with index + its batch':<42} {with_batch:>7.1f} us")
-        print(f"{'journal step, CPU, without index':<42} {without:>7.1f} us")
-        print(f"{'index cost per step, on the step':<42} {with_index - without:>7.1f} us")
-        print(f"{'index cost per step, with the batch':<42} {with_batch - without:>7.1f} us")
-        print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -140,3 +140,36 @@ class TestSearchQueue:
             assert _indexed_rows(store) == old_rows + len(store.read_events(second.run_id))
         finally:
             store.close()
+
+    def test_database_marked_per_record_is_migrated_to_a_mark_per_append(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Records waiting under the per-record trigger are indexed after the migration, and
+        later appends mark their run through its count."""
+        db = tmp_path / "before.db"
+        names = [name for _, name, _ in sqlite_module.MIGRATIONS]
+        before = sqlite_module.MIGRATIONS[: names.index("search_mark_per_append")]
+        monkeypatch.setattr(sqlite_module, "MIGRATIONS", before)
+        monkeypatch.setattr(sqlite_module, "LATEST_VERSION", before[-1][0])
+        old = SQLiteStore(db)  # left open: closing it would index what is pending
+        try:
+            with toolledger.run("Refund A-1001", db=old) as run:
+                run.note("the parcel was lost")
+            assert _pending(old) == [run.run_id]
+            monkeypatch.undo()
+            store = SQLiteStore(db)
+            try:
+                triggers = store._read("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+                assert [t[0] for t in triggers] == ["runs_search_pending"]
+                with toolledger.run("Weekly report", db=store) as second:
+                    second.note("another parcel")
+                    second.flush()
+                    assert sorted(_pending(store)) == sorted([run.run_id, second.run_id])
+                found = toolledger.search(store, "parcel")
+                assert sorted(e.run_id for e in found) == sorted([run.run_id, second.run_id])
+                rows = len(store.read_events(run.run_id)) + len(store.read_events(second.run_id))
+                assert _indexed_rows(store) == rows
+            finally:
+                store.close()
+        finally:
+            old.close()

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Union
 
-from ._sqlite_search import create_search_index, create_search_queue
+from ._sqlite_search import create_search_index, create_search_queue, mark_per_append
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "MigrationStep"]
 
@@ -165,6 +165,7 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
             "DROP INDEX checkpoints_ns_updated",
         ],
     ),
+    (8, "search_mark_per_append", [mark_per_append]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

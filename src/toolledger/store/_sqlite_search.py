@@ -2,16 +2,20 @@
 
 Rules this module keeps:
 
-- Appended records are indexed in batches, off the callers' commits: a trigger on
-  ``events`` marks the run in ``search_pending`` (``INSERT OR IGNORE``: no page written
-  while the mark stands), and ``index_pending`` indexes every marked run's records past
-  its watermark ``search_runs.indexed`` (all ``seq`` below it are indexed) in one write
-  transaction, then clears the marks. The store runs it before a search, before
-  retention rewrites records, and at ``close``; a read-only search indexes the pending
-  records into a connection-local ``temp`` table instead, so a search always sees every
-  committed record. Run goals are indexed in the transaction that stores them.
-- Index statements are plain ``INSERT … VALUES``: FTS5 flushes its pending terms at every
-  savepoint, so an ``INSERT … SELECT`` or a trigger per row costs several times more.
+- Appended records are indexed in batches, off the callers' commits: a trigger on the
+  run's count (``runs.event_count``, which every append moves in its transaction) marks
+  the run in ``search_pending`` once per append, not per record (``INSERT OR IGNORE``: no
+  page written while the mark stands), and ``index_pending`` indexes every marked run's
+  records past its watermark ``search_runs.indexed`` (all ``seq`` below it are indexed)
+  in one write transaction, then clears the marks. The store runs it before a search,
+  before retention rewrites records, and at ``close``; a read-only search indexes the
+  pending records into a connection-local ``temp`` table instead, so a search always sees
+  every committed record. Run goals are indexed in the transaction that stores them.
+- A batch is one ``INSERT … SELECT``: each statement writing an FTS5 table opens a
+  statement savepoint, at which FTS5 flushes its pending terms into a new segment, so a
+  statement per record (``executemany``) writes a segment per record and merges them
+  again (twice the cost of the batch). The text is built in SQL (``json_tree``): parsing
+  the records again in Python costs more than that.
 - ``events_fts`` holds one row per record: its name and every string and number under its
   ``content``, tokenized by ``unicode61`` with diacritics kept (``_search.tokens`` mirrors
   it). Its rowid is ``rid << 32 | seq``, where ``rid`` is the run's number in
@@ -48,6 +52,7 @@ __all__ = [
     "has_pending",
     "index_pending",
     "index_run",
+    "mark_per_append",
     "reindex_events",
     "reindex_run",
     "search_events",
@@ -125,6 +130,26 @@ def create_search_queue(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_MARK_PER_APPEND_DDL = [
+    "DROP TRIGGER IF EXISTS events_search_pending",
+    # Every append moves the run's count in its transaction (the count CAS): one mark per
+    # append instead of one per record.
+    "CREATE TRIGGER runs_search_pending AFTER UPDATE OF event_count ON runs BEGIN "
+    "INSERT OR IGNORE INTO search_pending (run_id) VALUES (new.run_id); END",
+]
+
+
+def mark_per_append(conn: sqlite3.Connection) -> None:
+    """Mark a run pending once per append, not per record (a migration step)."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_pending'"
+    ).fetchone()
+    if row is None:
+        return
+    for statement in _MARK_PER_APPEND_DDL:
+        conn.execute(statement)
+
+
 def has_search_index(conn: sqlite3.Connection) -> bool:
     """Whether the database holds the index and this build can write it."""
     row = conn.execute(
@@ -158,31 +183,36 @@ def has_pending(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM search_pending LIMIT 1").fetchone() is not None
 
 
+# CROSS JOIN keeps this order (the marks drive; each run's new records are a range of the
+# events key), where the planner would otherwise scan every record.
+_INDEX_MARKED = (
+    f"INSERT INTO events_fts (rowid, body) SELECT (k.rid << {_SEQ_BITS}) | e.seq, "
+    f"{_BODY.format(name='e.name', data='e.data')} FROM search_pending p "
+    "CROSS JOIN search_runs k ON k.run_id = p.run_id "
+    "CROSS JOIN events e ON e.run_id = p.run_id AND e.seq >= k.indexed"
+)
+_MARK_INDEXED = (
+    "UPDATE search_runs SET indexed = coalesce((SELECT max(e.seq) + 1 FROM events e "
+    "WHERE e.run_id = search_runs.run_id), indexed) "
+    "WHERE run_id IN (SELECT run_id FROM search_pending)"
+)
+
+
 def index_pending(conn: sqlite3.Connection) -> int:
     """Index every record appended since the last call (inside a write); return how many."""
-    marked = conn.execute(
-        "SELECT p.run_id, k.rid, k.indexed FROM search_pending p "
-        "LEFT JOIN search_runs k ON k.run_id = p.run_id"
+    unknown = conn.execute(
+        "SELECT p.run_id FROM search_pending p LEFT JOIN search_runs k ON k.run_id = p.run_id "
+        "WHERE k.rid IS NULL"
     ).fetchall()
-    count = 0
-    for run_id, rid, done in marked:
-        if rid is None:  # a run stored by a process that wrote no index: its goal too
-            rid, done = _rid(conn, run_id), 0
-            row = conn.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is not None:
-                conn.execute(_INSERT_GOAL, {"rid": rid, "data": row[0]})
-        rows = conn.execute(
-            "SELECT seq, name, data FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq",
-            (run_id, done),
-        ).fetchall()
-        if rows:
-            base = int(rid) << _SEQ_BITS
-            conn.executemany(_INSERT_EVENT, [(base | s, n, d) for s, n, d in rows])
-            conn.execute("UPDATE search_runs SET indexed = ? WHERE rid = ?", (rows[-1][0] + 1, rid))
-            count += len(rows)
-    if marked:
-        conn.execute("DELETE FROM search_pending")
-    return count
+    for (run_id,) in unknown:  # a run stored by a process that wrote no index: its goal too
+        rid = _rid(conn, run_id)
+        row = conn.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is not None:
+            conn.execute(_INSERT_GOAL, {"rid": rid, "data": row[0]})
+    count = conn.execute(_INDEX_MARKED).rowcount
+    conn.execute(_MARK_INDEXED)
+    conn.execute("DELETE FROM search_pending")
+    return max(count, 0)
 
 
 def reindex_events(
@@ -213,8 +243,8 @@ _STAGE = [
     "DELETE FROM temp.staged_fts",
     "INSERT INTO temp.staged_fts (body, run_id, seq) SELECT "
     f"{_BODY.format(name='e.name', data='e.data')}, e.run_id, e.seq FROM search_pending p "
-    "JOIN events e ON e.run_id = p.run_id LEFT JOIN search_runs k ON k.run_id = p.run_id "
-    "WHERE e.seq >= coalesce(k.indexed, 0)",
+    "LEFT JOIN search_runs k ON k.run_id = p.run_id CROSS JOIN events e "
+    "ON e.run_id = p.run_id AND e.seq >= coalesce(k.indexed, 0)",
 ]
 
 
