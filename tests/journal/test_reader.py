@@ -152,6 +152,51 @@ class TestLoadRun:
         assert call.checkpoint is not None
         assert (call.checkpoint["call_id"], call.checkpoint["status"]) == ("c1", "delivered")
 
+    def test_same_events_from_one_statement_as_from_the_store_rows(self, tmp_path: Path) -> None:
+        """SQLite's one-statement read gives the events the rows read page by page give."""
+        db = tmp_path / "j.db"
+        with toolledger.run("mixed", db=db) as run:
+            with run.step("outer", justification="why", q=1) as outer:
+                outer.record_output(n=1.5)
+                with run.step("inner", x=[1, {"y": None}]) as inner:
+                    inner.record_output(ok=True)
+            run.approval("refund", granted=False, by="bob", reason="over limit")
+            run.note("done")
+        store = SQLiteStore(db)
+        try:
+            rows = store.read_events(run.run_id)
+            fast = toolledger.load_run(store, run.run_id)
+
+            class RowsOnly:  # a store without read_event_fields
+                def __getattr__(self, name: str) -> Any:
+                    if name == "read_event_fields":
+                        raise AttributeError(name)
+                    return getattr(store, name)
+
+            generic = toolledger.load_run(RowsOnly(), run.run_id)  # type: ignore[arg-type]
+        finally:
+            store.close()
+        assert fast == generic
+        assert fast.to_dict() == generic.to_dict()
+        assert (fast.head_hash, fast.event_count) == (rows[-1].hash, len(rows))
+        assert [e.status for e in fast.events] == [
+            "completed", "completed", "refused", "completed", "completed"
+        ]  # fmt: skip
+
+    def test_a_damaged_seq_is_store_unavailable(self, tmp_path: Path) -> None:
+        """A record whose seq is not an integer (a damaged file) is STORE_UNAVAILABLE."""
+        import sqlite3
+
+        db = tmp_path / "j.db"
+        with toolledger.run("mixed", db=db) as run:
+            run.note("one")
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE events SET seq = 'x' WHERE run_id = ? AND seq = 0", (run.run_id,))
+        conn.close()
+        with pytest.raises(toolledger.StoreUnavailableError) as info:
+            toolledger.load_run(db, run.run_id)
+        assert info.value.code == "STORE_UNAVAILABLE"
+
 
 def _crash(db: str, ready: Any) -> None:
     run = toolledger.run("will crash", db=db, run_id="crashed")

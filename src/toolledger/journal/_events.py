@@ -27,9 +27,9 @@ Canonical JSON is RFC 8785 (``toolledger.checkpoint.canonical_json``). ``canonic
 fast path (``json.dumps(sort_keys=True)``) that is byte-identical when the value holds no
 float and no character outside the BMP; a property test pins that equality.
 
-Readers merge a step's start and end records into one *event* (``merge_records``).
-Unknown fields (a newer writer) are kept: unknown header/content keys appear in the merged
-event under ``extra``.
+Readers merge a step's start and end records into one *event* (``_merge``). Unknown
+fields (a newer writer) are kept: unknown header/content keys appear in the merged event
+under ``extra``.
 """
 
 from __future__ import annotations
@@ -39,13 +39,11 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from ..checkpoint import canonical_json
 from ..checkpoint._json import sorted_dumps
-from ..store.base import EventRow
 
 __all__ = [
     "COLUMN_KEYS",
@@ -67,7 +65,6 @@ __all__ = [
     "event_summary_text",
     "MAX_READ_DEPTH",
     "parse_document",
-    "merge_records",
     "RecordParser",
     "parse_many",
     "parse_record",
@@ -387,6 +384,7 @@ def parse_record(data: str) -> tuple[dict[str, Any], bool]:
 
 _strict_loads = json.JSONDecoder(parse_constant=_no_constant).decode
 _READ_ERRORS = (ValueError, UnicodeError, RecursionError, TypeError)
+_STR, _DICT = frozenset({str}), frozenset({dict})
 
 
 def parse_many(texts: list[Any]) -> list[dict[str, Any]]:
@@ -395,11 +393,11 @@ def parse_many(texts: list[Any]) -> list[dict[str, Any]]:
     Unreadable: not a JSON object, ``NaN``/``Infinity``, a lone surrogate, nesting deeper
     than ``MAX_READ_DEPTH``, or not text at all (a BLOB). Never raises for any of them.
     """
-    if all(type(t) is str for t in texts):
+    if set(map(type, texts)) <= _STR:  # every text a str (the types gathered in C)
         joined = "[" + ",".join(texts) + "]"
         try:
             docs = _strict_loads(joined)
-            if len(docs) == len(texts) and all(type(d) is dict for d in docs):
+            if len(docs) == len(texts) and set(map(type, docs)) <= _DICT:
                 _check_all_readable(joined, texts, docs)
                 return list(docs)
         except _READ_ERRORS:
@@ -449,135 +447,6 @@ def erase_content(event_data_json: str, *, at: str, reason: str) -> str:
     doc.pop("content", None)
     doc.setdefault("erased", {"at": at, "reason": reason})
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-# -- merging records into events ---------------------------------------------------------
-
-
-_fromisoformat = datetime.fromisoformat
-
-
-def _duration_ms(start: str | None, end: str | None) -> float | None:
-    if not start or not end:
-        return None
-    try:
-        delta = _fromisoformat(end) - _fromisoformat(start)
-    except (TypeError, ValueError):
-        return None
-    return round(delta.total_seconds() * 1000.0, 3)
-
-
-def merge_records(
-    rows: Sequence[EventRow],
-    docs: Sequence[Mapping[str, Any]],
-    *,
-    goal: str | None = None,
-    live: bool = False,
-) -> list[dict[str, Any]]:
-    """Merge stored records (in ``seq`` order) into events, first-seen order.
-
-    One pass, one dict per event: this is most of what reading a run costs, so the row's
-    columns are read where they are (not copied into each header first).
-
-    Args:
-        rows: The stored records; their columns are the header fields in ``COLUMN_KEYS``.
-        docs: ``rows[i].data`` parsed (``{"header", "content"|"erased"}``); one whose
-            header is not an object is read as a point event with no content.
-        goal: The run's goal, copied onto every event.
-        live: Whether the run may still be running; when ``False`` an event that never
-            ended is marked ``interrupted``.
-
-    Returns:
-        Event dicts: ``run_id, event_id, seq, parent_id, kind, name, goal, status,
-        started_at, ended_at, duration_ms, justification, justification_source,
-        justification_missing, inputs, outputs, artifacts, approval, error, text, meta,
-        checkpoint, trace_id, span_id, erased, interrupted, extra``.
-    """
-    events: dict[str, dict[str, Any]] = {}
-    order: list[dict[str, Any]] = []
-    for row, doc in zip(rows, docs, strict=True):
-        header = doc.get("header")
-        if type(header) is dict:
-            content = doc.get("content")
-            if type(content) is not dict:
-                content = {}
-            erased = doc.get("erased")
-        else:  # unreadable: the columns alone
-            header, content, erased = {}, {}, None
-        get = header.get
-        event_id = str(row.event_id)
-        phase = get("phase", "point")
-        ev = events.get(event_id)
-        if ev is None or phase != "end":
-            ev = _new_event(row, get, phase, goal)
-            events[event_id] = ev
-            order.append(ev)
-        else:
-            ev["status"] = row.status
-            ev["ended_at"] = row.at
-        for key in ("checkpoint", "trace_id", "span_id"):
-            value = get(key)
-            if value is not None:
-                ev[key] = value
-        if erased is not None:
-            ev["erased"] = erased
-        for key, value in content.items():
-            if key not in CONTENT_KEYS:
-                ev["extra"][key] = value
-            elif key == "outputs" and isinstance(value, dict) and isinstance(ev["outputs"], dict):
-                ev["outputs"] = {**ev["outputs"], **value}
-            elif key == "meta" and isinstance(value, dict):
-                ev["meta"] = {**ev["meta"], **value}
-            else:
-                ev[key] = value
-        if not HEADER_KEYS.issuperset(header):
-            for key, value in header.items():
-                if key not in HEADER_KEYS:
-                    ev["extra"][key] = value
-        if row.kind == "artifact" and phase != "end":
-            parent = events.get(str(row.parent_id))
-            if parent is not None and content.get("artifact") is not None:
-                parent["artifacts"].append(content["artifact"])
-    for ev in order:
-        if ev["status"] == "running" and not live:
-            ev["interrupted"] = True
-        ev["duration_ms"] = _duration_ms(ev["started_at"], ev["ended_at"])
-    return order
-
-
-def _new_event(
-    row: EventRow, get: Callable[..., Any], phase: Any, goal: str | None
-) -> dict[str, Any]:
-    source = get("justification_source")
-    return {
-        "run_id": row.run_id,
-        "event_id": row.event_id,
-        "seq": row.seq,
-        "parent_id": row.parent_id,
-        "kind": row.kind,
-        "name": row.name,
-        "goal": goal,
-        "status": row.status,
-        "started_at": row.at,
-        "ended_at": row.at if phase == "end" or phase == "point" else None,
-        "duration_ms": None,
-        "justification": None,
-        "justification_source": source,
-        "justification_missing": bool(get("justification_missing", False)),
-        "inputs": None,
-        "outputs": None,
-        "artifacts": [],
-        "approval": None,
-        "error": None,
-        "text": None,
-        "meta": {"justification_source": source} if source else {},
-        "checkpoint": None,
-        "trace_id": None,
-        "span_id": None,
-        "erased": None,
-        "interrupted": False,
-        "extra": {},
-    }
 
 
 def event_summary_text(ev: Mapping[str, Any]) -> str:

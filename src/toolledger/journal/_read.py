@@ -11,17 +11,18 @@ from __future__ import annotations
 import gc
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, overload
 
 from ..errors import InvalidArgumentError, NotFoundError
 from ..store import Store
 from ..store._open import using_store
-from ..store.base import EventRow, RunRow
-from ._events import merge_records, parse_document, parse_many
+from ..store.base import EventRow, RunRow, event_row_of
+from ._events import parse_document, parse_many
 from ._facts import TAIL, RunFacts, find_end, run_facts
+from ._merge import merge_records, record_tuples
 
 __all__ = [
     "StoredRun",
@@ -33,14 +34,20 @@ __all__ = [
     "load_run",
     "load_stored_run",
     "read_facts",
+    "RecordRows",
+    "read_records",
     "run_document",
+    "run_goal",
     "stored_run_head",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredRun:
-    """A stored run as read: its row, document, records and merged event dicts."""
+    """A stored run as read: its row, document, records and merged event dicts.
+
+    ``docs`` are the records' parsed ``data`` (``rows[i].data``), when read.
+    """
 
     row: RunRow
     doc: dict[str, Any]
@@ -48,6 +55,7 @@ class StoredRun:
     events: list[dict[str, Any]]
     live: bool
     facts: RunFacts  # what readers display: hashed values only (journal._facts)
+    docs: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def status(self) -> str:
@@ -168,8 +176,58 @@ def load_stored_run(
         doc = run_document(row)
         facts = run_facts(row, doc, find_end(rows))
         live = is_live(row, doc, facts)
-        events = merged_events(rows, doc, live, default_goal=facts.goal)
-    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live, facts=facts)
+        docs = parse_many([r.data for r in rows])
+        events = merge_records(rows, docs, goal=run_goal(doc, facts.goal), live=live)
+    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live, facts=facts, docs=docs)
+
+
+def read_records(store: Store, run_id: str) -> list[tuple[Any, ...]]:
+    """Return all the run's records, in ``seq`` order, as ``RECORD_FIELDS`` tuples.
+
+    One statement where the store has ``read_event_fields`` (SQLite), else its rows.
+    """
+    read = getattr(store, "read_event_fields", None)
+    if callable(read):
+        records: list[tuple[Any, ...]] = read(run_id)
+        return records
+    return record_tuples(iter_rows(store, run_id))
+
+
+class RecordRows(Sequence[EventRow]):
+    """A run's ``RECORD_FIELDS`` tuples seen as ``EventRow``s, each built when read.
+
+    For ``find_end``, which reads a run's last records (its ``prev_hash`` is ``None``).
+    """
+
+    __slots__ = ("_records", "_run_id")
+
+    def __init__(self, run_id: str, records: Sequence[Sequence[Any]]) -> None:
+        self._run_id = run_id
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> EventRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> RecordRows: ...
+
+    def __getitem__(self, index: int | slice) -> EventRow | RecordRows:
+        if isinstance(index, slice):
+            return RecordRows(self._run_id, self._records[index])
+        seq, event_id, parent_id, kind, name, status, at, hash_, data = self._records[index]
+        return event_row_of(
+            self._run_id, seq, event_id, parent_id, kind, name, status, at, None, hash_, data
+        )
+
+
+def run_goal(doc: dict[str, Any], default: str | None) -> str | None:
+    """The goal every event shows: the run document's hashed goal; for a damaged document,
+    ``default`` (the facts' goal)."""
+    content = doc.get("content")
+    return content.get("goal", default) if isinstance(content, dict) else default
 
 
 @contextmanager
@@ -197,7 +255,4 @@ def merged_events(
 ) -> list[dict[str, Any]]:
     """Merge stored records (in ``seq`` order) into event dicts; the columns complete headers."""
     docs = parse_many([r.data for r in rows])
-    content = doc.get("content")
-    # The hashed goal; a damaged document falls back to ``default_goal`` (the facts' goal).
-    goal = content.get("goal", default_goal) if isinstance(content, dict) else default_goal
-    return merge_records(rows, docs, goal=goal, live=live)
+    return merge_records(rows, docs, goal=run_goal(doc, default_goal), live=live)

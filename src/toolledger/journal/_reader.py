@@ -12,7 +12,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -22,8 +22,21 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._open import store_for, using_store
 from ..store._search import EventQuery, parse_query
-from ._read import StoredRun, collector_paused, load_stored_run, merged_events, stored_run_head
-from ._view import Event, RunView, event_from_merged, parse_event_time
+from ._events import parse_many
+from ._facts import find_end, run_facts
+from ._merge import merge_events, record_tuples
+from ._read import (
+    RecordRows,
+    StoredRun,
+    collector_paused,
+    get_run_row,
+    is_live,
+    read_records,
+    run_document,
+    run_goal,
+    stored_run_head,
+)
+from ._view import Event, RunView, parse_event_time
 
 __all__ = [
     "checkpoint_status",
@@ -105,9 +118,21 @@ def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
-    """Return the ``RunView`` of a stored run and its events."""
+def run_view(
+    stored: StoredRun,
+    events: Iterable[Event] = (),
+    *,
+    head_hash: str | None = None,
+    event_count: int | None = None,
+) -> RunView:
+    """Return the ``RunView`` of a stored run and its events.
+
+    The chain's head and record count are ``stored.rows``' unless given (read without
+    them); a run without records shows its row's.
+    """
     fields = _run_fields(stored)
+    if stored.rows:
+        head_hash, event_count = stored.rows[-1].hash, len(stored.rows)
     return RunView(
         run_id=stored.row.run_id,
         namespace=fields["namespace"],
@@ -116,8 +141,8 @@ def run_view(stored: StoredRun, events: Iterable[Event] = ()) -> RunView:
         status=stored.status,
         started_at=parse_event_time(fields["started_at"]),
         ended_at=parse_event_time(fields["ended_at"]),
-        head_hash=stored.rows[-1].hash if stored.rows else stored.row.head_hash,
-        event_count=len(stored.rows) if stored.rows else stored.row.event_count,
+        head_hash=head_hash if event_count else stored.row.head_hash,
+        event_count=event_count if event_count else stored.row.event_count,
         error=fields["error"],
         events=tuple(events),
     )
@@ -137,25 +162,38 @@ def checkpoint_status(store: Store, link: Mapping[str, Any]) -> str:
         return "invalid"
 
 
+def _statuses(
+    store: Store, cache: dict[tuple[Any, Any], str]
+) -> Callable[[Mapping[str, Any]], str | None]:
+    """``checkpoint_status`` of a merged event's link, each checkpoint read once."""
+
+    def status(link: Mapping[str, Any]) -> str | None:
+        if not isinstance(link, dict):
+            return None
+        key = (link.get("namespace"), link.get("call_id"))
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = checkpoint_status(store, link)
+        return found
+
+    return status
+
+
 def events_of(store: Store, stored: StoredRun) -> list[Event]:
     """Return the stored run's merged events as ``Event`` values."""
     fields = _run_fields(stored)
-    statuses: dict[tuple[Any, Any], str] = {}
-    out: list[Event] = []
-    for ev in stored.events:
-        status = None
-        link = ev.get("checkpoint")
-        if isinstance(link, dict):
-            key = (link.get("namespace"), link.get("call_id"))
-            status = statuses.get(key)
-            if status is None:
-                status = statuses[key] = checkpoint_status(store, link)
-        out.append(
-            event_from_merged(
-                ev, agent=fields["agent"], namespace=fields["namespace"], checkpoint_status=status
-            )
-        )
-    return out
+    rows = stored.rows
+    docs = stored.docs if len(stored.docs) == len(rows) else parse_many([r.data for r in rows])
+    return merge_events(
+        record_tuples(rows),
+        docs,
+        run_id=stored.row.run_id,
+        goal=run_goal(stored.doc, stored.facts.goal),
+        live=stored.live,
+        agent=fields["agent"],
+        namespace=fields["namespace"],
+        checkpoint_status=_statuses(store, {}),
+    )
 
 
 def load_run(db: Any, run_id: str) -> RunView:
@@ -175,8 +213,31 @@ def load_run(db: Any, run_id: str) -> RunView:
         StoreError: the store cannot be read.
     """
     with using_store(db, readonly=True) as store, collector_paused():
-        stored = load_stored_run(store, run_id)
-        return run_view(stored, events_of(store, stored))
+        row = get_run_row(store, run_id)
+        # The records' columns the view shows, read in one statement (no EventRow built).
+        records = read_records(store, row.run_id)
+        doc = run_document(row)
+        facts = run_facts(row, doc, find_end(RecordRows(row.run_id, records)))
+        stored = StoredRun(
+            row=row, doc=doc, rows=[], events=[], live=is_live(row, doc, facts), facts=facts
+        )
+        fields = _run_fields(stored)
+        events = merge_events(
+            records,
+            parse_many([r[8] for r in records]),
+            run_id=row.run_id,
+            goal=run_goal(doc, facts.goal),
+            live=stored.live,
+            agent=fields["agent"],
+            namespace=fields["namespace"],
+            checkpoint_status=_statuses(store, {}),
+        )
+        return run_view(
+            stored,
+            events,
+            head_hash=records[-1][7] if records else None,
+            event_count=len(records),
+        )
 
 
 def list_runs(
@@ -358,7 +419,7 @@ def search(
 
 def _search(store: Store, query: EventQuery, status: str | None, limit: int) -> list[Event]:
     runs: dict[str, StoredRun | None] = {}
-    statuses: dict[tuple[Any, Any], str] = {}
+    statuses = _statuses(store, {})
     out: list[Event] = []
     offset = 0
     while True:
@@ -375,24 +436,19 @@ def _search(store: Store, query: EventQuery, status: str | None, limit: int) -> 
                 continue
             if query.namespace is not None and fields["namespace"] != query.namespace:
                 continue
-            merged = merged_events(
-                list(rows), stored.doc, stored.live, default_goal=stored.facts.goal
+            merged = merge_events(
+                record_tuples(rows),
+                parse_many([r.data for r in rows]),
+                run_id=rows[0].run_id,
+                goal=run_goal(stored.doc, stored.facts.goal),
+                live=stored.live,
+                agent=fields["agent"],
+                namespace=fields["namespace"],
+                checkpoint_status=statuses,
             )
             if not merged:
                 continue
-            ev = merged[0]
-            link = ev.get("checkpoint")
-            cp_status = None
-            if isinstance(link, dict):
-                key = (link.get("namespace"), link.get("call_id"))
-                cp_status = statuses.get(key) or checkpoint_status(store, link)
-                statuses[key] = cp_status
-            event = event_from_merged(
-                ev,
-                agent=fields["agent"],
-                namespace=fields["namespace"],
-                checkpoint_status=cp_status,
-            )
+            event = merged[0]
             if status is not None and event.status != status:
                 continue
             out.append(event)

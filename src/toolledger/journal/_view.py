@@ -3,7 +3,7 @@
 Rules this module keeps:
 
 - An ``Event`` is one merged event (a step's start and end records are one event), built
-  from ``merge_records``' dicts; a ``RunView`` is a run with its events in ``seq`` order
+  by ``_merge.merge_events``; a ``RunView`` is a run with its events in ``seq`` order
   (the order of each event's first record), so children keep the order they were recorded.
 - Both are frozen; the payloads they carry (``inputs``, ``outputs``, …) were parsed from
   the stored text for this view alone, so no caller object can reach stored state.
@@ -15,12 +15,12 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["Event", "RunView", "epoch_ms", "event_from_merged", "parse_event_time"]
+__all__ = ["Event", "RunView", "epoch_ms", "parse_event_time"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -171,105 +171,6 @@ class Event:
             erased=data.get("erased"),
             extra=dict(data.get("extra") or {}),
         )
-
-
-#: ``Event``'s fields in the order ``event_from_merged`` lists their values.
-_EVENT_FIELDS = (
-    "run_id",
-    "event_id",
-    "seq",
-    "parent_id",
-    "kind",
-    "name",
-    "status",
-    "goal",
-    "agent",
-    "namespace",
-    "started_at",
-    "ended_at",
-    "duration_ms",
-    "justification",
-    "justification_source",
-    "justification_missing",
-    "inputs",
-    "outputs",
-    "artifacts",
-    "approval",
-    "error",
-    "text",
-    "meta",
-    "checkpoint",
-    "trace_id",
-    "span_id",
-    "erased",
-    "extra",
-)
-if set(_EVENT_FIELDS) != {f.name for f in fields(Event)}:  # pragma: no cover
-    raise AssertionError("_EVENT_FIELDS must name every field of Event")
-# A frozen dataclass's __init__ sets each field through object.__setattr__ (a name lookup
-# per field); the slots' own descriptors set them at about half the cost, which matters
-# at 20,000 events a load. Event has no __post_init__, so nothing is skipped.
-_EVENT_SETTERS: tuple[Callable[[Any, Any], None], ...] = tuple(
-    vars(Event)[name].__set__ for name in _EVENT_FIELDS
-)
-
-
-def event_from_merged(
-    ev: Mapping[str, Any],
-    *,
-    agent: str | None,
-    namespace: str | None,
-    checkpoint_status: str | None = None,
-) -> Event:
-    """Return the ``Event`` of one ``merge_records`` dict (``interrupted`` folded in)."""
-    get = ev.get
-    link = get("checkpoint")
-    checkpoint: dict[str, Any] | None = None
-    if isinstance(link, Mapping):
-        checkpoint = {
-            "namespace": link.get("namespace"),
-            "call_id": link.get("call_id"),
-            "revision": link.get("revision"),
-            "status": checkpoint_status,
-        }
-    seq = get("seq")
-    values = (
-        str(get("run_id")),
-        str(get("event_id")),
-        seq if type(seq) is int else -1,
-        get("parent_id"),
-        str(get("kind")),
-        get("name"),
-        "interrupted" if get("interrupted") else get("status"),
-        get("goal"),
-        agent,
-        namespace,
-        parse_event_time(get("started_at")),
-        parse_event_time(get("ended_at")),
-        get("duration_ms"),
-        get("justification"),
-        get("justification_source"),
-        bool(get("justification_missing")),
-        get("inputs"),
-        get("outputs"),
-        tuple(get("artifacts") or ()),
-        get("approval"),
-        get("error"),
-        get("text"),
-        get("meta") or {},
-        checkpoint,
-        get("trace_id"),
-        get("span_id"),
-        get("erased"),
-        get("extra") or {},
-    )
-    event = _new_object(Event)
-    for setter, value in zip(_EVENT_SETTERS, values, strict=True):
-        setter(event, value)
-    return event
-
-
-_new_object = object.__new__
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

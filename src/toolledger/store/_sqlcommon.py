@@ -43,12 +43,14 @@ from .base import (
 __all__ = [
     "now_text",
     "EVENT_COLUMNS",
+    "RECORD_FIELDS",
     "RUN_COLUMNS",
     "ApplyShortcuts",
     "event_params",
     "event_row",
     "history_entries",
     "quarantined_rows",
+    "record_fields",
     "run_changes",
     "run_row",
     "valid_records",
@@ -60,6 +62,24 @@ RUN_COLUMNS = (
 )
 #: Column order of the ``events`` table as every backend selects and inserts it.
 EVENT_COLUMNS = ", ".join(EVENT_FIELDS)
+#: What readers of a whole run take of each record (``read_event_fields``), in this order:
+#: its row less ``run_id`` (the run asked for) and ``prev_hash`` (``verify`` reads rows).
+RECORD_FIELDS = ("seq", "event_id", "parent_id", "kind", "name", "status", "at", "hash", "data")
+
+
+def record_fields(rows: list[Any], run_id: str) -> list[Any]:
+    """Return rows selected in ``RECORD_FIELDS`` order with each ``seq`` an int.
+
+    Raises:
+        StoreUnavailableError: a ``seq`` that is not an integer (a damaged file), as
+            ``event_row`` does.
+    """
+    for r in rows:
+        if type(r[0]) is not int:
+            break
+    else:
+        return rows
+    return [r if type(r[0]) is int else (_event_seq((run_id, r[0])), *r[1:]) for r in rows]
 
 
 def valid_records(rows: Iterable[Sequence[Any]]) -> list[CheckpointRecord]:
