@@ -177,24 +177,27 @@ def _steps(store: SQLiteStore, steps: int) -> tuple[list[float], float, float]:
 
 @dataclass(frozen=True)
 class IndexCost:
-    """What the full-text index adds to a journal step (us), median and p99."""
+    """What the full-text index adds to a journal step (us of CPU), per repetition.
+
+    Each repetition is a run into the store without the index, then one into the store
+    with it; ``on_step`` is their difference per step, ``total`` adds the deferred batch's
+    CPU per step (what the index really costs a step).
+    """
 
     steps: int
-    repeat: int
-    cpu_with: float  # CPU per step with the index (the steps alone), median of repetitions
-    cpu_without: float
-    batch: float  # CPU of the deferred batch per step, median of repetitions
-    batch_p99: float
-    wall_with: tuple[float, float]  # one step's wall time, p50 and p99 over every step
-    wall_without: tuple[float, float]
+    cpu_with: list[float]  # CPU per step with the index (the steps alone)
+    cpu_without: list[float]
+    batch: list[float]  # CPU of the deferred batch, per step
+    wall_with: list[float]  # one step's wall time (us), every step
+    wall_without: list[float]
 
     @property
-    def on_step(self) -> float:
-        return self.cpu_with - self.cpu_without
+    def on_step(self) -> list[float]:
+        return [a - b for a, b in zip(self.cpu_with, self.cpu_without, strict=True)]
 
     @property
-    def total(self) -> float:
-        return self.on_step + self.batch
+    def total(self) -> list[float]:
+        return [a + b for a, b in zip(self.on_step, self.batch, strict=True)]
 
 
 def index_cost(tmp: Path, steps: int, repeat: int) -> IndexCost:
@@ -207,51 +210,94 @@ def index_cost(tmp: Path, steps: int, repeat: int) -> IndexCost:
         plain = SQLiteStore(tmp / "plain.db")
     finally:
         _sqlite_search.fts5_available = real  # type: ignore[assignment]
-    cpu_with, cpu_without, batch = [], [], []
-    walls_with: list[float] = []
-    walls_without: list[float] = []
+    cost = IndexCost(steps, [], [], [], [], [])
     try:
         for _ in range(repeat):
             walls, cpu, _ = _steps(plain, steps)
-            walls_without += walls
-            cpu_without.append(cpu)
+            cost.wall_without.extend(walls)
+            cost.cpu_without.append(cpu)
             walls, cpu, deferred = _steps(indexed, steps)
-            walls_with += walls
-            cpu_with.append(cpu)
-            batch.append(deferred)
+            cost.wall_with.extend(walls)
+            cost.cpu_with.append(cpu)
+            cost.batch.append(deferred)
     finally:
         indexed.close()
         plain.close()
-    med = statistics.median
-    return IndexCost(
-        steps=steps,
-        repeat=repeat,
-        cpu_with=med(cpu_with),
-        cpu_without=med(cpu_without),
-        batch=med(batch),
-        batch_p99=_pct(batch, 0.99),
-        wall_with=(med(walls_with), _pct(walls_with, 0.99)),
-        wall_without=(med(walls_without), _pct(walls_without, 0.99)),
-    )
+    return cost
 
 
 def print_index_cost(cost: IndexCost) -> None:
-    """The index's cost per step: on the step itself, and with its deferred batch."""
-    reps = f"{cost.repeat} x {cost.steps} steps"
-    print(f"journal step, CPU per step ({reps}), median of repetitions:")
-    print(f"{'  without index':<42} {cost.cpu_without:>7.1f} us")
-    print(f"{'  with index, the step alone':<42} {cost.cpu_with:>7.1f} us")
-    print(
-        f"{'  deferred index batch, per step':<42} {cost.batch:>7.1f} us (p99 {cost.batch_p99:.1f})"
-    )
-    print(f"{'index cost per step, on the step':<42} {cost.on_step:>7.1f} us")
-    print(f"{'index cost per step, incl. deferred batch':<42} {cost.total:>7.1f} us")
-    (w50, w99), (o50, o99) = cost.wall_with, cost.wall_without
-    print(f"{'journal step wall, with index':<42} {w50:>7.1f} us (p99 {w99:.1f})")
-    print(f"{'journal step wall, without index':<42} {o50:>7.1f} us (p99 {o99:.1f})")
-    print(
-        f"{'index cost on the step wall, p50 / p99':<42} {w50 - o50:>7.1f} us / {w99 - o99:.1f} us"
-    )
+    """The index's cost per step, on the step and incl. its deferred batch: p50 and p99."""
+    med = statistics.median
+
+    def line(label: str, values: list[float]) -> None:
+        print(f"{label:<42} {med(values):>7.1f} us (p99 {_pct(values, 0.99):.1f} us)")
+
+    print(f"journal step, CPU per step, {len(cost.batch)} repetitions of {cost.steps} steps:")
+    line("  without index", cost.cpu_without)
+    line("  with index, the step alone", cost.cpu_with)
+    line("  deferred index batch, per step", cost.batch)
+    line("index cost per step, on the step", cost.on_step)
+    line("index cost per step, incl. deferred batch", cost.total)
+    line("journal step wall, with index", cost.wall_with)
+    line("journal step wall, without index", cost.wall_without)
+
+
+def pg_index_cost(steps: int, repeat: int) -> dict[str, list[float]] | None:
+    """PostgreSQL's index cost per step (``$TOOLLEDGER_PG_DSN``): written in the append's
+    own transaction, so there is no deferred batch. Runs into a fresh schema with the index
+    and into one whose appends index nothing (``event_index_params`` made empty for those
+    runs), alternating; the client's CPU and the wall time per step (the server's work is in
+    the wall time)."""
+    dsn = os.environ.get("TOOLLEDGER_PG_DSN")
+    if not dsn:
+        return None
+    import psycopg
+    from psycopg import sql
+
+    from toolledger.store import _pg_batch, _pg_ops
+    from toolledger.store.postgres import PostgresStore
+
+    real = _pg_batch.event_index_params  # type: ignore[attr-defined]
+
+    def use(index: Any) -> None:
+        for module in (_pg_batch, _pg_ops):
+            setattr(module, "event_index_params", index)  # noqa: B010
+
+    def nothing(items: Any) -> tuple[list[Any], ...]:
+        list(items)
+        return [], [], [], []
+
+    stores = {
+        k: PostgresStore(dsn, schema=f"tl_bench_index_{k}_{uuid.uuid4().hex[:8]}")
+        for k in ("with", "without")
+    }
+    out: dict[str, list[float]] = {"cpu": [], "wall": []}
+    try:
+        for _ in range(repeat):
+            measured = {}
+            for name, store in stores.items():
+                use(real if name == "with" else nothing)
+                t0, c0 = time.perf_counter(), time.process_time()
+                with toolledger.run("index cost", db=store) as run:
+                    for i in range(steps):
+                        with run.step("tool", justification="benchmark step", i=i) as step:
+                            step.record_output(ok=True, n=i)
+                measured[name] = (
+                    (time.process_time() - c0) / steps * 1e6,
+                    (time.perf_counter() - t0) / steps * 1e6,
+                )
+            out["cpu"].append(measured["with"][0] - measured["without"][0])
+            out["wall"].append(measured["with"][1] - measured["without"][1])
+    finally:
+        use(real)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for store in stores.values():
+                store.close()
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(store.schema))
+                )
+    return out
 
 
 def time_site(db: Path, out: Path) -> float | None:
@@ -274,8 +320,8 @@ def main() -> None:
     parser.add_argument("--index-repeat", type=int, default=15, help="index cost repetitions")
     parser.add_argument(
         "--parts",
-        default="search,site,load,index",
-        help="what to measure, comma-separated: search, site, load, index",
+        default="search,site,load,index,pg-index",
+        help="what to measure, comma-separated: search, site, load, index, pg-index",
     )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -292,6 +338,14 @@ def main() -> None:
             )
         if "index" in parts:
             print_index_cost(index_cost(tmp, 5000, args.index_repeat))
+        pg = pg_index_cost(2000, args.index_repeat) if "pg-index" in parts else None
+        if pg is not None:
+            for label, key in (("client CPU", "cpu"), ("wall (server incl.)", "wall")):
+                values = pg[key]
+                print(
+                    f"{'PostgreSQL index per step, ' + label:<42} "
+                    f"{statistics.median(values):>7.1f} us (p99 {_pct(values, 0.99):.1f} us)"
+                )
         print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
