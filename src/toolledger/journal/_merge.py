@@ -342,7 +342,8 @@ def merge_events(
         if status == "running" and not live:
             status = "interrupted"
         start, end = state[_STARTED_AT], state[_ENDED_AT]
-        started, ended = _parsed(start), _parsed(end)
+        started = _parsed(start)
+        ended = started if end is start else _parsed(end)  # a point event: one parse
         duration = None
         if started is not None and ended is not None:
             try:
@@ -351,7 +352,7 @@ def merge_events(
                 duration = None
         link = state[_CHECKPOINT]
         checkpoint = None
-        if isinstance(link, Mapping):
+        if link is not None and isinstance(link, Mapping):
             checkpoint = {
                 "namespace": link.get("namespace"),
                 "call_id": link.get("call_id"),

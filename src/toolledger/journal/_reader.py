@@ -212,7 +212,7 @@ def load_run(db: Any, run_id: str) -> RunView:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a malformed ``db`` or run id.
         StoreError: the store cannot be read.
     """
-    with using_store(db, readonly=True) as store, collector_paused():
+    with collector_paused(), using_store(db, readonly=True) as store:
         row = get_run_row(store, run_id)
         # The records' columns the view shows, read in one statement (no EventRow built).
         records = read_records(store, row.run_id)
@@ -232,12 +232,10 @@ def load_run(db: Any, run_id: str) -> RunView:
             namespace=fields["namespace"],
             checkpoint_status=_statuses(store, {}),
         )
-        return run_view(
-            stored,
-            events,
-            head_hash=records[-1][7] if records else None,
-            event_count=len(records),
-        )
+        head_hash, count = (records[-1][7] if records else None), len(records)
+        # Freed before the collector runs again: its first pass walks what is still alive.
+        del records
+        return run_view(stored, events, head_hash=head_hash, event_count=count)
 
 
 def list_runs(
