@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 import toolledger
 from toolledger.store import SQLiteStore
 from toolledger.store import sqlite as sqlite_module
+from toolledger.testing import sqlite_search
 
 
 def _pending(store: SQLiteStore) -> list[str]:
@@ -17,6 +20,42 @@ def _pending(store: SQLiteStore) -> list[str]:
 
 def _indexed_rows(store: SQLiteStore) -> int:
     return int(store._read("SELECT count(*) FROM events_fts")[0][0])
+
+
+def _guarded_bodies(store: SQLiteStore) -> list[tuple[int, str]]:
+    """Every record's text as the guarded body (json_valid first) builds it, by rowid."""
+    body = sqlite_search._BODY.format(name="e.name", data="e.data")
+    return [
+        (int(rowid), str(text))
+        for rowid, text in store._read(
+            f"SELECT (k.rid << 32) | e.seq, {body} FROM events e "
+            "JOIN search_runs k ON k.run_id = e.run_id ORDER BY 1"
+        )
+    ]
+
+
+#: name -> how a pending record's stored JSON is damaged (``None``: stored as a BLOB)
+DAMAGE = {
+    "nan": lambda d: d.replace('"hidden words"', "NaN"),
+    "deep_nesting": lambda d: d.replace('"hidden words"', "[" * 10_000 + "]" * 10_000),
+    "truncated": lambda d: d[: d.index('"hidden words"')],
+    "blob": None,
+}
+
+
+def _damage_pending_record(path: Path, run_id: str, damage: str) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        seq, data = conn.execute(
+            "SELECT seq, data FROM events WHERE run_id = ? AND data LIKE '%hidden words%'",
+            (run_id,),
+        ).fetchone()
+        fn = DAMAGE[damage]
+        value = data.encode() if fn is None else fn(data)
+        conn.execute(
+            "UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (value, run_id, seq)
+        )
+    conn.close()
 
 
 class TestSearchQueue:
@@ -173,3 +212,95 @@ class TestSearchQueue:
                 store.close()
         finally:
             old.close()
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+class TestDamagedPendingRecord:
+    def test_batch_indexes_a_damaged_record_by_its_name(self, tmp_path: Path, damage: str) -> None:
+        """A batch holding a damaged record indexes it by its name and the others in full,
+        the same text as the guarded body writes."""
+        path = tmp_path / "q.db"
+        store = SQLiteStore(path)
+        try:
+            with toolledger.run("Refund A-1001", db=store) as run:
+                run.note("the parcel was lost")
+                with run.step("lookup", q="hidden words") as step:
+                    step.record_output(found="another parcel")
+                run.note("a third parcel")
+                run.flush()
+                _damage_pending_record(path, run.run_id, damage)
+                statements: list[str] = []
+                store._conn().set_trace_callback(statements.append)
+                found = toolledger.search(store, "parcel")
+                store._conn().set_trace_callback(None)
+                assert sorted(e.name for e in found) == ["lookup", "note", "note"]
+                assert [e.name for e in toolledger.search(store, "lookup")] == ["lookup"]
+                if damage != "blob":  # a BLOB holding JSON is JSON to SQLite
+                    assert toolledger.search(store, "hidden") == []
+                assert _pending(store) == []
+                assert store._read("SELECT rowid, body FROM events_fts ORDER BY 1") == (
+                    _guarded_bodies(store)
+                )
+                batches = [s for s in statements if s.startswith("INSERT INTO events_fts")]
+                if damage != "blob" and sqlite_search._json_tree_is_strict():
+                    assert ["json_valid" in s for s in batches] == [False, True]  # again
+        finally:
+            store.close()
+
+    def test_reader_stages_a_damaged_record_by_its_name(self, tmp_path: Path, damage: str) -> None:
+        """A read-only search over pending records, one damaged, finds the others."""
+        path = tmp_path / "q.db"
+        writer = SQLiteStore(path)
+        try:
+            with toolledger.run("Refund A-1001", db=writer) as run:
+                with run.step("lookup", q="hidden words") as step:
+                    step.record_output(found="the parcel")
+                run.flush()
+                _damage_pending_record(path, run.run_id, damage)
+                assert [e.name for e in toolledger.search(path, "parcel")] == ["lookup"]
+                if damage != "blob":
+                    assert toolledger.search(path, "hidden") == []
+                assert _pending(writer) == [run.run_id]
+        finally:
+            writer.close()
+
+
+#: Stored documents whose text the unguarded body must build exactly as the guarded one.
+DOCUMENTS = [
+    {"content": {"inputs": {"i": 0, "deep": {"a": [1, {"b": "x"}, [2.5, "y"]]}}}},
+    {"content": {"text": "Zoë's café — 東京 🚀", "esc": 'tab\there "quoted" \\'}},
+    {"content": {"n": -7, "f": 12.5, "e": 1e21, "tiny": 5e-324, "big": 2**70, "z": 0.0}},
+    {"content": {"t": True, "f": False, "none": None, "empty": "", "list": []}},
+    {"content": {}},
+    {"content": [1, "two", {"three": 3}]},
+    {"content": "a bare string"},
+    {"content": 42},
+    {"header": {"phase": "point"}},  # erased: no content
+    {"header": {"content": "not this"}, "other": {"content": {"nor": "this"}}},
+    [1, 2, 3],
+    "just text",
+]
+
+
+def test_unguarded_body_builds_the_guarded_text_of_every_valid_record() -> None:
+    """Nested objects, arrays, unicode, escapes, numbers, empty and erased content: the body
+    without the json_valid guard is the same text, and the guard alone reads no JSON5."""
+    conn = sqlite3.connect(":memory:")
+    texts = [json.dumps(d, ensure_ascii=a) for d in DOCUMENTS for a in (True, False)]
+    texts += [json.dumps(DOCUMENTS[0], indent=2), " " + json.dumps(DOCUMENTS[1]) + "\n"]
+    for name in ("tool", None, "ünïcode"):
+        for text in texts:
+            guarded, unguarded = (
+                conn.execute(
+                    f"SELECT {body.format(name='?1', data='?2')}", (name, text)
+                ).fetchone()[0]
+                for body in (sqlite_search._BODY, sqlite_search._BODY_UNGUARDED)
+            )
+            assert unguarded == guarded, text
+    if sqlite_search._json_tree_is_strict():
+        with pytest.raises(sqlite3.OperationalError):
+            conn.execute(
+                f"SELECT {sqlite_search._BODY_UNGUARDED.format(name='?1', data='?2')}",
+                ("tool", '{"content": {"q": NaN}}'),
+            )
+    conn.close()

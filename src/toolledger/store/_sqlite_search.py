@@ -15,7 +15,10 @@ Rules this module keeps:
   statement savepoint, at which FTS5 flushes its pending terms into a new segment, so a
   statement per record (``executemany``) writes a segment per record and merges them
   again (twice the cost of the batch). The text is built in SQL (``json_tree``): parsing
-  the records again in Python costs more than that.
+  the records again in Python costs more than that. The batch reads each record's JSON
+  once, without the ``json_valid`` guard (a second parse): where json_tree reads no JSON5
+  it fails on exactly the records the guard turns away, and then the batch runs again with
+  the guard (SQLite undoes the failed statement alone, inside the transaction).
 - ``events_fts`` holds one row per record: its name and every string and number under its
   ``content``, tokenized by ``unicode61`` with diacritics kept (``_search.tokens`` mirrors
   it). Its rowid is ``rid << 32 | seq``, where ``rid`` is the run's number in
@@ -27,6 +30,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -62,10 +66,18 @@ __all__ = [
 _TOKENIZE = "tokenize = 'unicode61 remove_diacritics 0'"
 _SEQ_BITS = 32
 
+# A damaged record (JSON that json_valid rejects) is indexed by its name: json_tree reads
+# ``{}`` instead.
 _BODY = (
     "coalesce({name}, '') || ' ' || coalesce((SELECT group_concat(value, ' ') FROM "
     "json_tree(CASE WHEN json_valid({data}) THEN {data} ELSE '{{}}' END, '$.content') "
     "WHERE type IN ('text', 'integer', 'real')), '')"
+)
+# The same text of every record json_valid accepts, parsing it once instead of twice;
+# json_tree raises on any other record (where it reads no JSON5, ``_json_tree_is_strict``).
+_BODY_UNGUARDED = (
+    "coalesce({name}, '') || ' ' || coalesce((SELECT group_concat(value, ' ') FROM "
+    "json_tree({data}, '$.content') WHERE type IN ('text', 'integer', 'real')), '')"
 )
 _GOAL = (
     "coalesce(CASE WHEN json_valid({data}) AND json_type({data}, '$.content.goal') = 'text' "
@@ -187,8 +199,7 @@ def has_pending(conn: sqlite3.Connection) -> bool:
 # events key), where the planner would otherwise scan every record.
 _INDEX_MARKED = (
     f"INSERT INTO events_fts (rowid, body) SELECT (k.rid << {_SEQ_BITS}) | e.seq, "
-    f"{_BODY.format(name='e.name', data='e.data')} FROM search_pending p "
-    "CROSS JOIN search_runs k ON k.run_id = p.run_id "
+    "{body} FROM search_pending p CROSS JOIN search_runs k ON k.run_id = p.run_id "
     "CROSS JOIN events e ON e.run_id = p.run_id AND e.seq >= k.indexed"
 )
 _MARK_INDEXED = (
@@ -196,6 +207,37 @@ _MARK_INDEXED = (
     "WHERE e.run_id = search_runs.run_id), indexed) "
     "WHERE run_id IN (SELECT run_id FROM search_pending)"
 )
+
+
+@functools.cache
+def _json_tree_is_strict() -> bool:
+    """Whether json_tree rejects what json_valid rejects (this SQLite reads no JSON5)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("SELECT count(*) FROM json_tree('[NaN, 0x1f, .5]')").fetchone()
+    except sqlite3.Error:
+        return True
+    finally:
+        conn.close()
+    return False
+
+
+def _insert_bodies(conn: sqlite3.Connection, sql: str) -> int:
+    """Run ``sql`` (an ``INSERT … SELECT`` of records' ``{body}``); return its row count.
+
+    It runs without the JSON guard first, then with it if a damaged record made it fail:
+    SQLite undoes the failed statement alone (FTS5's pending terms included), within the
+    caller's transaction.
+    """
+    body = {"name": "e.name", "data": "e.data"}
+    if _json_tree_is_strict():
+        in_transaction = conn.in_transaction
+        try:
+            return conn.execute(sql.format(body=_BODY_UNGUARDED.format(**body))).rowcount
+        except sqlite3.OperationalError:
+            if conn.in_transaction != in_transaction:
+                raise  # it ended the transaction: no damaged record but a failing database
+    return conn.execute(sql.format(body=_BODY.format(**body))).rowcount
 
 
 def index_pending(conn: sqlite3.Connection) -> int:
@@ -209,7 +251,7 @@ def index_pending(conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is not None:
             conn.execute(_INSERT_GOAL, {"rid": rid, "data": row[0]})
-    count = conn.execute(_INDEX_MARKED).rowcount
+    count = _insert_bodies(conn, _INDEX_MARKED)
     conn.execute(_MARK_INDEXED)
     conn.execute("DELETE FROM search_pending")
     return max(count, 0)
@@ -241,11 +283,12 @@ _STAGE = [
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.staged_fts USING "
     f"fts5(body, run_id UNINDEXED, seq UNINDEXED, {_TOKENIZE}, columnsize = 0)",
     "DELETE FROM temp.staged_fts",
-    "INSERT INTO temp.staged_fts (body, run_id, seq) SELECT "
-    f"{_BODY.format(name='e.name', data='e.data')}, e.run_id, e.seq FROM search_pending p "
-    "LEFT JOIN search_runs k ON k.run_id = p.run_id CROSS JOIN events e "
-    "ON e.run_id = p.run_id AND e.seq >= coalesce(k.indexed, 0)",
 ]
+_STAGE_PENDING = (
+    "INSERT INTO temp.staged_fts (body, run_id, seq) SELECT {body}, e.run_id, e.seq "
+    "FROM search_pending p LEFT JOIN search_runs k ON k.run_id = p.run_id "
+    "CROSS JOIN events e ON e.run_id = p.run_id AND e.seq >= coalesce(k.indexed, 0)"
+)
 
 
 def stage_pending(conn: sqlite3.Connection) -> bool:
@@ -257,6 +300,7 @@ def stage_pending(conn: sqlite3.Connection) -> bool:
         return False
     for statement in _STAGE:
         conn.execute(statement)
+    _insert_bodies(conn, _STAGE_PENDING)
     return True
 
 
