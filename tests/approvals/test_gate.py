@@ -188,9 +188,10 @@ class TestDecisions:
         """An approval past its expiry no longer counts; the approver is asked again."""
         approver = Approver(Pending())
         gated = effects.tool("always", approver)
-        soon = datetime.now(timezone.utc) + timedelta(milliseconds=300)
         with toolledger.run("g", db=db) as run:
             run.call(gated, call_id="c1", input=INPUT)
+            # Taken just before the decision (a loaded machine may spend 300 ms in the call).
+            soon = datetime.now(timezone.utc) + timedelta(milliseconds=300)
             toolledger.decide_approval(db, "default", "c1", True, "alice", expires_at=soon)
             store = SQLiteStore(db)
             # wait (bounded) until the stored approval has expired
