@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,13 +67,24 @@ class JournalWarning(RuntimeWarning):
 
 
 def now() -> str:
-    """Return the current UTC time as stored (ISO-8601, microseconds)."""
-    at = _now(timezone.utc)
-    # isoformat() without timespec is the same text unless the microseconds are 0
-    return at.isoformat() if at.microsecond else at.isoformat(timespec="microseconds")
+    """Return the current UTC time as stored (ISO-8601, microseconds).
+
+    The text of ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
+    date and time up to the second are formatted once per second.
+    """
+    global _second
+    micros = _time_ns() // 1000
+    cached = _second
+    if cached[0] != micros // 1_000_000:
+        second = micros // 1_000_000
+        at = datetime.fromtimestamp(second, timezone.utc)
+        cached = _second = (second, at.isoformat(timespec="seconds")[:19])
+    return f"{cached[1]}.{micros % 1_000_000:06d}+00:00"
 
 
-_now = datetime.now
+_time_ns = time.time_ns
+#: The second ``now`` last formatted, and its text (``YYYY-MM-DDTHH:MM:SS``).
+_second: tuple[int, str] = (-1, "")
 
 
 def new_id() -> str:
