@@ -31,12 +31,16 @@ from .guard._flow_state import join_claims as join_claims
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
+from .journal._events import FORMAT_VERSION as FORMAT_VERSION
 from .journal._events import canonical as canonical
 from .journal._events import chain_hash as chain_hash
 from .journal._events import content_hash as content_hash
 from .journal._events import header_json as header_json
 from .journal._events import run_genesis as run_genesis
 from .journal._events import stored_header as stored_header
+from .journal._header import PHASES as PHASES
+from .journal._header import HeaderFormat as HeaderFormat
+from .journal._header import record_header as record_header
 from .journal._read import StoredRun
 from .journal._read import load_run as _load_stored_run
 from .journal._recorder import MAX_ERRORS as MAX_ERRORS
