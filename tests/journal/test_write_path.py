@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from datetime import datetime, timezone
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,10 +16,30 @@ from toolledger.testing import (
     FORMAT_VERSION,
     PHASES,
     HeaderFormat,
+    canonical,
+    chain_hash,
     header_json,
+    journal_new_id,
     journal_now,
     record_header,
     stored_header,
+    to_json,
+)
+
+new_id = journal_new_id
+anything = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.binary(max_size=4)
+    | st.tuples(st.integers()),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), children, max_size=4)
+    ),
+    max_leaves=20,
 )
 
 
@@ -170,3 +193,49 @@ class TestRecordHeader:
         record = record_header(header)
         assert record.full(seq) == canonical_json({**header, "seq": seq})
         assert record.stored == canonical_json(stored_header(header))
+
+
+class TestNewId:
+    def test_new_ids_are_distinct_32_hex_digits(self):
+        """Ids handed out from one block and across blocks never repeat."""
+        ids = [new_id() for _ in range(1000)]
+        assert len(set(ids)) == len(ids)
+        assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+    def test_a_forked_child_never_hands_out_the_parents_ids(self):
+        """The child drops the ids its parent had drawn but not used."""
+        new_id()  # a block is drawn: its unused ids are buffered
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            os.write(write, " ".join(new_id() for _ in range(64)).encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read) as pipe:
+            child = set(pipe.read().split())
+        parent = {new_id() for _ in range(64)}
+        assert len(child) == 64
+        assert not child & parent
+
+
+class TestHashing:
+    @settings(max_examples=200, deadline=None)
+    @given(st.none() | st.text("0123456789abcdef", max_size=64), st.text())
+    def test_chain_hash_is_sha256_of_prev_and_header(self, prev, text):
+        """One sha256 call over ``prev_hash + header`` hashes the bytes the two updates did."""
+        expected = hashlib.sha256((prev or "").encode("ascii"))
+        expected.update(text.encode("utf-8"))
+        assert chain_hash(prev, text) == expected.hexdigest()
+
+    def test_chain_hash_refuses_a_prev_hash_that_is_not_ascii(self):
+        """A head read from the store that is not ASCII still fails as before."""
+        with pytest.raises(UnicodeEncodeError):
+            chain_hash("é" * 64, "{}")
+
+    @settings(max_examples=200, deadline=None)
+    @given(anything)
+    def test_acyclic_canonical_of_to_json_values_is_rfc8785(self, value):
+        """Without cycle bookkeeping the encoder writes the same canonical text."""
+        exact, floats = to_json(value)
+        assert canonical(exact, maybe_float=floats, acyclic=True) == canonical_json(exact)

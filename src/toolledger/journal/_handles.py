@@ -205,7 +205,8 @@ class EventHandle:
             return
         _check_status(status)
         if carried is None:
-            self.update(outputs=outputs, meta=meta)
+            if outputs or meta:
+                self.update(outputs=outputs, meta=meta)
         else:
             self._outputs = carried.outputs
             self._meta = carried.meta

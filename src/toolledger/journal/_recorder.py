@@ -101,8 +101,23 @@ _second: tuple[int, str] = (-1, "")
 
 
 def new_id() -> str:
-    """Return a new 128-bit id (32 hex digits)."""
-    return os.urandom(16).hex()
+    """Return a new 128-bit random id (32 hex digits).
+
+    Ids come from ``os.urandom`` 64 at a time: ``list.pop`` hands each to one caller
+    (threads included), and a forked child drops the parent's unused ones.
+    """
+    try:
+        return _ids.pop()
+    except IndexError:
+        block = os.urandom(16 * _ID_BLOCK).hex()
+        _ids.extend([block[i : i + 32] for i in range(0, 32 * _ID_BLOCK, 32)])
+        return _ids.pop()
+
+
+_ID_BLOCK = 64
+_ids: list[str] = []
+# After fork: the parent hands out the same ids, so the child must not.
+os.register_at_fork(after_in_child=_ids.clear)
 
 
 def check_name(value: object, what: str) -> str:
@@ -386,7 +401,7 @@ class Recorder:
                 default=handle.span,
             )
             trace_id, span_id = span_ids(handle.span)
-        content_json, digest = self._content_json(content, floats)
+        content_json, digest = self._content_json(content, floats, True)
         header = self._headers.header(
             event_id,
             parent_id,
@@ -467,7 +482,7 @@ class Recorder:
             content["error"] = err
         if meta:
             content["meta"] = meta
-        content_json, digest = self._content_json(content, floats)
+        content_json, digest = self._content_json(content, floats, True)
         trace_id, span_id = span_ids(handle.span)
         header = self._headers.header(
             handle.event_id,
@@ -526,11 +541,17 @@ class Recorder:
             floats=floats,
         )
 
-    def _content_json(self, content: dict[str, Any], floats: bool) -> tuple[str, str]:
-        """Return the record's canonical content JSON and its hex SHA-256."""
+    def _content_json(
+        self, content: dict[str, Any], floats: bool, acyclic: bool = False
+    ) -> tuple[str, str]:
+        """Return the record's canonical content JSON and its hex SHA-256.
+
+        ``acyclic``: every value in ``content`` was made by ``to_json`` or is a str (see
+        ``canonical``).
+        """
         if not content:
             return _EMPTY_CONTENT
-        content_json = canonical(content, maybe_float=floats)
+        content_json = canonical(content, maybe_float=floats, acyclic=acyclic)
         try:
             return content_json, _sha256(content_json)
         except UnicodeEncodeError:

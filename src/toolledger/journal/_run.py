@@ -421,7 +421,9 @@ class Run(Recorder):
         is that event's end record, else a one-record ``finish`` event.
         """
         err = error_info(error)
-        content_json, digest = self._content_json({} if err is None else {"error": err}, False)
+        content_json, digest = self._content_json(
+            {} if err is None else {"error": err}, False, True
+        )
         header = self._headers.header(
             self._finished or new_id(),
             None,
@@ -621,7 +623,7 @@ class Run(Recorder):
                 default=span,
             )
             event["status"] = status
-        content_json, digest = self._content_json(content, floats)
+        content_json, digest = self._content_json(content, floats, True)
         trace_id, span_id = span_ids(span)
         header = self._headers.header(
             event_id,
