@@ -234,7 +234,7 @@ def _push(handle: EventHandle) -> None:
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # (the ABC check costs)
         raise InvalidArgumentError(message=f"{what} must be a mapping; got {type(value).__name__}")
     return value
 
@@ -245,7 +245,7 @@ def _check_status(status: object) -> None:
 
 
 def _checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(link, Mapping):
+    if type(link) is not dict and not isinstance(link, Mapping):
         raise InvalidArgumentError(message="checkpoint must be a mapping")
     out = {
         "namespace": link.get("namespace"),
@@ -309,7 +309,8 @@ class Step:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.run._deactivate(self._activation, exc_type, exc, tb)
+        if self._activation is not None:
+            self.run._deactivate(self._activation, exc_type, exc, tb)
         handle = self.handle
         if exc is None:
             handle.end("completed")

@@ -130,7 +130,7 @@ def check_name(value: object, what: str) -> str:
         raise InvalidArgumentError(
             message=f"{what} must be a non-empty str of at most 256 characters; got {value!r}"
         )
-    return _valid_unicode(value, what)
+    return value if value.isascii() else _valid_unicode(value, what)
 
 
 def check_text(value: object, what: str) -> str | None:
@@ -143,7 +143,9 @@ def check_text(value: object, what: str) -> str | None:
         raise InvalidArgumentError(
             message=f"{what} must be a str or None; got {type(value).__name__}"
         )
-    return None if value is None else _valid_unicode(value, what)
+    if value is None or value.isascii():
+        return value
+    return _valid_unicode(value, what)
 
 
 def _valid_unicode(value: str, what: str) -> str:
