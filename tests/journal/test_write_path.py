@@ -171,6 +171,22 @@ header_values = st.one_of(
 )
 
 
+class TestCheckpointLink:
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.dictionaries(
+            st.sampled_from(["namespace", "call_id", "revision", "x"]),
+            st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(),
+        )
+    )
+    def test_link_text_is_the_canonical_json_of_any_link(self, link):
+        """Links of other shapes or values go through ``canonical``: the same text."""
+        header = HeaderFormat("r").header("e" * 32, None, "k", "n", "s", "end", "t", "0", link)
+        assert header.stored == canonical_json(
+            {"checkpoint": link, "content_sha256": "0", "phase": "end", "v": FORMAT_VERSION}
+        )
+
+
 class TestRecordHeader:
     @settings(max_examples=300, deadline=None)
     @given(

@@ -11,8 +11,9 @@ Rules this module keeps:
   ids (``new_id``: hex), times (``now``: ISO-8601) and the content hash (hex) are the
   journal's own ASCII text and go in as they are; the phase is one of ``PHASES``; kinds,
   names, statuses, the justification source and span ids are escaped as
-  ``canonical_json`` escapes strings; the checkpoint link goes through ``canonical``; the
-  run id's text is made once per run. Callers pass what they checked or made themselves.
+  ``canonical_json`` escapes strings; the checkpoint link is written as ``canonical``
+  writes it; the run id's text is made once per run. Callers pass what they checked or
+  made themselves.
 - ``record_header`` takes any header dict (a newer writer's keys, any values) through
   ``header_json`` and ``canonical``.
 """
@@ -31,6 +32,7 @@ __all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
 PHASES = ("start", "end", "point")
 
 _esc = json.encoder.encode_basestring  # the escaping canonical_json uses for strings
+_MAX_SAFE_INT = 2**53 - 1
 
 
 class RecordHeader:
@@ -119,7 +121,7 @@ class HeaderFormat:
                 ``trace_id`` only), or ``None``.
             run_end: Whether this is the run's closing record (``run_end: true``).
         """
-        ck = "" if checkpoint is None else '"checkpoint":' + canonical(checkpoint) + ","
+        ck = "" if checkpoint is None else '"checkpoint":' + _link_text(checkpoint) + ","
         why = ""
         if justification_source is not None:
             why = (
@@ -177,3 +179,24 @@ def record_header(header: Mapping[str, Any]) -> RecordHeader:
         ("," + tail[1:]) if after else "}",
         stored,
     )
+
+
+def _link_text(link: dict[str, Any]) -> str:
+    """Return ``canonical(link)``; a checkpoint link ``{"namespace", "call_id", "revision"}``
+    of ASCII strings and a safe int (or ``None``) is written without the encoder."""
+    if len(link) == 3 and "revision" in link:
+        namespace, call_id, revision = link.get("namespace"), link.get("call_id"), link["revision"]
+        if (
+            type(namespace) is str
+            and type(call_id) is str
+            and namespace.isascii()
+            and call_id.isascii()
+        ):
+            if revision is None:
+                text = "null"
+            elif type(revision) is int and -_MAX_SAFE_INT <= revision <= _MAX_SAFE_INT:
+                text = str(revision)
+            else:
+                return canonical(link)
+            return f'{{"call_id":{_esc(call_id)},"namespace":{_esc(namespace)},"revision":{text}}}'
+    return canonical(link)
