@@ -31,15 +31,20 @@ from .guard._flow_state import join_claims as join_claims
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
+from .journal._events import FORMAT_VERSION as FORMAT_VERSION
 from .journal._events import canonical as canonical
 from .journal._events import chain_hash as chain_hash
 from .journal._events import content_hash as content_hash
 from .journal._events import header_json as header_json
 from .journal._events import run_genesis as run_genesis
 from .journal._events import stored_header as stored_header
+from .journal._header import PHASES as PHASES
+from .journal._header import HeaderFormat as HeaderFormat
+from .journal._header import record_header as record_header
 from .journal._read import StoredRun
 from .journal._read import load_run as _load_stored_run
 from .journal._recorder import MAX_ERRORS as MAX_ERRORS
+from .journal._recorder import new_id as _journal_new_id
 from .journal._recorder import now as _journal_now
 from .journal._values import to_json as to_json
 from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
@@ -139,6 +144,8 @@ def stored_run(db: Any, run_id: str) -> StoredRun:
 guard_now = _guard_now
 #: The journal's clock (ISO 8601 text, as records store it).
 journal_now = _journal_now
+#: The journal's ids (event and run ids: 32 hex digits).
+journal_new_id = _journal_new_id
 #: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
 sqlite_search = _sqlite_search
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).

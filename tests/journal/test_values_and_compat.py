@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.testing import journal_now as now
-from toolledger.testing import stored_run, to_json
+from toolledger.testing import record_header, stored_run, to_json
 
 anything = st.recursive(
     st.none()
@@ -88,7 +88,8 @@ class TestNewerWriters:
                 "at": now(),
                 "priority": 7,
             }
-            run._write(header, {"text": "hello", "cost": {"usd": 1}}, False)
+            content_json, digest = run._content_json({"text": "hello", "cost": {"usd": 1}}, False)
+            run._write(record_header({**header, "content_sha256": digest}), content_json)
         assert toolledger.verify(store, run.run_id).ok
         (ev, _finish) = stored_run(store, run.run_id).events
         assert ev["kind"] == "plan"

@@ -272,23 +272,36 @@ def _flat_ascii(value: dict[Any, Any]) -> bool:
 _SORTED = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
+_SORTED_ACYCLIC = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
 
 
 def _not_json(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _make_sorted_dumps() -> Any:
+def _make_sorted_dumps(*, check_circular: bool = True) -> Any:
     """``_SORTED.encode`` without building a C encoder per call, when CPython has one.
 
-    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made once (the
-    arguments ``JSONEncoder.iterencode`` passes, a fresh ``markers`` dict per call so a
-    cycle still raises) writes the same text.
+    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made per call with
+    the arguments ``JSONEncoder.iterencode`` passes and a fresh ``markers`` dict (so a
+    cycle still raises) writes the same text. ``check_circular=False``: one encoder made
+    once, without markers, for values that cannot hold a cycle.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
-        return _SORTED.encode
+        return _SORTED.encode if check_circular else _SORTED_ACYCLIC.encode
     escape = json.encoder.encode_basestring
+    if not check_circular:
+        encode_acyclic = make(None, _not_json, escape, None, ":", ",", True, False, False)
+
+        def dumps_acyclic(value: Any) -> str:
+            if type(value) is str:
+                return str(escape(value))
+            return "".join(encode_acyclic(value, 0))
+
+        return dumps_acyclic
 
     def dumps(value: Any) -> str:
         if type(value) is str:
@@ -302,6 +315,10 @@ def _make_sorted_dumps() -> Any:
 #: Compact JSON with sorted keys, non-ASCII kept, no NaN (the canonical text of exact JSON
 #: without floats or non-BMP characters).
 sorted_dumps: Callable[[Any], str] = _make_sorted_dumps()
+#: ``sorted_dumps`` of a value that holds no cycle (fresh containers of bounded depth, as
+#: ``journal._values.to_json`` returns): no cycle bookkeeping (a cycle would recurse until
+#: ``RecursionError``).
+sorted_dumps_acyclic: Callable[[Any], str] = _make_sorted_dumps(check_circular=False)
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 

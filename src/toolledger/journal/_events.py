@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..checkpoint import canonical_json
-from ..checkpoint._json import sorted_dumps
+from ..checkpoint._json import sorted_dumps, sorted_dumps_acyclic
 
 __all__ = [
     "COLUMN_KEYS",
@@ -110,22 +110,25 @@ CONTENT_KEYS = frozenset(
 )
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_dumps = sorted_dumps  # the C encoder made once (checkpoint._json)
+_dumps = sorted_dumps  # checkpoint._json's C encoder paths
+_dumps_acyclic = sorted_dumps_acyclic
 
 
-def canonical(value: Any, *, maybe_float: bool = True) -> str:
+def canonical(value: Any, *, maybe_float: bool = True, acyclic: bool = False) -> str:
     """Return RFC 8785 canonical JSON of exact-JSON ``value``.
 
     Args:
         value: Exact JSON.
         maybe_float: ``False`` promises that ``value`` holds no float; then the C encoder is
             used (identical output unless a string holds a non-BMP character).
+        acyclic: ``True`` promises that ``value`` holds no cycle (it is made of what
+            ``to_json`` returns): the C encoder skips its cycle bookkeeping.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` when ``value`` is not exact JSON.
     """
     if not maybe_float:
-        text: str = _dumps(value)
+        text: str = _dumps_acyclic(value) if acyclic else _dumps(value)
         if text.isascii() or not _ASTRAL.search(text):
             return text
     return canonical_json(value)
@@ -133,6 +136,9 @@ def canonical(value: Any, *, maybe_float: bool = True) -> str:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_sha256 = hashlib.sha256
 
 
 def content_hash(content: Mapping[str, Any], *, maybe_float: bool = True) -> str:
@@ -145,6 +151,9 @@ def chain_hash(prev_hash: str | None, header_json: str, key: bytes | None = None
 
     With ``key`` (a keyed run), ``HMAC-SHA256(key, prev_hash + header_json)`` instead.
     """
+    if key is None and (prev_hash is None or prev_hash.isascii()):
+        # The same bytes hashed in one call (an ASCII prev_hash is its UTF-8 too).
+        return _sha256(((prev_hash or "") + header_json).encode("utf-8")).hexdigest()
     if key is not None:
         mac = hmac.new(key, (prev_hash or "").encode("ascii"), hashlib.sha256)
         mac.update(header_json.encode("utf-8"))

@@ -119,7 +119,7 @@ class EventHandle:
         kind: str,
         name: str,
         parent_id: str | None,
-        event: dict[str, Any],
+        event: dict[str, Any] | None,
         floats: bool,
         checkpoint: dict[str, Any] | None,
     ) -> None:
@@ -128,7 +128,8 @@ class EventHandle:
         self.kind = kind
         self.name = name
         self.parent_id = parent_id
-        self.event = event  # the telemetry/event dict, completed at the end
+        # The event dict telemetry sees, completed at the end (``None`` without telemetry).
+        self.event = event
         self.span: SpanHandle = _NOOP_SPAN
         self.started = time.monotonic()
         self._outputs: dict[str, Any] = {}
@@ -204,7 +205,8 @@ class EventHandle:
             return
         _check_status(status)
         if carried is None:
-            self.update(outputs=outputs, meta=meta)
+            if outputs or meta:
+                self.update(outputs=outputs, meta=meta)
         else:
             self._outputs = carried.outputs
             self._meta = carried.meta
@@ -232,7 +234,7 @@ def _push(handle: EventHandle) -> None:
 
 
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # (the ABC check costs)
         raise InvalidArgumentError(message=f"{what} must be a mapping; got {type(value).__name__}")
     return value
 
@@ -243,7 +245,7 @@ def _check_status(status: object) -> None:
 
 
 def _checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(link, Mapping):
+    if type(link) is not dict and not isinstance(link, Mapping):
         raise InvalidArgumentError(message="checkpoint must be a mapping")
     out = {
         "namespace": link.get("namespace"),
@@ -265,11 +267,12 @@ class Step:
     ``failed`` with the exception's type and message (the exception is re-raised).
     """
 
-    __slots__ = ("_activation", "_handle", "_spec", "run")
+    __slots__ = ("_activation", "_checked", "_handle", "_spec", "run")
 
-    def __init__(self, run: Run, spec: dict[str, Any]) -> None:
+    def __init__(self, run: Run, spec: dict[str, Any], *, checked: bool = False) -> None:
         self.run = run
         self._spec = spec
+        self._checked = checked  # the name, justification and source were checked
         self._handle: EventHandle | None = None
         self._activation: contextlib.AbstractContextManager[None] | None = None
 
@@ -290,7 +293,13 @@ class Step:
         return self.handle.event_id
 
     def __enter__(self) -> Step:
-        self._handle = self.run.begin_event("step", **self._spec)
+        spec = self._spec
+        if self._checked:
+            self._handle = self.run.begin_step(
+                spec["name"], spec["justification"], spec["justification_source"], spec["inputs"]
+            )
+        else:
+            self._handle = self.run.begin_event("step", **spec)
         self._activation = self.run._activate(self._handle)
         return self
 
@@ -300,7 +309,8 @@ class Step:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.run._deactivate(self._activation, exc_type, exc, tb)
+        if self._activation is not None:
+            self.run._deactivate(self._activation, exc_type, exc, tb)
         handle = self.handle
         if exc is None:
             handle.end("completed")

@@ -8,10 +8,12 @@ Rules this module keeps:
   are the journal seam (``journal._seam.JournalSeam``) the guard and the integrations
   record through. The journal knows no caller's concept: the caller passes the parent
   and whether a record is flushed at once. Every record goes
-  through ``_write``: content is canonicalised and hashed (``content_sha256``), then the
-  header is chained by the run's ``ChainWriter``.
+  through ``_write``: content is canonicalised and hashed (``content_sha256``), the
+  header is written by the run's ``HeaderFormat`` from values checked or made here, then
+  chained by the run's ``ChainWriter``.
 - Each event's telemetry span is started before its start record is written, so the
-  record header can carry the span's ``trace_id``/``span_id``.
+  record header can carry the span's ``trace_id``/``span_id``. Without telemetry
+  (``NOOP_TELEMETRY``) no event dict is built: only hooks read it.
 - Telemetry calls are wrapped (``_safe_telemetry``): an exception from a hook is logged
   once and never reaches the caller. Storage failures go to ``run.errors`` (non-strict).
 """
@@ -22,6 +24,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,9 +33,19 @@ from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from ..telemetry._hooks import NoopSpan, SpanHandle, TelemetryHooks
-from ._events import FORMAT_VERSION, canonical
-from ._handles import Artifact, EventHandle, Step, _push, current_stack, error_info, hash_artifact
+from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
+from ._events import canonical
+from ._handles import (
+    Artifact,
+    EventHandle,
+    Step,
+    _checkpoint_link,
+    _push,
+    current_stack,
+    error_info,
+    hash_artifact,
+)
+from ._header import HeaderFormat, RecordHeader
 from ._values import to_json
 from ._writer import ChainWriter, Ride
 
@@ -47,8 +60,10 @@ __all__ = [
     "check_name",
     "check_source",
     "check_text",
+    "checked_content",
     "new_id",
     "now",
+    "span_ids",
 ]
 
 log = logging.getLogger("toolledger.journal")
@@ -66,18 +81,43 @@ class JournalWarning(RuntimeWarning):
 
 
 def now() -> str:
-    """Return the current UTC time as stored (ISO-8601, microseconds)."""
-    at = _now(timezone.utc)
-    # isoformat() without timespec is the same text unless the microseconds are 0
-    return at.isoformat() if at.microsecond else at.isoformat(timespec="microseconds")
+    """Return the current UTC time as stored (ISO-8601, microseconds).
+
+    The text of ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
+    date and time up to the second are formatted once per second.
+    """
+    global _second
+    micros = time.time_ns() // 1000
+    cached = _second
+    if cached[0] != micros // 1_000_000:
+        second = micros // 1_000_000
+        at = datetime.fromtimestamp(second, timezone.utc)
+        cached = _second = (second, at.isoformat(timespec="seconds")[:19])
+    return f"{cached[1]}.{micros % 1_000_000:06d}+00:00"
 
 
-_now = datetime.now
+#: The second ``now`` last formatted, and its text (``YYYY-MM-DDTHH:MM:SS``).
+_second: tuple[int, str] = (-1, "")
 
 
 def new_id() -> str:
-    """Return a new 128-bit id (32 hex digits)."""
-    return os.urandom(16).hex()
+    """Return a new 128-bit random id (32 hex digits).
+
+    Ids come from ``os.urandom`` 64 at a time: ``list.pop`` hands each to one caller
+    (threads included), and a forked child drops the parent's unused ones.
+    """
+    try:
+        return _ids.pop()
+    except IndexError:
+        block = os.urandom(16 * _ID_BLOCK).hex()
+        _ids.extend([block[i : i + 32] for i in range(0, 32 * _ID_BLOCK, 32)])
+        return _ids.pop()
+
+
+_ID_BLOCK = 64
+_ids: list[str] = []
+# After fork: the parent hands out the same ids, so the child must not.
+os.register_at_fork(after_in_child=_ids.clear)
 
 
 def check_name(value: object, what: str) -> str:
@@ -90,7 +130,7 @@ def check_name(value: object, what: str) -> str:
         raise InvalidArgumentError(
             message=f"{what} must be a non-empty str of at most 256 characters; got {value!r}"
         )
-    return _valid_unicode(value, what)
+    return value if value.isascii() else _valid_unicode(value, what)
 
 
 def check_text(value: object, what: str) -> str | None:
@@ -103,7 +143,9 @@ def check_text(value: object, what: str) -> str | None:
         raise InvalidArgumentError(
             message=f"{what} must be a str or None; got {type(value).__name__}"
         )
-    return None if value is None else _valid_unicode(value, what)
+    if value is None or value.isascii():
+        return value
+    return _valid_unicode(value, what)
 
 
 def _valid_unicode(value: str, what: str) -> str:
@@ -148,6 +190,13 @@ def event_content(
     check_name(name, "name")
     check_text(justification, "justification")
     check_source(justification_source)
+    return checked_content(justification, inputs, meta)
+
+
+def checked_content(
+    justification: str | None, inputs: Any, meta: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """``event_content`` of a justification checked already (``check_text``)."""
     content: dict[str, Any] = {}
     floats = False
     if inputs is not None:
@@ -167,7 +216,7 @@ class PreparedEnd:
     """An event's end record built ahead of time (``Recorder.prepare_end``)."""
 
     ended_at: str
-    header: dict[str, Any]
+    header: RecordHeader
     content_json: str
     outputs: dict[str, Any]  # the event's outputs, meta and link once ended (converted)
     meta: dict[str, Any]
@@ -186,6 +235,7 @@ class Recorder:
     error_count: int
     telemetry: TelemetryHooks
     span: SpanHandle
+    _headers: HeaderFormat
     _writer: ChainWriter | None
     _warned: bool
     _telemetry_warned: bool
@@ -269,49 +319,107 @@ class Recorder:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
             StoreError: only with ``strict=True``.
         """
-        from ._handles import _checkpoint_link
-
         self.require_running()
         content, meta_value, floats = event_content(
             kind, name, justification, justification_source, inputs, meta
         )
         link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        return self._begin(
+            kind,
+            name,
+            justification,
+            justification_source,
+            content,
+            meta_value,
+            floats,
+            link,
+            parent,
+            flush,
+        )
+
+    def begin_step(
+        self, name: str, justification: str | None, justification_source: str, inputs: Any
+    ) -> EventHandle:
+        """``begin_event("step", ...)`` of a name, justification and source checked already
+        (``Run.step`` checks them when the step is made).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when the run is not running.
+        """
+        self.require_running()
+        content, meta_value, floats = checked_content(justification, inputs, None)
+        return self._begin(
+            "step", name, justification, justification_source, content, meta_value, floats, None
+        )
+
+    def _begin(
+        self,
+        kind: str,
+        name: str,
+        justification: str | None,
+        justification_source: str,
+        content: dict[str, Any],
+        meta_value: dict[str, Any],
+        floats: bool,
+        link: dict[str, Any] | None,
+        parent: EventHandle | EllipsisType | None = ...,
+        flush: bool = False,
+    ) -> EventHandle:
         if parent is ...:
             parent = self._parent()
         event_id = new_id()
-        missing = justification is None and justification_source == "model"
-        event = self._started_event(
-            event_id,
-            parent.event_id if parent else None,
-            kind,
-            name,
-            now(),
-            justification,
-            justification_source,
-            meta_value,
-            content,
-            link,
-        )
+        parent_id = None if parent is None else parent.event_id
+        stamp = now()
         handle = EventHandle(
             self,
             event_id=event_id,
             kind=kind,
             name=name,
-            parent_id=event["parent_id"],
-            event=event,
+            parent_id=parent_id,
+            event=None,
             floats=floats,
             checkpoint=link,
         )
-        handle.span = self._safe_telemetry(
-            self.telemetry.event_started,
-            event,
-            parent.span if parent else None,
-            default=handle.span,
+        trace_id = span_id = None
+        if self.telemetry is not NOOP_TELEMETRY:
+            # Only telemetry reads the event dict (without it, nobody is told of the event).
+            event = self._started_event(
+                event_id,
+                parent_id,
+                kind,
+                name,
+                stamp,
+                justification,
+                justification_source,
+                meta_value,
+                content,
+                link,
+            )
+            handle.event = event
+            handle.span = self._safe_telemetry(
+                self.telemetry.event_started,
+                event,
+                None if parent is None else parent.span,
+                default=handle.span,
+            )
+            trace_id, span_id = span_ids(handle.span)
+        content_json, digest = self._content_json(content, floats, True)
+        header = self._headers.header(
+            event_id,
+            parent_id,
+            kind,
+            name,
+            "running",
+            "start",
+            stamp,
+            digest,
+            link,
+            justification_source,
+            justification is None and justification_source == "model",
+            trace_id,
+            span_id,
         )
-        header = self._header(event, "start", link, handle.span)
-        header["justification_source"] = justification_source
-        header["justification_missing"] = missing
-        self._write(header, content, floats)
+        self._write(header, content_json)
         if meta_value:
             handle._meta.update(meta_value)
         _push(handle)
@@ -327,24 +435,34 @@ class Recorder:
         carried: PreparedEnd | None = None,
         flush: bool = False,
     ) -> None:
-        err = error_info(error)
-        event = handle.event
-        ended_at = now() if carried is None else carried.ended_at
+        err = None if error is None else error_info(error)
         if carried is None:
-            header, content = self._end_record(
-                handle, status, err, handle._outputs, handle._meta, handle._checkpoint, ended_at
+            ended_at = now()
+            header, content_json = self._end_record(
+                handle,
+                status,
+                err,
+                handle._outputs,
+                handle._meta,
+                handle._checkpoint,
+                ended_at,
+                handle._floats,
             )
-            self._write(header, content, handle._floats)
-        event.update(
-            status=status,
-            ended_at=ended_at,
-            outputs=handle._outputs or None,
-            error=err,
-            checkpoint=handle._checkpoint,
-        )
-        event["meta"] = {**event["meta"], **handle._meta}
-        exc = error if isinstance(error, BaseException) else None
-        self._safe_telemetry(handle.span.end, event, exc)
+            self._write(header, content_json)
+        else:
+            ended_at = carried.ended_at
+        event = handle.event
+        if event is not None:
+            event.update(
+                status=status,
+                ended_at=ended_at,
+                outputs=handle._outputs or None,
+                error=err,
+                checkpoint=handle._checkpoint,
+            )
+            event["meta"] = {**event["meta"], **handle._meta}
+            exc = error if isinstance(error, BaseException) else None
+            self._safe_telemetry(handle.span.end, event, exc)
         if flush and carried is None:  # a carried record is stored already
             self.flush()
 
@@ -355,9 +473,10 @@ class Recorder:
         err: dict[str, Any] | None,
         outputs: dict[str, Any],
         meta: dict[str, Any],
-        link: Any,
+        link: dict[str, Any] | None,
         ended_at: str,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        floats: bool,
+    ) -> tuple[RecordHeader, str]:
         content: dict[str, Any] = {}
         if outputs:
             content["outputs"] = outputs
@@ -365,10 +484,24 @@ class Recorder:
             content["error"] = err
         if meta:
             content["meta"] = meta
-        header = self._header(handle.event, "end", link, handle.span)
-        header["status"] = status
-        header["at"] = ended_at
-        return header, content
+        content_json, digest = self._content_json(content, floats, True)
+        trace_id, span_id = span_ids(handle.span)
+        header = self._headers.header(
+            handle.event_id,
+            handle.parent_id,
+            handle.kind,
+            handle.name,
+            status,
+            "end",
+            ended_at,
+            digest,
+            link,
+            None,
+            False,
+            trace_id,
+            span_id,
+        )
+        return header, content_json
 
     def prepare_end(
         self,
@@ -388,8 +521,6 @@ class Recorder:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
         """
-        from ._handles import _checkpoint_link
-
         out = dict(handle._outputs)
         value, floats = to_json(dict(outputs))
         out.update(value)
@@ -399,8 +530,9 @@ class Recorder:
         floats |= f2 | handle._floats
         link = _checkpoint_link(checkpoint)
         ended_at = now()
-        header, content = self._end_record(handle, status, None, out, met, link, ended_at)
-        content_json = self._encode(header, content, floats)
+        header, content_json = self._end_record(
+            handle, status, None, out, met, link, ended_at, floats
+        )
         return PreparedEnd(
             ended_at=ended_at,
             header=header,
@@ -411,44 +543,26 @@ class Recorder:
             floats=floats,
         )
 
-    def _header(
-        self, event: Mapping[str, Any], phase: str, link: Any, span: SpanHandle
-    ) -> dict[str, Any]:
-        header: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "run_id": self.run_id,
-            "event_id": event["event_id"],
-            "parent_id": event["parent_id"],
-            "kind": event["kind"],
-            "name": event["name"],
-            "status": event["status"],
-            "phase": phase,
-            "at": event["started_at"],
-        }
-        if link is not None:
-            header["checkpoint"] = link
-        trace_id = getattr(span, "trace_id", None)
-        if isinstance(trace_id, str):
-            header["trace_id"] = trace_id
-            span_id = getattr(span, "span_id", None)
-            if isinstance(span_id, str):
-                header["span_id"] = span_id
-        return header
+    def _content_json(
+        self, content: dict[str, Any], floats: bool, acyclic: bool = False
+    ) -> tuple[str, str]:
+        """Return the record's canonical content JSON and its hex SHA-256.
 
-    def _encode(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> str:
-        """Return the record's canonical content JSON; set ``header["content_sha256"]``."""
-        content_json = canonical(content, maybe_float=floats) if content else "{}"
+        ``acyclic``: every value in ``content`` was made by ``to_json`` or is a str (see
+        ``canonical``).
+        """
+        if not content:
+            return _EMPTY_CONTENT
+        content_json = canonical(content, maybe_float=floats, acyclic=acyclic)
         try:
-            header["content_sha256"] = _sha256(content_json)
+            return content_json, _sha256(content_json)
         except UnicodeEncodeError:
             # A lone surrogate slipped in (an exception message, a file name): mark it.
             content, floats = to_json(content)
             content_json = canonical(content, maybe_float=floats)
-            header["content_sha256"] = _sha256(content_json)
-        return content_json
+            return content_json, _sha256(content_json)
 
-    def _write(self, header: dict[str, Any], content: dict[str, Any], floats: bool) -> None:
-        content_json = self._encode(header, content, floats)
+    def _write(self, header: RecordHeader, content_json: str) -> None:
         writer = self._writer
         assert writer is not None
         writer.append(header, content_json)
@@ -520,8 +634,24 @@ class Recorder:
                 parent.span if parent else None,
                 default=span,
             )
-        header = self._header(event, "point", checkpoint, span)
-        self._write(header, content, False)
+        content_json, digest = self._content_json(content, False)
+        trace_id, span_id = span_ids(span)
+        header = self._headers.header(
+            event["event_id"],
+            event["parent_id"],
+            kind,
+            name,
+            status,
+            "point",
+            stamp,
+            digest,
+            checkpoint,
+            None,
+            False,
+            trace_id,
+            span_id,
+        )
+        self._write(header, content_json)
         self._safe_telemetry(span.end, event, error)
         return str(event["event_id"])
 
@@ -628,3 +758,17 @@ class Recorder:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: The content text and hash of a record without content.
+_EMPTY_CONTENT = ("{}", _sha256("{}"))
+
+
+def span_ids(span: SpanHandle) -> tuple[str | None, str | None]:
+    """Return the span's ``(trace_id, span_id)`` a record keeps: str ids only, and the
+    span id only with a trace id."""
+    trace_id = getattr(span, "trace_id", None)
+    if not isinstance(trace_id, str):
+        return None, None
+    span_id = getattr(span, "span_id", None)
+    return trace_id, span_id if isinstance(span_id, str) else None

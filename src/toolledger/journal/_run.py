@@ -40,7 +40,6 @@ from ..store._open import store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
 from ._events import (
-    FORMAT_VERSION,
     MAC_HMAC_SHA256,
     RUN_FORMAT_VERSION,
     content_hash,
@@ -48,9 +47,19 @@ from ._events import (
     key_id,
     run_genesis,
 )
-from ._facts import RUN_END_KEY, TAIL, find_end
+from ._facts import TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
-from ._recorder import Recorder, check_name, check_source, check_text, event_content, new_id, now
+from ._header import HeaderFormat
+from ._recorder import (
+    Recorder,
+    check_name,
+    check_source,
+    check_text,
+    event_content,
+    new_id,
+    now,
+    span_ids,
+)
 from ._values import to_json
 from ._writer import ChainWriter
 
@@ -113,6 +122,7 @@ class Run(Recorder):
                 f"got {run_id!r}"
             )
         self.run_id: str = run_id or new_id()
+        self._headers = HeaderFormat(self.run_id)
         #: The journal key (``key=`` or ``$TOOLLEDGER_JOURNAL_KEY``): an HMAC-keyed chain.
         self._key = journal_key(key)
         self.strict = bool(strict)
@@ -411,19 +421,21 @@ class Run(Recorder):
         is that event's end record, else a one-record ``finish`` event.
         """
         err = error_info(error)
-        header: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "run_id": self.run_id,
-            "event_id": self._finished or new_id(),
-            "parent_id": None,
-            "kind": "finish",
-            "name": "finish",
-            "status": status,
-            "phase": "end" if self._finished else "point",
-            "at": ended,
-            RUN_END_KEY: True,
-        }
-        self._write(header, {} if err is None else {"error": err}, False)
+        content_json, digest = self._content_json(
+            {} if err is None else {"error": err}, False, True
+        )
+        header = self._headers.header(
+            self._finished or new_id(),
+            None,
+            "finish",
+            "finish",
+            status,
+            "end" if self._finished else "point",
+            ended,
+            digest,
+            run_end=True,
+        )
+        self._write(header, content_json)
 
     @property
     def head_hash(self) -> str | None:
@@ -468,6 +480,7 @@ class Run(Recorder):
                 "justification_source": justification_source,
                 "inputs": inputs,
             },
+            checked=True,
         )
 
     def approval(
@@ -587,48 +600,49 @@ class Run(Recorder):
         event_id = new_id()
         parent_id = parent.event_id if parent else None
         missing = justification is None and justification_source == "model"
-        if self.telemetry is NOOP_TELEMETRY:
-            # Nobody is told of the event: its record is all there is to build.
-            header: dict[str, Any] = {
-                "v": FORMAT_VERSION,
-                "run_id": self.run_id,
-                "event_id": event_id,
-                "parent_id": parent_id,
-                "kind": kind,
-                "name": name,
-                "status": status,
-                "phase": "point",
-                "at": stamp,
-            }
-            if link is not None:
-                header["checkpoint"] = link
-            header["justification_source"] = justification_source
-            header["justification_missing"] = missing
-            self._write(header, content, floats)
-            return event_id
-        event = self._started_event(
+        event: dict[str, Any] | None = None
+        span: SpanHandle = NoopSpan()
+        if self.telemetry is not NOOP_TELEMETRY:
+            # Only telemetry reads the event dict (without it, nobody is told of the event).
+            event = self._started_event(
+                event_id,
+                parent_id,
+                kind,
+                name,
+                stamp,
+                justification,
+                justification_source,
+                meta_value,
+                content,
+                link,
+            )
+            span = self._safe_telemetry(
+                self.telemetry.event_started,
+                event,
+                parent.span if parent else None,
+                default=span,
+            )
+            event["status"] = status
+        content_json, digest = self._content_json(content, floats, True)
+        trace_id, span_id = span_ids(span)
+        header = self._headers.header(
             event_id,
             parent_id,
             kind,
             name,
+            status,
+            "point",
             stamp,
-            justification,
-            justification_source,
-            meta_value,
-            content,
+            digest,
             link,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
         )
-        span: SpanHandle = self._safe_telemetry(
-            self.telemetry.event_started,
-            event,
-            parent.span if parent else None,
-            default=NoopSpan(),
-        )
-        event["status"] = status
-        header = self._header(event, "point", link, span)
-        header["justification_source"] = justification_source
-        header["justification_missing"] = missing
-        self._write(header, content, floats)
+        self._write(header, content_json)
+        if event is None:
+            return event_id
         event.update(ended_at=stamp, outputs=out)
         if facts:
             self._safe_telemetry(span.update, dict(facts))

@@ -42,7 +42,8 @@ from typing import Any
 
 from ..errors import CheckpointError, InvalidArgumentError, StoreUnavailableError
 from ..store.base import AppendEvents, EventRow, RunRow, Store, event_row_of
-from ._events import chain_hash, header_json
+from ._events import chain_hash
+from ._header import RecordHeader
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -64,28 +65,27 @@ MAX_PENDING = 100_000
 class _Pending:
     __slots__ = ("content_json", "header", "row")
 
-    def __init__(self, header: dict[str, Any], content_json: str, row: EventRow) -> None:
+    def __init__(self, header: RecordHeader, content_json: str, row: EventRow) -> None:
         self.header = header
         self.content_json = content_json
         self.row = row
 
 
 def _row(
-    header: dict[str, Any], content_json: str, prev: str | None, key: bytes | None = None
+    header: RecordHeader, content_json: str, seq: int, prev: str | None, key: bytes | None
 ) -> EventRow:
-    full, stored = header_json(header)
     return event_row_of(
-        header["run_id"],
-        header["seq"],
-        header["event_id"],
-        header["parent_id"],
-        header["kind"],
-        header["name"],
-        header["status"],
-        header["at"],
+        header.run_id,
+        seq,
+        header.event_id,
+        header.parent_id,
+        header.kind,
+        header.name,
+        header.status,
+        header.at,
         prev,
-        chain_hash(prev, full, key),
-        '{"header":' + stored + ',"content":' + content_json + "}",
+        chain_hash(prev, header.before_seq + str(seq) + header.after_seq, key),
+        '{"header":' + header.stored + ',"content":' + content_json + "}",
     )
 
 
@@ -179,11 +179,10 @@ class ChainWriter:
         """Records buffered and not yet stored."""
         return len(self._pending)
 
-    def append(self, header: dict[str, Any], content_json: str) -> EventRow:
-        """Chain one record (``header`` lacks ``seq``) and buffer it; return its row."""
+    def append(self, header: RecordHeader, content_json: str) -> EventRow:
+        """Chain one record (the next ``seq``) and buffer it; return its row."""
         with self.lock:
-            header["seq"] = self.next_seq
-            row = _row(header, content_json, self.head, self.key)
+            row = _row(header, content_json, self.next_seq, self.head, self.key)
             if not self._pending:
                 self._oldest = time.monotonic()
             self._pending.append(_Pending(header, content_json, row))
@@ -239,10 +238,10 @@ class ChainWriter:
                 return False
             return True
 
-    def ride(self, store: Any, extra: tuple[dict[str, Any], str] | None = None) -> Ride | None:
+    def ride(self, store: Any, extra: tuple[RecordHeader, str] | None = None) -> Ride | None:
         """Hand every buffered record to the caller's transaction on ``store``.
 
-        ``extra`` (``(header, content_json)``, header without ``seq``) is chained after
+        ``extra`` (``(header, content_json)``) is chained after
         them as a provisional record: the caller gates the append on its own op and tells
         ``settle`` whether the record still holds.
 
@@ -267,8 +266,7 @@ class ChainWriter:
                 last: _Pending | None = None
                 if extra is not None:
                     header, content_json = extra
-                    header["seq"] = self.next_seq
-                    row = _row(header, content_json, self.head, self.key)
+                    row = _row(header, content_json, self.next_seq, self.head, self.key)
                     last = _Pending(header, content_json, row)
                     self._pending.append(last)
                     self.head = last.row.hash
@@ -391,8 +389,7 @@ class ChainWriter:
         """Chain ``items`` after ``count`` stored records ending in ``prev`` (lock held)."""
         seq = count
         for p in items:
-            p.header["seq"] = seq
-            p.row = _row(p.header, p.content_json, prev, self.key)
+            p.row = _row(p.header, p.content_json, seq, prev, self.key)
             prev = p.row.hash
             seq += 1
         self.stored_count = count

@@ -1,0 +1,202 @@
+"""Record headers as the writer chains them: row columns and canonical text. Pure; no I/O.
+
+Rules this module keeps:
+
+- ``RecordHeader.full(seq)`` is ``canonical(header)`` of the record's full header (the
+  layout is in ``_events``) with that ``seq``, and ``stored`` is
+  ``canonical(stored_header(header))``: the text ``header_json`` writes for the same
+  header dict (a property test pins it). The text is kept in two parts around ``seq``, so
+  re-chaining a record after another writer's (a new ``seq``) encodes nothing again.
+- ``HeaderFormat.header`` writes that text from parts without dispatching on their types:
+  ids (``new_id``: hex), times (``now``: ISO-8601) and the content hash (hex) are the
+  journal's own ASCII text and go in as they are; the phase is one of ``PHASES``; kinds,
+  names, statuses, the justification source and span ids are escaped as
+  ``canonical_json`` escapes strings; the checkpoint link is written as ``canonical``
+  writes it; the run id's text is made once per run. Callers pass what they checked or
+  made themselves.
+- ``record_header`` takes any header dict (a newer writer's keys, any values) through
+  ``header_json`` and ``canonical``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._events import FORMAT_VERSION, canonical, header_json
+
+__all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
+
+#: A record's ``phase``: a step's start or end record, or a one-record event.
+PHASES = ("start", "end", "point")
+
+_esc = json.encoder.encode_basestring  # the escaping canonical_json uses for strings
+_MAX_SAFE_INT = 2**53 - 1
+
+
+class RecordHeader:
+    """One record's header: its row columns and canonical text around ``seq``."""
+
+    __slots__ = (
+        "after_seq",
+        "at",
+        "before_seq",
+        "event_id",
+        "kind",
+        "name",
+        "parent_id",
+        "run_id",
+        "status",
+        "stored",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        event_id: str,
+        parent_id: str | None,
+        kind: str,
+        name: str,
+        status: str,
+        at: str,
+        before_seq: str,
+        after_seq: str,
+        stored: str,
+    ) -> None:
+        self.run_id = run_id
+        self.event_id = event_id
+        self.parent_id = parent_id
+        self.kind = kind
+        self.name = name
+        self.status = status
+        self.at = at
+        self.before_seq = before_seq  # '{"at":…,"run_id":…,"seq":'
+        self.after_seq = after_seq  # ',"status":…,"v":1}'
+        self.stored = stored  # the canonical header kept in the row's ``data``
+
+    def full(self, seq: int) -> str:
+        """Return the canonical full header with ``seq`` (what the chain hashes)."""
+        return self.before_seq + str(seq) + self.after_seq
+
+
+class HeaderFormat:
+    """Write the headers of one run's records (see the module's rules)."""
+
+    __slots__ = ("_run_seq", "run_id")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._run_seq = '"run_id":' + _esc(run_id) + ',"seq":'
+
+    def header(
+        self,
+        event_id: str,
+        parent_id: str | None,
+        kind: str,
+        name: str,
+        status: str,
+        phase: str,
+        at: str,
+        content_sha256: str,
+        checkpoint: dict[str, Any] | None = None,
+        justification_source: str | None = None,
+        justification_missing: bool = False,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        run_end: bool = False,
+    ) -> RecordHeader:
+        """Return the header of one record.
+
+        Args:
+            event_id, parent_id: Ids made by ``new_id`` (``parent_id`` ``None``: top level).
+            kind, name, status: Checked strings.
+            phase: One of ``PHASES``.
+            at: A time made by ``now``.
+            content_sha256: The hex SHA-256 of the record's canonical content.
+            checkpoint: The checkpoint link, or ``None`` (no ``checkpoint`` key).
+            justification_source: ``developer``/``model`` with ``justification_missing``,
+                or ``None`` (neither key).
+            trace_id, span_id: The event span's ids (``span_id`` is kept with a
+                ``trace_id`` only), or ``None``.
+            run_end: Whether this is the run's closing record (``run_end: true``).
+        """
+        ck = "" if checkpoint is None else '"checkpoint":' + _link_text(checkpoint) + ","
+        why = ""
+        if justification_source is not None:
+            why = (
+                f'"justification_missing":{"true" if justification_missing else "false"},'
+                f'"justification_source":{_esc(justification_source)},'
+            )
+        end = '"run_end":true,' if run_end else ""
+        span = trace = ""
+        if trace_id is not None:
+            trace = '"trace_id":' + _esc(trace_id) + ","
+            if span_id is not None:
+                span = '"span_id":' + _esc(span_id) + ","
+        parent = "null" if parent_id is None else '"' + parent_id + '"'
+        return RecordHeader(
+            self.run_id,
+            event_id,
+            parent_id,
+            kind,
+            name,
+            status,
+            at,
+            f'{{"at":"{at}",{ck}"content_sha256":"{content_sha256}","event_id":"{event_id}",'
+            f'{why}"kind":{_esc(kind)},"name":{_esc(name)},"parent_id":{parent},'
+            f'"phase":"{phase}",{end}{self._run_seq}',
+            f',{span}"status":{_esc(status)},{trace}"v":{FORMAT_VERSION}}}',
+            f'{{{ck}"content_sha256":"{content_sha256}",{why}"phase":"{phase}",{end}{span}{trace}'
+            f'"v":{FORMAT_VERSION}}}',
+        )
+
+
+def record_header(header: Mapping[str, Any]) -> RecordHeader:
+    """Return the ``RecordHeader`` of any full header without ``seq`` (``header_json``'s
+    text: a newer writer's keys, any exact-JSON values).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when a value is not exact JSON.
+        KeyError: a row column is missing.
+    """
+    # Canonical keys sort by UTF-16 code units: the keys before ``seq`` and those after it
+    # are two canonical objects whose members, joined around ``seq``, are the full one.
+    seq_key = "seq".encode("utf-16-be")
+    before = {k: v for k, v in header.items() if k != "seq" and k.encode("utf-16-be") < seq_key}
+    after = {k: v for k, v in header.items() if k != "seq" and k not in before}
+    head, tail = canonical(before), canonical(after)
+    stored = header_json(header)[1]
+    return RecordHeader(
+        header["run_id"],
+        header["event_id"],
+        header["parent_id"],
+        header["kind"],
+        header["name"],
+        header["status"],
+        header["at"],
+        head[:-1] + ("," if before else "") + '"seq":',
+        ("," + tail[1:]) if after else "}",
+        stored,
+    )
+
+
+def _link_text(link: dict[str, Any]) -> str:
+    """Return ``canonical(link)``; a checkpoint link ``{"namespace", "call_id", "revision"}``
+    of ASCII strings and a safe int (or ``None``) is written without the encoder."""
+    if len(link) == 3 and "revision" in link:
+        namespace, call_id, revision = link.get("namespace"), link.get("call_id"), link["revision"]
+        if (
+            type(namespace) is str
+            and type(call_id) is str
+            and namespace.isascii()
+            and call_id.isascii()
+        ):
+            if revision is None:
+                text = "null"
+            elif type(revision) is int and -_MAX_SAFE_INT <= revision <= _MAX_SAFE_INT:
+                text = str(revision)
+            else:
+                return canonical(link)
+            return f'{{"call_id":{_esc(call_id)},"namespace":{_esc(namespace)},"revision":{text}}}'
+    return canonical(link)
