@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import toolledger
+from toolledger.checkpoint import canonical_json
 from toolledger.store import SQLiteStore
 
 from .conftest import CountingStore, RecordingTelemetry
@@ -128,3 +132,56 @@ class TestReplayRecord:
         assert event["status"] == "replayed"
         assert event["outputs"] == {"result": {"sent": "ana"}, "is_error": False}
         assert event["ended_at"] == event["started_at"]
+
+
+_PAYLOADS = [
+    {"sent": "ana", "to": ["a@example.com"], "n": 2},
+    {"price": 1.5, "sizes": [1e21, -0.0, 3.0], "ok": True},
+    {"name": "Zoë", "emoji": "😀", "nested": [[{"k": [None, False]}]]},
+    ["a", 1, 2.25, {"z": 1, "a": 2}],
+    "plain text",
+]
+
+
+def _content_text(data: str) -> str:
+    """The content JSON of a stored row's data, as stored (``{"header":…,"content":…}``)."""
+    assert data.startswith('{"header":')
+    assert data.endswith("}")
+    return data[data.index(',"content":') + len(',"content":') : -1]
+
+
+class TestReplayRecordContent:
+    @pytest.mark.parametrize("payload", _PAYLOADS)
+    def test_replay_content_is_canonical_of_the_stored_result_with_or_without_telemetry(
+        self, tmp_path: Path, payload: Any
+    ) -> None:
+        """The replay's content text is the canonical JSON of what the call recorded before
+        (inputs, justification, meta, the stored result), the same with telemetry on."""
+        texts = []
+        for telemetry in (None, RecordingTelemetry()):
+            store = SQLiteStore(tmp_path / f"{telemetry is None}.db")
+            tool = toolledger.tool("send_email", revision="2", execute=lambda i, c: payload)
+            with toolledger.run("g", db=store) as run:
+                if telemetry is not None:
+                    run.telemetry = telemetry
+                run.call(tool, call_id="c1", input={"to": ["ana"], "w": 0.5})
+                again = run.call(tool, call_id="c1", input={"to": ["ana"], "w": 0.5})
+                assert again.replayed is True
+            (row,) = [r for r in store.read_events(run.run_id) if r.status == "replayed"]
+            text = _content_text(row.data)
+            expected = {
+                "inputs": {"to": ["ana"], "w": 0.5},
+                "meta": {
+                    "tool_revision": "2",
+                    "input_fingerprint": toolledger.fingerprint({"to": ["ana"], "w": 0.5}),
+                    "replayed": True,
+                    "recovered": False,
+                },
+                "outputs": {"result": payload, "is_error": False},
+            }
+            assert text == canonical_json(expected)
+            header = json.loads(row.data)["header"]
+            assert header["content_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+            assert toolledger.verify(store, run.run_id).ok
+            texts.append(text)
+        assert texts[0] == texts[1]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import toolledger
 from toolledger.checkpoint import canonical_json
+from toolledger.journal._values import exact_floats
 from toolledger.testing import journal_now as now
 from toolledger.testing import record_header, stored_run, to_json
 
@@ -40,6 +41,27 @@ class TestToJson:
         has_float = any(type(x) is float for x in _leaves(converted))
         assert floats == has_float
 
+    @settings(max_examples=300, deadline=None)
+    @given(anything)
+    def test_exact_floats_is_none_unless_to_json_copies_unchanged(self, value):
+        """A value ``exact_floats`` accepts is what ``to_json`` returns, floats flag included."""
+        floats = exact_floats(value)
+        converted, converted_floats = to_json(value)
+        assert (floats is not None) == _same(value, converted)
+        if floats is not None:
+            assert floats == converted_floats
+            assert canonical_json(value) == canonical_json(converted)
+
+    def test_exact_floats_refuses_what_to_json_marks(self):
+        """Markers are never skipped: each value ``to_json`` rewrites is refused."""
+        deep: list = []
+        for _ in range(64):
+            deep = [deep]
+        for value in ({"s": "a\ud800b"}, {"a\udfffb": 1}, [math.nan], [2**53], (1,), deep):
+            assert exact_floats(value) is None
+        assert exact_floats({"a": [1, {"b": 2.5}], "é": "😀"}) is True
+        assert exact_floats({"a": [1, {"b": None}], "c": True}) is False
+
     def test_lone_surrogates_are_marked_not_written(self):
         converted, _ = to_json({"s": "a\ud800b"})
         assert converted == {"s": {"$str": "a\\ud800b"}}
@@ -59,6 +81,17 @@ class TestToJson:
     def test_infinities_are_marked(self):
         converted, _ = to_json([math.inf, -math.inf])
         assert converted == [{"$float": "Infinity"}, {"$float": "-Infinity"}]
+
+
+def _same(a, b):
+    """Equal, with the same types all the way down (a tuple is not its list)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _leaves(value):

@@ -548,8 +548,8 @@ class Recorder:
     ) -> tuple[str, str]:
         """Return the record's canonical content JSON and its hex SHA-256.
 
-        ``acyclic``: every value in ``content`` was made by ``to_json`` or is a str (see
-        ``canonical``).
+        ``acyclic``: every value in ``content`` was made by ``to_json``, passed
+        ``exact_floats`` (bounded in depth) or is a str (see ``canonical``).
         """
         if not content:
             return _EMPTY_CONTENT

@@ -60,7 +60,7 @@ from ._recorder import (
     now,
     span_ids,
 )
-from ._values import to_json
+from ._values import exact_floats, to_json
 from ._writer import ChainWriter
 
 __all__ = ["Run", "current_run"]
@@ -589,9 +589,15 @@ class Run(Recorder):
             kind, name, justification, justification_source, inputs, meta
         )
         link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        telemetry = self.telemetry
         out: dict[str, Any] | None = None
         if outputs:
-            out, f3 = to_json(outputs if type(outputs) is dict else dict(outputs))
+            out = outputs if type(outputs) is dict else dict(outputs)
+            # Without telemetry the outputs are encoded below and not kept: exact JSON
+            # (a replay's stored result) is encoded as it is, with no copy to make.
+            f3 = None if telemetry is not NOOP_TELEMETRY else exact_floats(out)
+            if f3 is None:
+                out, f3 = to_json(out)
             floats |= f3
             content["outputs"] = out
         if parent is ...:
@@ -602,7 +608,7 @@ class Run(Recorder):
         missing = justification is None and justification_source == "model"
         event: dict[str, Any] | None = None
         span: SpanHandle = NoopSpan()
-        if self.telemetry is not NOOP_TELEMETRY:
+        if telemetry is not NOOP_TELEMETRY:
             # Only telemetry reads the event dict (without it, nobody is told of the event).
             event = self._started_event(
                 event_id,
@@ -617,7 +623,7 @@ class Run(Recorder):
                 link,
             )
             span = self._safe_telemetry(
-                self.telemetry.event_started,
+                telemetry.event_started,
                 event,
                 parent.span if parent else None,
                 default=span,

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "to_json"]
+__all__ = ["MAX_DEPTH", "exact_floats", "to_json"]
 
 #: Nesting beyond this many levels is replaced by ``{"$truncated": "depth"}``.
 MAX_DEPTH = 64
@@ -76,6 +76,63 @@ def to_json(value: Any) -> tuple[Any, bool]:
             walk.floats = False
     out = _convert(value, walk, 0)
     return out, walk.floats
+
+
+def exact_floats(value: Any) -> bool | None:
+    """Return whether ``value`` holds a float if ``to_json`` would copy it unchanged, else
+    ``None``.
+
+    For a value encoded at once and not kept (nothing to protect from later changes),
+    ``value`` itself then stands for ``to_json(value)[0]``: the same walk as ``_exact``
+    (the same checks, in the same order), without building the copy.
+    """
+    try:
+        return _floats(value, 0)
+    except _NotExact:
+        return None
+
+
+def _floats(value: Any, depth: int) -> bool:
+    """``_exact``'s walk without the copy: whether a float occurs (raises ``_NotExact``)."""
+    tp = type(value)
+    if tp is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotExact from None
+        return False
+    if value is None or tp is bool:
+        return False
+    if tp is int:
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+            return False
+        raise _NotExact
+    if tp is float:
+        if math.isfinite(value):
+            return True
+        raise _NotExact
+    if depth >= MAX_DEPTH:
+        raise _NotExact  # (a cycle ends here too)
+    floats = False
+    if tp is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotExact
+            if not key.isascii():
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _NotExact from None
+            if _floats(item, depth + 1):
+                floats = True
+        return floats
+    if tp is list:
+        for item in value:
+            if _floats(item, depth + 1):
+                floats = True
+        return floats
+    raise _NotExact
 
 
 class _NotExact(Exception):
