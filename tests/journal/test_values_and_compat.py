@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import toolledger
 from toolledger.checkpoint import canonical_json
-from toolledger.journal._values import exact_floats
+from toolledger.journal._values import encoded_json, exact_floats
 from toolledger.testing import journal_now as now
 from toolledger.testing import record_header, stored_run, to_json
 
@@ -51,6 +51,16 @@ class TestToJson:
         if floats is not None:
             assert floats == converted_floats
             assert canonical_json(value) == canonical_json(converted)
+
+    @settings(max_examples=300, deadline=None)
+    @given(anything)
+    def test_encoded_json_is_to_json_without_copying_exact_json(self, value):
+        """``encoded_json`` hands back exact JSON itself and converts the rest as ``to_json``."""
+        converted, floats = encoded_json(value)
+        expected, expected_floats = to_json(value)
+        assert _same(converted, expected)
+        assert floats == expected_floats
+        assert (converted is value) == _same(value, expected)
 
     def test_exact_floats_refuses_what_to_json_marks(self):
         """Markers are never skipped: each value ``to_json`` rewrites is refused."""

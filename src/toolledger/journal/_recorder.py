@@ -178,10 +178,13 @@ def event_content(
     justification_source: str,
     inputs: Any,
     meta: Mapping[str, Any] | None,
+    convert: Callable[[Any], tuple[Any, bool]] = to_json,
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """Check a new event's names and justification; return its content, meta and floats.
 
     ``floats`` says whether the inputs or meta held a float (the record keeps exact JSON).
+    ``convert``: ``to_json``, or ``encoded_json`` when the content is encoded at once and
+    neither it nor the meta is kept.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -190,22 +193,25 @@ def event_content(
     check_name(name, "name")
     check_text(justification, "justification")
     check_source(justification_source)
-    return checked_content(justification, inputs, meta)
+    return checked_content(justification, inputs, meta, convert)
 
 
 def checked_content(
-    justification: str | None, inputs: Any, meta: Mapping[str, Any] | None
+    justification: str | None,
+    inputs: Any,
+    meta: Mapping[str, Any] | None,
+    convert: Callable[[Any], tuple[Any, bool]] = to_json,
 ) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """``event_content`` of a justification checked already (``check_text``)."""
     content: dict[str, Any] = {}
     floats = False
     if inputs is not None:
-        content["inputs"], floats = to_json(inputs)
+        content["inputs"], floats = convert(inputs)
     if justification is not None:
         content["justification"] = justification
     meta_value: dict[str, Any] = {}
     if meta:
-        meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
+        meta_value, f2 = convert(meta if type(meta) is dict else dict(meta))
         floats |= f2
         content["meta"] = meta_value
     return content, meta_value, floats
@@ -548,8 +554,8 @@ class Recorder:
     ) -> tuple[str, str]:
         """Return the record's canonical content JSON and its hex SHA-256.
 
-        ``acyclic``: every value in ``content`` was made by ``to_json``, passed
-        ``exact_floats`` (bounded in depth) or is a str (see ``canonical``).
+        ``acyclic``: every value in ``content`` was made by ``to_json`` or
+        ``encoded_json`` (bounded in depth) or is a str (see ``canonical``).
         """
         if not content:
             return _EMPTY_CONTENT

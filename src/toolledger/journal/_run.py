@@ -60,7 +60,7 @@ from ._recorder import (
     now,
     span_ids,
 )
-from ._values import exact_floats, to_json
+from ._values import encoded_json, to_json
 from ._writer import ChainWriter
 
 __all__ = ["Run", "current_run"]
@@ -585,19 +585,17 @@ class Run(Recorder):
             raise InvalidArgumentError(
                 message=f"status must be a short non-empty str; got {status!r}"
             )
+        telemetry = self.telemetry
+        # Without telemetry the content is encoded below and nothing keeps it: exact JSON
+        # (the inputs, a replay's stored result) is encoded as it is, with no copy to make.
+        convert = to_json if telemetry is not NOOP_TELEMETRY else encoded_json
         content, meta_value, floats = event_content(
-            kind, name, justification, justification_source, inputs, meta
+            kind, name, justification, justification_source, inputs, meta, convert
         )
         link = None if checkpoint is None else _checkpoint_link(checkpoint)
-        telemetry = self.telemetry
         out: dict[str, Any] | None = None
         if outputs:
-            out = outputs if type(outputs) is dict else dict(outputs)
-            # Without telemetry the outputs are encoded below and not kept: exact JSON
-            # (a replay's stored result) is encoded as it is, with no copy to make.
-            f3 = None if telemetry is not NOOP_TELEMETRY else exact_floats(out)
-            if f3 is None:
-                out, f3 = to_json(out)
+            out, f3 = convert(outputs if type(outputs) is dict else dict(outputs))
             floats |= f3
             content["outputs"] = out
         if parent is ...:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "exact_floats", "to_json"]
+__all__ = ["MAX_DEPTH", "encoded_json", "exact_floats", "to_json"]
 
 #: Nesting beyond this many levels is replaced by ``{"$truncated": "depth"}``.
 MAX_DEPTH = 64
@@ -53,21 +53,8 @@ def to_json(value: Any) -> tuple[Any, bool]:
 
     Never raises for a value's content; conversions are marked (see the module docstring).
     """
-    if type(value) is dict:
-        # Fast path: a flat dict of str keys and simple values (the usual **inputs).
-        for k, v in value.items():
-            tv = type(v)
-            if type(k) is not str or not k.isascii():
-                break
-            if tv is str:
-                if not v.isascii():
-                    break
-            elif not (
-                v is None or tv is bool or (tv is int and -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT)
-            ):
-                break
-        else:
-            return dict(value), False
+    if type(value) is dict and _flat(value):
+        return dict(value), False
     walk = _Walk()
     if type(value) is dict or type(value) is list:
         try:
@@ -76,6 +63,36 @@ def to_json(value: Any) -> tuple[Any, bool]:
             walk.floats = False
     out = _convert(value, walk, 0)
     return out, walk.floats
+
+
+def encoded_json(value: Any) -> tuple[Any, bool]:
+    """``to_json`` for a value encoded at once and not kept: exact JSON is not copied.
+
+    Returns ``(value, contains_float)`` when ``to_json`` would return an unchanged copy of
+    ``value`` (the same checks), else ``to_json(value)``. Nothing may keep the result: it
+    may be the caller's own object.
+    """
+    if type(value) is dict and _flat(value):
+        return value, False
+    floats = exact_floats(value)
+    if floats is None:
+        return to_json(value)
+    return value, floats
+
+
+def _flat(value: dict[Any, Any]) -> bool:
+    """The fast path: a flat dict of ASCII str keys and ASCII str, bool, ``None`` or safe
+    int values (the usual **inputs), exact JSON without a float."""
+    for k, v in value.items():
+        tv = type(v)
+        if type(k) is not str or not k.isascii():
+            return False
+        if tv is str:
+            if not v.isascii():
+                return False
+        elif not (v is None or tv is bool or (tv is int and -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT)):
+            return False
+    return True
 
 
 def exact_floats(value: Any) -> bool | None:
