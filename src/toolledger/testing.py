@@ -46,6 +46,8 @@ from .journal._read import load_run as _load_stored_run
 from .journal._recorder import MAX_ERRORS as MAX_ERRORS
 from .journal._recorder import new_id as _journal_new_id
 from .journal._recorder import now as _journal_now
+from .journal._values import encoded_json as encoded_json
+from .journal._values import exact_floats as exact_floats
 from .journal._values import to_json as to_json
 from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from .store import _sqlite_search

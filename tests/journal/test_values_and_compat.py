@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 
 import toolledger
 from toolledger.checkpoint import canonical_json
-from toolledger.journal._values import encoded_json, exact_floats
+from toolledger.testing import encoded_json, exact_floats, record_header, stored_run, to_json
 from toolledger.testing import journal_now as now
-from toolledger.testing import record_header, stored_run, to_json
 
 anything = st.recursive(
     st.none()
