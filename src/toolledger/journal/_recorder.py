@@ -264,10 +264,10 @@ class Recorder:
 
     # -- the event API (the journal seam) --------------------------------------------------
 
-    def _started_event(
+    def _tell_started(
         self,
         event_id: str,
-        parent_id: str | None,
+        parent: EventHandle | None,
         kind: str,
         name: str | None,
         stamp: str,
@@ -276,12 +276,15 @@ class Recorder:
         meta_value: dict[str, Any],
         content: dict[str, Any],
         link: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """The event dict telemetry and handles see for an event that has just started."""
-        return {
+        default: SpanHandle,
+    ) -> tuple[dict[str, Any], SpanHandle]:
+        """Tell telemetry an event has just started: the event dict it (and the handle)
+        sees, and its span (``default`` when telemetry fails). Only with telemetry: nobody
+        else reads the dict."""
+        event = {
             "run_id": self.run_id,
             "event_id": event_id,
-            "parent_id": parent_id,
+            "parent_id": None if parent is None else parent.event_id,
             "kind": kind,
             "name": name,
             "status": "running",
@@ -296,6 +299,13 @@ class Recorder:
             "error": None,
             "checkpoint": link,
         }
+        span = self._safe_telemetry(
+            self.telemetry.event_started,
+            event,
+            None if parent is None else parent.span,
+            default=default,
+        )
+        return event, span
 
     def begin_event(
         self,
@@ -388,10 +398,9 @@ class Recorder:
         )
         trace_id = span_id = None
         if self.telemetry is not NOOP_TELEMETRY:
-            # Only telemetry reads the event dict (without it, nobody is told of the event).
-            event = self._started_event(
+            handle.event, handle.span = self._tell_started(
                 event_id,
-                parent_id,
+                parent,
                 kind,
                 name,
                 stamp,
@@ -400,13 +409,7 @@ class Recorder:
                 meta_value,
                 content,
                 link,
-            )
-            handle.event = event
-            handle.span = self._safe_telemetry(
-                self.telemetry.event_started,
-                event,
-                None if parent is None else parent.span,
-                default=handle.span,
+                handle.span,
             )
             trace_id, span_id = span_ids(handle.span)
         content_json, digest = self._content_json(content, floats, True)

@@ -607,10 +607,9 @@ class Run(Recorder):
         event: dict[str, Any] | None = None
         span: SpanHandle = NoopSpan()
         if telemetry is not NOOP_TELEMETRY:
-            # Only telemetry reads the event dict (without it, nobody is told of the event).
-            event = self._started_event(
+            event, span = self._tell_started(
                 event_id,
-                parent_id,
+                parent,
                 kind,
                 name,
                 stamp,
@@ -619,12 +618,7 @@ class Run(Recorder):
                 meta_value,
                 content,
                 link,
-            )
-            span = self._safe_telemetry(
-                telemetry.event_started,
-                event,
-                parent.span if parent else None,
-                default=span,
+                span,
             )
             event["status"] = status
         content_json, digest = self._content_json(content, floats, True)

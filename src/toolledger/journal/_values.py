@@ -114,10 +114,7 @@ def _floats(value: Any, depth: int) -> bool:
     tp = type(value)
     if tp is str:
         if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _NotExact from None
+            _encodable(value)
         return False
     if value is None or tp is bool:
         return False
@@ -137,10 +134,7 @@ def _floats(value: Any, depth: int) -> bool:
             if type(key) is not str:
                 raise _NotExact
             if not key.isascii():
-                try:
-                    key.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise _NotExact from None
+                _encodable(key)
             if _floats(item, depth + 1):
                 floats = True
         return floats
@@ -156,6 +150,14 @@ class _NotExact(Exception):
     """``_exact`` met a value that needs a marker: ``_convert`` walks it instead."""
 
 
+def _encodable(text: str) -> None:
+    """Raise ``_NotExact`` for a str holding a lone surrogate (no UTF-8 form)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _NotExact from None
+
+
 def _exact(value: Any, walk: _Walk, depth: int) -> Any:
     """Copy a value that is exact JSON already (what ``_convert`` returns unchanged).
 
@@ -165,10 +167,7 @@ def _exact(value: Any, walk: _Walk, depth: int) -> Any:
     tp = type(value)
     if tp is str:
         if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _NotExact from None
+            _encodable(value)
         return value
     if value is None or tp is bool:
         return value
@@ -189,10 +188,7 @@ def _exact(value: Any, walk: _Walk, depth: int) -> Any:
             if type(key) is not str:
                 raise _NotExact
             if not key.isascii():
-                try:
-                    key.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise _NotExact from None
+                _encodable(key)
             out[key] = _exact(item, walk, depth + 1)
         return out
     if tp is list:
