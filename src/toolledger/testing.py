@@ -31,6 +31,8 @@ from .guard._flow_state import join_claims as join_claims
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
+from .journal._content import new_id as _journal_new_id
+from .journal._content import now as _journal_now
 from .journal._events import FORMAT_VERSION as FORMAT_VERSION
 from .journal._events import canonical as canonical
 from .journal._events import chain_hash as chain_hash
@@ -44,8 +46,6 @@ from .journal._header import record_header as record_header
 from .journal._read import StoredRun
 from .journal._read import load_run as _load_stored_run
 from .journal._recorder import MAX_ERRORS as MAX_ERRORS
-from .journal._recorder import new_id as _journal_new_id
-from .journal._recorder import now as _journal_now
 from .journal._values import encoded_json as encoded_json
 from .journal._values import exact_floats as exact_floats
 from .journal._values import to_json as to_json

@@ -28,7 +28,7 @@ from typing import Any
 from ..approvals import ApprovalRequest
 from ..checkpoint.model import Binding, fingerprint
 from ..errors import InvalidArgumentError, InvalidTransitionError, StoreError
-from ..journal._recorder import check_source, check_text
+from ..journal._content import check_source, check_text
 from ..tools import Tool, ToolOutcome
 from ._approval_flow import GateFlow
 from ._approval_gate import aask, ask, resolve

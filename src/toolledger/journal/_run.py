@@ -39,6 +39,7 @@ from ..store import Store
 from ..store._open import store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
+from ._content import check_name, check_source, check_text, event_content, new_id, now
 from ._events import (
     MAC_HMAC_SHA256,
     RUN_FORMAT_VERSION,
@@ -50,16 +51,7 @@ from ._events import (
 from ._facts import TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
 from ._header import HeaderFormat
-from ._recorder import (
-    Recorder,
-    check_name,
-    check_source,
-    check_text,
-    event_content,
-    new_id,
-    now,
-    span_ids,
-)
+from ._recorder import Recorder, span_ids
 from ._values import encoded_json, to_json
 from ._writer import ChainWriter
 
