@@ -7,7 +7,13 @@ own SQLite file, interleaved batch by batch in one run so all see the same machi
   1000 pages copies it back into the database file, on the caller's path.
 - ``autocheckpoint 10000``: the same, tuned: stalls ten times rarer, each ten times longer.
 - ``passive thread every N``: the store's default (``_sqlite_checkpointer``): writers only
-  count commits; a thread of the store's runs a passive checkpoint every ``N`` commits.
+  count commits; a thread of the store's runs a passive checkpoint every ``N`` commits,
+  and once the WAL holds ``RESTART_FRAMES`` frames finishes a caught-up round under the
+  writers' gate so the WAL restarts (backstop 10,000 pages).
+- ``... no gate, backstop 1000``: the same thread as it was before the gate: rounds never
+  finish while a writer keeps appending, so the WAL grows to SQLite's 1,000-page
+  auto-checkpoint and the commit crossing it checkpoints.
+- ``... restart at N frames``: the gated round at another WAL length.
 
 Columns: median, mean, p99 and p99.9 in microseconds, the largest sample, and the WAL file's
 size at the end (the checkpoints keep it from growing). Durability semantics are the same in
@@ -50,9 +56,30 @@ class _Tuned(SQLiteStore):
         return conn
 
 
+class _Ungated(SQLiteStore):
+    """The checkpoint thread without the gate, SQLite's 1000-page backstop (the old default)."""
+
+    def _connect(self) -> Any:
+        conn = super()._connect()
+        conn.execute("PRAGMA wal_autocheckpoint = 1000")
+        return conn
+
+    def _start_checkpointer(self) -> Any:
+        ckpt = super()._start_checkpointer()
+        if ckpt is not None:
+            ckpt.gate = None
+        return ckpt
+
+
 def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
     if kind == "auto":
         cls = type("Auto", (_Tuned,), {"pages": value})
+        return cls(path, durability=durability)  # type: ignore[no-any-return]
+    if kind == "ungated":
+        cls = type("Ungated", (_Ungated,), {"_checkpoint_every": value})
+        return cls(path, durability=durability)  # type: ignore[no-any-return]
+    if kind == "restart":
+        cls = type("Restart", (SQLiteStore,), {"_restart_frames": value})
         return cls(path, durability=durability)  # type: ignore[no-any-return]
     cls = type("Passive", (SQLiteStore,), {"_checkpoint_every": value})
     return cls(path, durability=durability)  # type: ignore[no-any-return]
@@ -61,9 +88,11 @@ def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
 CASES = [
     ("autocheckpoint 1000 (SQLite)", "auto", 1000),
     ("autocheckpoint 10000", "auto", 10000),
-    ("passive thread every 8", "passive", 8),
+    ("every 16, no gate, backstop 1000", "ungated", 16),
     ("passive thread every 16", "passive", 16),
     ("passive thread every 64", "passive", 64),
+    ("every 16, restart at 1024 frames", "restart", 1024),
+    ("every 16, restart at 8192 frames", "restart", 8192),
 ]
 
 
@@ -71,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="WAL checkpoint placement benchmark")
     parser.add_argument("--calls", type=int, default=3000, help="new calls per case")
     parser.add_argument("--durability", default="normal", choices=["normal", "full"])
+    parser.add_argument("--batch", type=int, default=BATCH, help="calls per case in turn")
     args = parser.parse_args()
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     samples: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
@@ -85,9 +115,9 @@ def main() -> None:
         for r in runs.values():
             for i in range(50):  # warm up
                 r.call(tool, call_id=f"warm-{i}", input=INPUT)
-        for start in range(0, args.calls, BATCH):
+        for start in range(0, args.calls, args.batch):
             for name, r in runs.items():
-                for i in range(start, min(args.calls, start + BATCH)):
+                for i in range(start, min(args.calls, start + args.batch)):
                     t0 = time.perf_counter()
                     r.call(tool, call_id=f"c-{i}", input=INPUT)
                     samples[name].append(time.perf_counter() - t0)
@@ -97,18 +127,18 @@ def main() -> None:
         for s in stores.values():
             s.close()
     print(
-        f"{'case (' + args.durability + ')':<30} {'median':>8} {'mean':>8} {'p99':>8} "
+        f"{'case (' + args.durability + ')':<34} {'median':>8} {'mean':>8} {'p99':>8} "
         f"{'p99.9':>8} {'max':>8} {'WAL KiB':>8}"
     )
     for name, values in samples.items():
         print(
-            f"{name:<30} {statistics.median(values) * 1e6:>8.1f} "
+            f"{name:<34} {statistics.median(values) * 1e6:>8.1f} "
             f"{statistics.fmean(values) * 1e6:>8.1f} {percentile(values, 0.99) * 1e6:>8.1f} "
             f"{percentile(values, 0.999) * 1e6:>8.1f} {max(values) * 1e6:>8.1f} "
             f"{wal[name] / 1024:>8.0f}"
         )
     print(
-        f"\nmicroseconds per new call, {args.calls} per case, batches of {BATCH} interleaved; "
+        f"\nmicroseconds per new call, {args.calls} per case, batches of {args.batch} interleaved; "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs."
     )
 

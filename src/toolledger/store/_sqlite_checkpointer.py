@@ -9,6 +9,15 @@ Rules this module keeps:
   A passive checkpoint never takes the write lock and never waits on a busy handler, so it
   never holds a claim and never blocks a writer; whatever it cannot copy now (a reader on
   an older snapshot, another checkpoint running) waits for the next round.
+- A passive round never catches up while a writer keeps appending (it copies what it saw
+  at its start), and SQLite restarts the WAL from its first frame only when a writer begins
+  with everything copied; without a restart the WAL grows to the backstop and the commit
+  that crosses it checkpoints. So once the WAL holds ``RESTART_FRAMES`` frames and a round
+  has caught up, the thread takes the store's ``gate`` (the lock its writers hold from
+  ``BEGIN`` to ``COMMIT``) for one more passive round, the residue since the last one. The
+  next writer then restarts the WAL; that writer syncs the new WAL header (SQLite's rule),
+  and the writers of this store wait for that one short round: two short waits per
+  ``RESTART_FRAMES`` frames instead of one in-commit checkpoint per ``BACKSTOP_PAGES``.
 - The writers keep an auto-checkpoint as a backstop (``BACKSTOP_PAGES``), so the WAL stays
   bounded if this thread falls behind or is gone.
 - Fork-safe: ``fork`` waits for a running checkpoint to finish (a child must not inherit a
@@ -26,25 +35,43 @@ import threading
 import weakref
 from pathlib import Path
 
-__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "Checkpointer"]
+__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "RESTART_FRAMES", "Checkpointer"]
 
 #: Commits between two passive checkpoints (a new call commits twice).
 CHECKPOINT_EVERY = 16
 #: Passive rounds per wake-up at most (each copies what the writers added meanwhile).
 MAX_ROUNDS = 8
+#: WAL frames after which a caught-up round is finished under the gate, so the next writer
+#: restarts the WAL (16 MiB of 4 KiB pages: a restart's two short waits are rare enough to
+#: stay out of a new call's p99; ``bench/bench_wal.py`` measures 1,024 to 8,192).
+RESTART_FRAMES = 4096
 #: The writers' ``wal_autocheckpoint``: reached only when the thread falls far behind.
-BACKSTOP_PAGES = 1000
+BACKSTOP_PAGES = 10000
 
 _LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
 
 
 class Checkpointer:
-    """Run passive checkpoints of ``path`` on a daemon thread, every ``every`` commits."""
+    """Run passive checkpoints of ``path`` on a daemon thread, every ``every`` commits.
 
-    def __init__(self, path: Path, *, every: int = CHECKPOINT_EVERY) -> None:
+    ``gate``: the lock the store's writers hold from ``BEGIN`` to ``COMMIT``; ``None``
+    never finishes a round under it (the WAL then restarts only when the thread wins).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        every: int = CHECKPOINT_EVERY,
+        gate: threading.Lock | None = None,
+        restart_frames: int = RESTART_FRAMES,
+    ) -> None:
         self.path = path
         self.every = max(1, int(every))
+        self.gate = gate
+        self.restart_frames = max(1, int(restart_frames))
         self.checkpoints = 0  # passive rounds run (tests and benches read it)
+        self.gated = 0  # rounds finished under the gate
         self._pending = 0
         self._wake = threading.Event()
         self._rounds = threading.Condition()
@@ -126,12 +153,23 @@ class Checkpointer:
         # Writers append while a round copies: chase until caught up (each round copies
         # what the last one's writers added, far less), a few rounds at most.
         for _ in range(MAX_ROUNDS):
-            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            self.checkpoints += 1
+            busy, frames, copied = self._round(conn)
             if busy or self._stopped or frames <= 0:
                 return
             if copied >= frames:
-                return
+                break
+        else:
+            return
+        if self.gate is not None and frames >= self.restart_frames:
+            with self.gate:  # no writer of this store appends: this round copies the rest
+                if not self._stopped:
+                    self._round(conn)
+                    self.gated += 1
+
+    def _round(self, conn: sqlite3.Connection) -> tuple[int, int, int]:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self.checkpoints += 1
+        return int(busy), int(frames), int(copied)
 
     # -- fork --------------------------------------------------------------------------
 

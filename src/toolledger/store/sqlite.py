@@ -20,7 +20,9 @@ Rules this module keeps:
 - WAL checkpoints run off the callers' commits: a passive checkpoint on a thread of the
   store's own every ``CHECKPOINT_EVERY`` commits (``_sqlite_checkpointer``), SQLite's
   auto-checkpoint kept only as a far backstop. It changes when pages reach the database
-  file, never what a commit syncs.
+  file, never what a commit syncs. This process's writers of a store hold its ``_gate``
+  from ``BEGIN`` to ``COMMIT`` (a lock, waited on up to ``busy_timeout`` like SQLite's own):
+  the thread takes it for one short round when the WAL is long, so it restarts.
 - Schema changes are numbered migrations recorded in ``toolledger_schema`` in the same
   transaction; a file written by a newer toolledger fails with ``STORE_SCHEMA_TOO_NEW``.
 - ``sqlite3`` errors never leak: locked/busy becomes ``STORE_BUSY``, anything else
@@ -71,7 +73,7 @@ from ._sqlcommon import (
     run_row,
     valid_records,
 )
-from ._sqlite_checkpointer import BACKSTOP_PAGES, CHECKPOINT_EVERY, Checkpointer
+from ._sqlite_checkpointer import BACKSTOP_PAGES, CHECKPOINT_EVERY, RESTART_FRAMES, Checkpointer
 from ._sqlite_ops import create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
@@ -130,6 +132,8 @@ class SQLiteStore(ApplyShortcuts):
     #: Commits between two passive checkpoints off the callers' path; ``None``: SQLite's
     #: own auto-checkpoint inside the commit that crosses 1000 pages (benches compare).
     _checkpoint_every: int | None = CHECKPOINT_EVERY
+    #: WAL frames after which the checkpoint thread makes the WAL restart (tests lower it).
+    _restart_frames: int = RESTART_FRAMES
 
     def __init__(
         self,
@@ -161,6 +165,7 @@ class SQLiteStore(ApplyShortcuts):
         self._pid = os.getpid()
         self._closed = False
         self._checkpointer: Checkpointer | None = None
+        self._gate = threading.Lock()  # held by this process's writers, BEGIN to COMMIT
         if readonly:
             self._check_readable()
             self._indexed = self._probe_index()
@@ -336,6 +341,7 @@ class SQLiteStore(ApplyShortcuts):
             self._local = threading.local()
             self._connections = []
             self._lock = threading.Lock()
+            self._gate = threading.Lock()  # a parent's writer may have held it at the fork
             self._checkpointer = None
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
@@ -397,6 +403,25 @@ class SQLiteStore(ApplyShortcuts):
                 details={"path": str(self.path), "reason": "readonly"},
             )
         conn = self._conn()
+        gate = self._gate  # after ``_conn``: a forked child has its own by then
+        if not gate.acquire(timeout=self.busy_timeout):
+            raise StoreBusyError(
+                message="another writer of this store held it for the whole busy timeout "
+                f"({self.busy_timeout} s) while beginning a write; retry later",
+                details={"doing": "beginning a write"},
+            )
+        try:
+            result = self._transaction(conn, fn, durable)
+        finally:
+            gate.release()
+        ckpt = self._checkpointer or self._start_checkpointer()
+        if ckpt is not None:
+            ckpt.committed()
+        return result
+
+    def _transaction(
+        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], durable: bool
+    ) -> T:
         try:
             self._set_sync(conn, durable)
             conn.execute("BEGIN IMMEDIATE")
@@ -415,9 +440,6 @@ class SQLiteStore(ApplyShortcuts):
             if isinstance(exc, UnicodeDecodeError):
                 raise _not_utf8(self.path, "writing") from exc
             raise
-        ckpt = self._checkpointer or self._start_checkpointer()
-        if ckpt is not None:
-            ckpt.committed()
         return result
 
     def _start_checkpointer(self) -> Checkpointer | None:
@@ -425,7 +447,12 @@ class SQLiteStore(ApplyShortcuts):
             return None
         with self._lock:
             if self._checkpointer is None and not self._closed:
-                self._checkpointer = Checkpointer(self.path, every=self._checkpoint_every)
+                self._checkpointer = Checkpointer(
+                    self.path,
+                    every=self._checkpoint_every,
+                    gate=self._gate,
+                    restart_frames=self._restart_frames,
+                )
             return self._checkpointer
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
