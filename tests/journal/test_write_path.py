@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from datetime import datetime, timezone
 from unittest import mock
 
@@ -217,6 +218,17 @@ class TestNewId:
         ids = [new_id() for _ in range(1000)]
         assert len(set(ids)) == len(ids)
         assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+    def test_new_ids_start_with_the_time_in_ms_so_they_sort_by_creation(self):
+        """The first 12 hex digits are the Unix time in ms when the id was made."""
+        before = time.time_ns() // 1_000_000
+        ids = [new_id() for _ in range(5000)]
+        after = time.time_ns() // 1_000_000
+        stamps = [int(i[:12], 16) for i in ids]
+        assert before <= stamps[0]
+        assert stamps[-1] <= after
+        assert stamps == sorted(stamps)
+        assert len({i[12:] for i in ids}) == len(ids)  # the random parts alone differ too
 
     def test_a_forked_child_never_hands_out_the_parents_ids(self):
         """The child drops the ids its parent had drawn but not used."""

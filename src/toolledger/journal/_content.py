@@ -4,8 +4,8 @@ and ``os.urandom``.
 Rules this module keeps:
 
 - ``now`` is the text of ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``
-  and ``new_id`` 32 hex digits of ``os.urandom``: the journal's own ASCII text, which
-  ``_header.HeaderFormat`` writes without escaping.
+  and ``new_id`` 32 hex digits (the time in ms, then ``os.urandom``): the journal's own
+  ASCII text, which ``_header.HeaderFormat`` writes without escaping.
 - Names are non-empty str of at most 256 characters, text is str or ``None``, both valid
   Unicode (no lone surrogate); anything else is ``INVALID_ARGUMENT`` and nothing is written.
 - Content is converted to exact JSON by ``to_json`` (``encoded_json`` where it is encoded
@@ -57,17 +57,20 @@ _second: tuple[int, str] = (-1, "")
 
 
 def new_id() -> str:
-    """Return a new 128-bit random id (32 hex digits).
+    """Return a new 128-bit id (32 hex digits): 48 bits of Unix time in ms, 80 random.
 
-    Ids come from ``os.urandom`` 64 at a time: ``list.pop`` hands each to one caller
+    Time first, as in a UUIDv7: the ids of a run sort by creation, so an index on them
+    appends at its end (one page a commit) instead of touching a random page. The random
+    part comes from ``os.urandom`` 64 at a time: ``list.pop`` hands each to one caller
     (threads included), and a forked child drops the parent's unused ones.
     """
     try:
-        return _ids.pop()
+        tail = _ids.pop()
     except IndexError:
-        block = os.urandom(16 * _ID_BLOCK).hex()
-        _ids.extend([block[i : i + 32] for i in range(0, 32 * _ID_BLOCK, 32)])
-        return _ids.pop()
+        block = os.urandom(10 * _ID_BLOCK).hex()
+        _ids.extend([block[i : i + 20] for i in range(0, 20 * _ID_BLOCK, 20)])
+        tail = _ids.pop()
+    return f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}{tail}"
 
 
 _ID_BLOCK = 64
