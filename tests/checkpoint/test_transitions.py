@@ -11,6 +11,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.checkpoint import DECISIONS, TRANSITIONS
+from toolledger.checkpoint.transitions import check_binding
 
 from ._ckpt_records import (
     REASON,
@@ -560,6 +561,49 @@ def test_decide_checkpoint_non_binding_is_invalid_argument() -> None:
     """The binding argument must be a Binding."""
     with pytest.raises(tl.InvalidArgumentError):
         tl.decide_checkpoint(RECORDS["ready"](), binding().to_dict())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("record_name", sorted(RECORDS))
+def test_check_binding_same_binding_returns_record(record_name: str) -> None:
+    """check_binding passes the record decide_checkpoint decides on, unchanged."""
+    rec = RECORDS[record_name]()
+    assert check_binding(rec, binding()) is rec
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("namespace", "ns2"),
+        ("call_id", "call-2"),
+        ("tool_name", "send_sms"),
+        ("tool_revision", "2"),
+        ("input_fingerprint", "sha256:other"),
+    ],
+)
+@pytest.mark.parametrize("record_name", ["ready", "completed", "delivered"])
+def test_check_binding_differing_binding_raises_as_decide_checkpoint(
+    record_name: str, field: str, value: str
+) -> None:
+    """check_binding raises decide_checkpoint's BINDING_CONFLICT, with the same details."""
+    other = binding(**{field: value})
+    with pytest.raises(tl.BindingConflictError) as fast:
+        check_binding(RECORDS[record_name](), other)
+    with pytest.raises(tl.BindingConflictError) as full:
+        tl.decide_checkpoint(RECORDS[record_name](), other)
+    assert (fast.value.message, fast.value.details) == (full.value.message, full.value.details)
+
+
+def test_check_binding_validates_record_first() -> None:
+    """An invalid record is INVALID_CHECKPOINT even with a conflicting binding."""
+    rec = dataclasses.replace(RECORDS["delivered"](), delivered_at=None)
+    with pytest.raises(tl.InvalidCheckpointError):
+        check_binding(rec, binding(tool_name="other"))
+
+
+def test_check_binding_non_binding_is_invalid_argument() -> None:
+    """The binding argument must be a Binding."""
+    with pytest.raises(tl.InvalidArgumentError):
+        check_binding(RECORDS["ready"](), binding().to_dict())  # type: ignore[arg-type]
 
 
 # -- records are immutable ----------------------------------------------------------------

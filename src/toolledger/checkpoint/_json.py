@@ -232,8 +232,9 @@ def canonical_json(value: Any) -> str:
     if type(value) is dict and _flat_ascii(value):
         # Exact JSON by construction (str keys, ASCII str / bool / None / safe int values):
         # the type walk below would prove nothing more, and the C encoder's text is the
-        # canonical one (ASCII keys sort the same by code point and by UTF-16 unit).
-        flat: str = sorted_dumps(value)
+        # canonical one (ASCII keys sort the same by code point and by UTF-16 unit). Its
+        # values are scalars, so it holds no cycle: the encoder made once serves it.
+        flat: str = sorted_dumps_acyclic(value)
         return flat
     shape = check_types(value, what="value")
     if shape.depth > 512:

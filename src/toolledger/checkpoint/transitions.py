@@ -50,6 +50,7 @@ __all__ = [
     "DECISIONS",
     "TRANSITIONS",
     "TransitionRule",
+    "check_binding",
     "claim_delivery",
     "claim_execution",
     "complete_delivery",
@@ -161,6 +162,21 @@ def decide_checkpoint(record: CheckpointRecord, binding: Binding) -> Decision:
         InvalidArgumentError: ``binding`` is not a Binding.
         BindingConflictError: ``BINDING_CONFLICT`` when any binding field differs.
     """
+    rec = check_binding(record, binding)
+    return Decision(action=DECISIONS[rec.status], status=rec.status, revision=rec.revision)
+
+
+def check_binding(record: CheckpointRecord, binding: Binding) -> CheckpointRecord:
+    """Return ``record``, validated, if it is the checkpoint of ``binding``.
+
+    The checks of ``decide_checkpoint``, for a caller that needs no ``Decision`` (the
+    approval gate reads the status itself).
+
+    Raises:
+        UnsupportedSchemaError, InvalidCheckpointError: the record fails validation.
+        InvalidArgumentError: ``binding`` is not a Binding.
+        BindingConflictError: ``BINDING_CONFLICT`` when any binding field differs.
+    """
     rec = validate_checkpoint(record)
     if not isinstance(binding, Binding):
         raise InvalidArgumentError(message="binding must be a Binding")
@@ -180,7 +196,7 @@ def decide_checkpoint(record: CheckpointRecord, binding: Binding) -> Decision:
                 "stored": rec.binding.to_dict(),
             },
         )
-    return Decision(action=DECISIONS[rec.status], status=rec.status, revision=rec.revision)
+    return rec
 
 
 def claim_execution(record: CheckpointRecord, *, attempt_id: str, at: datetime) -> Transition:
