@@ -25,6 +25,7 @@ from typing import Any
 
 from .checkpoint._json import check_types as check_types
 from .checkpoint._json import compact_json as compact_json
+from .guard._call import _ASYNC_TOOLS, _ASYNC_TOOLS_MAX
 from .guard._effect_key import EffectKey as EffectKey
 from .guard._flow_outcomes import RecoveryFailed as RecoveryFailed
 from .guard._flow_state import join_claims as join_claims
@@ -152,3 +153,6 @@ journal_new_id = _journal_new_id
 sqlite_search = _sqlite_search
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).
 TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
+#: The guard's ``Tool.is_async`` answers, kept per tool object, and their bound.
+ASYNC_TOOLS = _ASYNC_TOOLS
+ASYNC_TOOLS_MAX = _ASYNC_TOOLS_MAX

@@ -13,7 +13,7 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_delivery, claim_execution, create_checkpoint
-from toolledger.testing import RecoveryFailed, stored_run
+from toolledger.testing import ASYNC_TOOLS, ASYNC_TOOLS_MAX, RecoveryFailed, stored_run
 
 from .conftest import CountingStore, Effects, RecordingTelemetry
 
@@ -331,6 +331,29 @@ class TestToolChecks:
         with pytest.raises(toolledger.InvalidArgumentError):
             run.call(toolledger.tool("a", revision="1", execute=execute), call_id="c", input=1)
         assert run.store.get("default", "c") is None
+
+    def test_call_async_tool_needs_acall_every_time(self, run) -> None:
+        """The answer kept per tool object refuses an async tool again, and a replay too."""
+
+        async def execute(input: Any, ctx: Any) -> int:
+            return 1
+
+        gone = toolledger.tool("a", revision="1", execute=execute)
+        for _ in range(3):
+            with pytest.raises(toolledger.InvalidArgumentError):
+                run.call(gone, call_id="c", input=1)
+        sync = toolledger.tool("a", revision="1", execute=lambda input, ctx: 2)
+        assert run.call(sync, call_id="c", input=1).payload == 2
+        with pytest.raises(toolledger.InvalidArgumentError):  # the stored call, replayed
+            run.call(gone, call_id="c", input=1)
+        assert run.call(sync, call_id="c", input=1).replayed
+
+    def test_call_tools_asked_is_bounded(self, run) -> None:
+        """Many tool objects keep at most the bounded number of answers."""
+        for i in range(ASYNC_TOOLS_MAX + 10):
+            tool = toolledger.tool("t", revision="1", execute=lambda input, ctx: None)
+            run.call(tool, call_id=f"c-{i % 3}", input=1)
+        assert len(ASYNC_TOOLS) <= ASYNC_TOOLS_MAX
 
     def test_call_non_json_input_is_invalid_argument(self, run, effects) -> None:
         """Input must be exact JSON (it is fingerprinted)."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..approvals import ApprovalRequest, Approved, Denied, Pending
 from ..checkpoint.model import Binding, CheckpointRecord, Status
-from ..checkpoint.transitions import create_checkpoint, decide_checkpoint
+from ..checkpoint.transitions import check_binding, create_checkpoint
 from ..errors import (
     ApprovalDeniedError,
     BindingConflictError,
@@ -109,7 +109,7 @@ class GateFlow:
         else:
             rec = self.store.get(*self.binding.key)
         if rec is not None:
-            decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
+            check_binding(rec, self.binding)  # BINDING_CONFLICT
         self.checkpoint = rec
         replay = rec is not None and rec.status is not Status.READY
         if replay and self.mode != "always":
@@ -261,7 +261,7 @@ class GateFlow:
             _created, cp = self.store.create_if_absent(
                 create_checkpoint(self.binding, at=now()), durable=True
             )
-            decide_checkpoint(cp, self.binding)
+            check_binding(cp, self.binding)
             self.checkpoint = cp
         if new_event:
             self._event(rec, source="approver")

@@ -59,6 +59,25 @@ __all__ = [
 ]
 
 _ON_ERROR = ("raise", "result")
+_GATE_OPTIONS = frozenset({"approval", "approver"})
+
+#: ``Tool.is_async`` per tool already asked (``inspect`` takes about a microsecond a call):
+#: a Tool is frozen, so its answer never changes. Keyed by ``id`` with the tool kept in the
+#: entry, so no id is reused while its entry exists; bounded.
+_ASYNC_TOOLS: dict[int, tuple[Tool, bool]] = {}
+_ASYNC_TOOLS_MAX = 1024
+
+
+def _is_async(tool: Tool) -> bool:
+    """``tool.is_async``, computed once per tool object."""
+    hit = _ASYNC_TOOLS.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    answer = tool.is_async
+    if len(_ASYNC_TOOLS) >= _ASYNC_TOOLS_MAX:
+        _ASYNC_TOOLS.clear()
+    _ASYNC_TOOLS[id(tool)] = (tool, answer)
+    return answer
 
 
 def start(
@@ -86,7 +105,7 @@ def start(
             message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
             f"{type(tool).__name__}"
         )
-    unknown = set(extra) - {"approval", "approver"}
+    unknown = set(extra) - _GATE_OPTIONS if extra else None
     if unknown:
         raise InvalidArgumentError(
             message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
@@ -99,7 +118,7 @@ def start(
             message='on_error must be "raise" or "result"',
             details={"argument": "on_error", "value": repr(on_error)[:100]},
         )
-    if sync and tool.is_async:
+    if sync and _is_async(tool):
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an async execute/recover; use run.acall",
             details={"tool": tool.name},
