@@ -25,10 +25,12 @@ from typing import Any
 
 from .checkpoint._json import check_types as check_types
 from .checkpoint._json import compact_json as compact_json
+from .checkpoint.model import _KNOWN_VALID
 from .guard._call import _ASYNC_TOOLS, _ASYNC_TOOLS_MAX
 from .guard._effect_key import EffectKey as EffectKey
 from .guard._flow_outcomes import RecoveryFailed as RecoveryFailed
 from .guard._flow_state import join_claims as join_claims
+from .guard._outcomes import outcome as _outcome
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
@@ -156,3 +158,7 @@ TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
 #: The guard's ``Tool.is_async`` answers, kept per tool object, and their bound.
 ASYNC_TOOLS = _ASYNC_TOOLS
 ASYNC_TOOLS_MAX = _ASYNC_TOOLS_MAX
+#: The registry of records known valid (``checkpoint.model.remember_valid``): id -> weakref.
+KNOWN_VALID = _KNOWN_VALID
+#: The guard's one constructor of a ``ToolOutcome`` from a checkpoint record.
+outcome_of = _outcome

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import hashlib
 import json
 import struct
@@ -14,8 +16,10 @@ from hypothesis import strategies as st
 
 import toolledger as tl
 from toolledger.checkpoint import canonical_json
+from toolledger.checkpoint.model import is_known_valid, remember_valid, replaced_record, with_result
+from toolledger.testing import KNOWN_VALID
 
-from ._ckpt_records import binding
+from ._ckpt_records import RECORDS, binding
 
 # -- to_dict / from_dict -----------------------------------------------------------------
 
@@ -311,3 +315,49 @@ def test_stored_json_escapes_uncertain_reason_like_json(reason: str) -> None:
     rec = tl.claim_execution(rec, attempt_id="a", at=rec.updated_at).next
     rec = tl.mark_execution_uncertain(rec, attempt_id="a", at=rec.updated_at, reason=reason).next
     assert dump_record(rec) == compact_json(rec.to_dict())
+
+
+class TestRecordCopies:
+    """The fast record builders give what the dataclass machinery gives."""
+
+    @pytest.mark.parametrize("record_name", sorted(RECORDS))
+    @pytest.mark.parametrize("is_error", [False, True])
+    @pytest.mark.parametrize("payload", [None, 0, "x", [1, 2.5], {"a": {"b": [None]}}])
+    def test_with_result_equals_replace(
+        self, record_name: str, is_error: bool, payload: Any
+    ) -> None:
+        """with_result is dataclasses.replace with a new Result holding the payload itself."""
+        rec = RECORDS[record_name]()
+        out = with_result(rec, payload, is_error)
+        assert out == dataclasses.replace(rec, result=tl.Result(payload=payload, is_error=is_error))
+        assert out is not rec
+        assert out.result is not None
+        assert out.result.payload is payload
+        assert type(out.result) is tl.Result
+
+    def test_known_valid_is_the_object_itself(self) -> None:
+        """A record marked valid is known valid; an equal copy is not, until marked."""
+        rec = remember_valid(replaced_record(RECORDS["completed"](), {}))
+        copy = replaced_record(rec, {})
+        assert is_known_valid(rec)
+        assert not is_known_valid(copy)
+        assert is_known_valid(remember_valid(copy))
+
+    def test_known_valid_entry_dies_with_its_record(self) -> None:
+        """A dead record's entry is dropped; an entry that leads to another object is no hit
+        and is kept when the dead record's reference is cleared."""
+        first = remember_valid(replaced_record(RECORDS["completed"](), {}))
+        other = remember_valid(replaced_record(RECORDS["completed"](), {}))
+        key = id(first)
+        assert key in KNOWN_VALID
+        KNOWN_VALID[key] = KNOWN_VALID[id(other)]  # as if another record now had the id
+        assert not is_known_valid(first)
+        del first
+        gc.collect()
+        assert KNOWN_VALID[key]() is other  # the newer entry stays
+        del KNOWN_VALID[key]
+        dead = remember_valid(replaced_record(RECORDS["ready"](), {}))
+        key = id(dead)
+        del dead
+        gc.collect()
+        assert key not in KNOWN_VALID

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -41,6 +42,7 @@ __all__ = [
     "parse_time",
     "remember_valid",
     "replaced_record",
+    "with_result",
 ]
 
 SCHEMA_VERSION = 1
@@ -357,6 +359,27 @@ def replaced_record(rec: CheckpointRecord, changes: Mapping[str, Any]) -> Checkp
     return out
 
 
+_SLOTS_BUT_RESULT = tuple((get, set_) for name, get, set_ in _SLOTS if name != "result")
+_SET_RESULT = vars(CheckpointRecord)["result"].__set__
+# Result has no __post_init__ either: its slots are set as a record's are.
+_SET_PAYLOAD = vars(Result)["payload"].__set__
+_SET_IS_ERROR = vars(Result)["is_error"].__set__
+if tuple(f.name for f in dataclasses.fields(Result)) != ("payload", "is_error"):  # pragma: no cover
+    raise AssertionError("new_result must set every field of Result")
+
+
+def with_result(rec: CheckpointRecord, payload: Any, is_error: bool) -> CheckpointRecord:
+    """``replaced_record(rec, {"result": Result(payload=payload, is_error=is_error)})``."""
+    result: Result = _new_record(Result)
+    _SET_PAYLOAD(result, payload)
+    _SET_IS_ERROR(result, is_error)
+    out: CheckpointRecord = _new_record(CheckpointRecord)
+    for get, set_ in _SLOTS_BUT_RESULT:
+        set_(out, get(rec))
+    _SET_RESULT(out, result)
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """What ``decide_checkpoint`` concluded: the action, and the status/revision it saw."""
@@ -384,18 +407,29 @@ class Transition:
 # copy of the result payload), a record loaded from a store, a validated payload-free
 # record (all of its fields are immutable). ``validate_checkpoint`` skips the walk for
 # them, so the hot path (get -> transition -> CAS) validates each record once. Keyed by
-# id() with weak values: an entry dies with its record, so an id is never confused with a
-# later object's.
-_KNOWN_VALID: weakref.WeakValueDictionary[int, CheckpointRecord] = weakref.WeakValueDictionary()
+# id(), each entry a weak reference to its record: a hit is only the very object (the
+# reference still leads to it), so an id is never confused with a later object's, and an
+# entry is dropped when its record dies. (``WeakValueDictionary`` does the same with a
+# Python-level ``KeyedRef`` per entry, about three times the cost.)
+_KNOWN_VALID: dict[int, weakref.ReferenceType[CheckpointRecord]] = {}
+
+
+def _forget(key: int, ref: weakref.ReferenceType[CheckpointRecord]) -> None:
+    # The record died. A later record with the same id may have its own entry by now:
+    # keep it. (Should a thread swap the entry in between, the newer one is dropped: that
+    # record is only validated again, never taken for valid unchecked.)
+    if _KNOWN_VALID.get(key) is ref:
+        _KNOWN_VALID.pop(key, None)
 
 
 def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
     """Mark ``record`` as valid (see ``_KNOWN_VALID``) and return it."""
-    _KNOWN_VALID[id(record)] = record
+    key = id(record)
+    _KNOWN_VALID[key] = weakref.ref(record, partial(_forget, key))
     return record
 
 
 def is_known_valid(record: object) -> bool:
     """Return whether ``record`` itself (not an equal copy) was marked valid."""
     known = _KNOWN_VALID.get(id(record))
-    return known is not None and known is record
+    return known is not None and known() is record
