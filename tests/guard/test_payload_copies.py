@@ -18,6 +18,7 @@ import pytest
 import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.integrations import anthropic
+from toolledger.testing import outcome_of
 
 from ._stores import STORE_KINDS, open_kind
 
@@ -128,3 +129,36 @@ def test_redelivery_after_a_vandalizing_post_posts_identical_bytes(store: Any) -
         assert run.deliver("c1", post) is None  # delivered: not posted twice
     assert posted == [canonical_json(RESULT)]
     assert _stored(store) == canonical_json(RESULT)
+
+
+@pytest.mark.parametrize("replayed", [False, True])
+@pytest.mark.parametrize("recovered", [False, True])
+@pytest.mark.parametrize("is_error", [False, True])
+def test_outcome_equals_constructed_tool_outcome_with_a_private_copy(
+    replayed: bool, recovered: bool, is_error: bool
+) -> None:
+    """The guard's outcome of a record is ToolOutcome(...) of its fields, payload copied."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    binding = toolledger.Binding("ns", "c1", "report", "1", toolledger.fingerprint({}))
+    rec = toolledger.create_checkpoint(binding, at=now)
+    rec = toolledger.claim_execution(rec, attempt_id="a1", at=now).next
+    rec = toolledger.complete_execution(
+        rec, attempt_id="a1", at=now, result=RESULT, is_error=is_error
+    ).next
+    out = outcome_of(rec, replayed=replayed, recovered=recovered)
+    assert out == toolledger.ToolOutcome(
+        call_id="c1",
+        tool_name="report",
+        payload=RESULT,
+        is_error=is_error,
+        status="completed",
+        revision=rec.revision,
+        replayed=replayed,
+        recovered=recovered,
+    )
+    assert out.deduplicated_from is None
+    assert rec.result is not None
+    _vandalize(out.payload)
+    assert canonical_json(rec.result.payload) == canonical_json(RESULT)

@@ -25,13 +25,12 @@ from ..checkpoint._json import check_bounds, check_types, compact_json, copy_jso
 from ..checkpoint.model import (
     Binding,
     CheckpointRecord,
-    Result,
     Status,
     check_identifier,
     format_time,
     parse_time,
     remember_valid,
-    replaced_record,
+    with_result,
 )
 from ..checkpoint.validate import validate_checkpoint, validate_stored
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
@@ -259,8 +258,7 @@ class _Proven:
         rec = hit[1]
         if rec.result is None:
             return rec  # every field of a payload-free record is immutable
-        payload = Result(payload=copy_json(hit[2]), is_error=rec.result.is_error)
-        return remember_valid(replaced_record(rec, {"result": payload}))
+        return remember_valid(with_result(rec, copy_json(hit[2]), rec.result.is_error))
 
 
 _PROVEN = _Proven()
