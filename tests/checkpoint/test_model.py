@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 import toolledger as tl
 from toolledger.checkpoint import canonical_json
-from toolledger.checkpoint.model import is_known_valid, remember_valid, replaced_record, with_result
+from toolledger.checkpoint.model import (
+    check_identifier,
+    is_known_valid,
+    remember_valid,
+    replaced_record,
+    with_result,
+)
 from toolledger.testing import KNOWN_VALID
 
 from ._ckpt_records import RECORDS, binding
@@ -361,3 +367,55 @@ class TestRecordCopies:
         del dead
         gc.collect()
         assert key not in KNOWN_VALID
+
+
+_ID_CHARS = st.sampled_from(list("aZ09._:-+/= \x00\n\t\u00e9\U0001f600"))
+_VALID_ID = st.text(st.sampled_from(list("aZ09._:-")), min_size=1, max_size=8)
+_ID_TEXT = st.one_of(
+    _VALID_ID,
+    _VALID_ID,
+    _VALID_ID,
+    st.text(_ID_CHARS, max_size=6),
+    st.integers(0, 3).flatmap(
+        lambda k: st.sampled_from(["a" * (127 + k), "a" * (255 + k), "sha256:" + "f" * (64 + k)])
+    ),
+)
+
+
+class _Str(str):
+    """A str subclass: check_identifier refuses it (``type(value) is not str``)."""
+
+
+def _first_failing(fields: tuple[Any, ...]) -> str | None:
+    names = ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint")
+    for name, value in zip(names, fields, strict=True):
+        try:
+            check_identifier(value, name, fingerprint=name == "input_fingerprint")
+        except tl.InvalidArgumentError:
+            return name
+    return None
+
+
+@settings(max_examples=500)
+@given(st.tuples(_ID_TEXT, _ID_TEXT, _ID_TEXT, _ID_TEXT, _ID_TEXT), st.integers(-1, 4))
+def test_binding_accepts_exactly_what_each_field_check_accepts(
+    fields: tuple[str, ...], subclass: int
+) -> None:
+    """Binding's one joined match accepts a binding iff each field passes check_identifier,
+    and a refused one names the first failing field, as the five checks did."""
+    values: tuple[Any, ...] = fields
+    if subclass >= 0:
+        values = (*fields[:subclass], _Str(fields[subclass]), *fields[subclass + 1 :])
+    failing = _first_failing(values)
+    if failing is None:
+        assert tl.Binding(*values).to_dict() == dict(
+            zip(
+                ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint"),
+                values,
+                strict=True,
+            )
+        )
+    else:
+        with pytest.raises(tl.InvalidArgumentError) as info:
+            tl.Binding(*values)
+        assert info.value.details == {"argument": failing}

@@ -50,6 +50,9 @@ SCHEMA_VERSION = 1
 # Explicit ASCII classes with fullmatch: no \w (Unicode digits) and no $ (matches before "\n").
 _IDENTIFIER = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _FINGERPRINT = re.compile(r"[A-Za-z0-9._:+/=-]{1,256}")
+# A binding's five fields at once, joined by NUL (in neither class, so each field is
+# matched alone, whole): it matches exactly when each field passes its check_identifier.
+_BINDING_FIELDS = re.compile(r"(?:[A-Za-z0-9._:-]{1,128}\x00){4}[A-Za-z0-9._:+/=-]{1,256}")
 
 
 class Status(str, Enum):
@@ -217,11 +220,29 @@ class Binding:
     input_fingerprint: str
 
     def __post_init__(self) -> None:
+        fields = (
+            self.namespace,
+            self.call_id,
+            self.tool_name,
+            self.tool_revision,
+            self.input_fingerprint,
+        )
+        if (
+            type(fields[0]) is str
+            and type(fields[1]) is str
+            and type(fields[2]) is str
+            and type(fields[3]) is str
+            and type(fields[4]) is str
+            and _BINDING_FIELDS.fullmatch("\x00".join(fields)) is not None
+        ):
+            return  # every field passes (one match instead of five)
         check_identifier(self.namespace, "namespace")
         check_identifier(self.call_id, "call_id")
         check_identifier(self.tool_name, "tool_name")
         check_identifier(self.tool_revision, "tool_revision")
         check_identifier(self.input_fingerprint, "input_fingerprint", fingerprint=True)
+        # The joined match fails only where a check above raises.
+        raise AssertionError("a field passed alone but not joined")  # pragma: no cover
 
     @property
     def key(self) -> tuple[str, str]:
