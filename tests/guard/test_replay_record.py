@@ -133,6 +133,24 @@ class TestReplayRecord:
         assert event["outputs"] == {"result": {"sent": "ana"}, "is_error": False}
         assert event["ended_at"] == event["started_at"]
 
+    def test_record_event_asks_its_facts_only_with_telemetry(self, tmp_path: Path) -> None:
+        """A one-record event's span facts are computed only when a span will hear them."""
+        asked: list[int] = []
+
+        def facts() -> dict[str, Any]:
+            asked.append(1)
+            return {"replayed": True}
+
+        with toolledger.run("g", db=tmp_path / "g.db") as run:
+            run.record_event("tool_call", "t", "replayed", facts=facts)
+            assert asked == []
+            tel = RecordingTelemetry()
+            run.telemetry = tel
+            run.record_event("tool_call", "t", "replayed", facts=facts)
+            assert asked == [1]
+        (span,) = tel.spans
+        assert span.updates[0] == {"replayed": True}
+
 
 _PAYLOADS = [
     {"sent": "ana", "to": ["a@example.com"], "n": 2},

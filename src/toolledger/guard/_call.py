@@ -243,7 +243,7 @@ def _record_replay(flow: CallFlow, outcome: ToolOutcome) -> None:
             },
             checkpoint=flow.checkpoint_link(rec.revision),
             parent=flow.run.requested_by(binding.call_id) or ...,
-            facts=_span_facts(flow, outcome),
+            facts=lambda: _span_facts(flow, outcome),  # asked only with telemetry
         )
 
 

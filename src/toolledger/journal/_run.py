@@ -28,7 +28,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from types import EllipsisType, TracebackType
 from typing import Any, TypeVar
@@ -60,6 +60,8 @@ __all__ = ["Run", "current_run"]
 _R = TypeVar("_R", bound="Run")
 _CURRENT: ContextVar[Run | None] = ContextVar("toolledger_current_run", default=None)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
+#: The span of a point record without telemetry (a no-op span holds no state).
+_NO_SPAN = NoopSpan()
 
 
 def current_run() -> Run | None:
@@ -559,7 +561,7 @@ class Run(Recorder):
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
-        facts: Mapping[str, Any] | None = None,
+        facts: Callable[[], Mapping[str, Any]] | None = None,
     ) -> str:
         """Write an event that began and ended at once as one record; return its id.
 
@@ -567,7 +569,8 @@ class Run(Recorder):
         ``point`` record (its ``at`` is the event's start and end): readers merge it into
         the same event. The record is buffered (written by the flush policy or carried by
         the next transaction that rides the buffer). Its span starts and ends here;
-        ``facts`` are told to the span (``span.update``) before it ends.
+        ``facts()`` is told to the span (``span.update``) before it ends (called only
+        when the run has telemetry).
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -597,7 +600,8 @@ class Run(Recorder):
         parent_id = parent.event_id if parent else None
         missing = justification is None and justification_source == "model"
         event: dict[str, Any] | None = None
-        span: SpanHandle = NoopSpan()
+        span: SpanHandle = _NO_SPAN
+        trace_id = span_id = None  # a no-op span's
         if telemetry is not NOOP_TELEMETRY:
             event, span = self._tell_started(
                 event_id,
@@ -610,11 +614,11 @@ class Run(Recorder):
                 meta_value,
                 content,
                 link,
-                span,
+                NoopSpan(),
             )
             event["status"] = status
+            trace_id, span_id = span_ids(span)
         content_json, digest = self._content_json(content, floats, True)
-        trace_id, span_id = span_ids(span)
         header = self._headers.header(
             event_id,
             parent_id,
@@ -634,8 +638,8 @@ class Run(Recorder):
         if event is None:
             return event_id
         event.update(ended_at=stamp, outputs=out)
-        if facts:
-            self._safe_telemetry(span.update, dict(facts))
+        if facts is not None:
+            self._safe_telemetry(lambda: span.update(dict(facts())))
         self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
         self._safe_telemetry(span.end, event, None)
         return event_id

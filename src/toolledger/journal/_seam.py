@@ -23,7 +23,7 @@ Rules of the seam:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -103,9 +103,11 @@ class JournalSeam(Protocol):
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
-        facts: Mapping[str, Any] | None = None,
+        facts: Callable[[], Mapping[str, Any]] | None = None,
     ) -> str:
         """Write an event that began and ended at once as one buffered record (a replay).
+
+        ``facts()`` is what its span is told before it ends, asked only with telemetry.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
