@@ -25,6 +25,7 @@ from typing import Any
 
 from .checkpoint._json import check_types as check_types
 from .checkpoint._json import compact_json as compact_json
+from .checkpoint._json import copy_json as copy_json
 from .checkpoint.model import _KNOWN_VALID
 from .guard._call import _ASYNC_TOOLS, _ASYNC_TOOLS_MAX
 from .guard._effect_key import EffectKey as EffectKey

@@ -23,7 +23,7 @@ from toolledger.checkpoint.model import (
     replaced_record,
     with_result,
 )
-from toolledger.testing import KNOWN_VALID
+from toolledger.testing import KNOWN_VALID, copy_json
 
 from ._ckpt_records import RECORDS, binding
 
@@ -419,3 +419,32 @@ def test_binding_accepts_exactly_what_each_field_check_accepts(
         with pytest.raises(tl.InvalidArgumentError) as info:
             tl.Binding(*values)
         assert info.value.details == {"argument": failing}
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list in ``value``, outermost first."""
+    if type(value) is dict:
+        return [value] + [c for v in value.values() for c in _containers(v)]
+    if type(value) is list:
+        return [value] + [c for v in value for c in _containers(v)]
+    return []
+
+
+def _recursive_copy(value: Any) -> Any:
+    """The plain recursive copy copy_json stands for (its former definition)."""
+    if type(value) is dict:
+        return {k: _recursive_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_recursive_copy(v) for v in value]
+    return value
+
+
+@given(json_values)
+def test_copy_json_is_the_recursive_copy_sharing_no_container(value: Any) -> None:
+    """copy_json equals the plain recursive copy, key order kept, and shares no container
+    with the value (scalars are shared)."""
+    out = copy_json(value)
+    assert canonical_json(out) == canonical_json(value)
+    assert json.dumps(out) == json.dumps(_recursive_copy(value))  # same key order
+    ids = {id(c) for c in _containers(value)}
+    assert not any(id(c) in ids for c in _containers(out))

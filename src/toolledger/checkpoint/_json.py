@@ -171,9 +171,19 @@ def copy_json(value: Any) -> Any:
     """
     tp = type(value)
     if tp is dict:
-        return {k: copy_json(v) for k, v in value.items()}
+        out = value.copy()  # scalars stay as they are; containers are copied below
+        for key, item in value.items():
+            kind = type(item)
+            if kind is dict or kind is list:
+                out[key] = copy_json(item)
+        return out
     if tp is list:
-        return [copy_json(v) for v in value]
+        items = value.copy()
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is dict or kind is list:
+                items[i] = copy_json(item)
+        return items
     return value
 
 
