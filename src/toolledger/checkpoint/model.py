@@ -468,12 +468,17 @@ class Transition:
 _KNOWN_VALID: dict[int, weakref.ReferenceType[CheckpointRecord]] = {}
 
 
-def _forget(key: int, ref: weakref.ReferenceType[CheckpointRecord]) -> None:
+def _forget(
+    key: int,
+    ref: weakref.ReferenceType[CheckpointRecord],
+    known: dict[int, weakref.ReferenceType[CheckpointRecord]] = _KNOWN_VALID,
+) -> None:
     # The record died. A later record with the same id may have its own entry by now:
     # keep it. (Should a thread swap the entry in between, the newer one is dropped: that
-    # record is only validated again, never taken for valid unchecked.)
-    if _KNOWN_VALID.get(key) is ref:
-        _KNOWN_VALID.pop(key, None)
+    # record is only validated again, never taken for valid unchecked.) ``known`` is bound
+    # here so a record dying while the interpreter clears this module still finds it.
+    if known.get(key) is ref:
+        known.pop(key, None)
 
 
 def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
