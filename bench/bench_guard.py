@@ -25,7 +25,7 @@ included, FTS5's internal ones and trigger programs not) and the WAL pages it wr
 and which b-tree each written page belongs to (the frames' page numbers, named by SQLite's
 ``dbstat``; ``?`` for a page no b-tree holds at the end, e.g. freed).
 ``--profile N`` runs N new calls (durability ``normal``) under cProfile instead and prints
-the functions that take the most time.
+the functions that take the most time; ``--profile-replayed N`` does so for N replays.
 Targets: new call at ``normal`` <= 100 us (p99 <= 1 ms), <= 6 statements and <= 10 WAL
 pages per new call; replayed call <= 25 us; at ``full``, see ``bench_peers.py`` (the raw
 two-commit floor and the peers, in one run).
@@ -310,19 +310,30 @@ def _pages_by_btree(
     return collections.Counter(owner.get(p, "?") for p in numbers)
 
 
-def profile(n: int) -> None:
-    """Run ``n`` new calls at durability ``normal`` under cProfile; print the top functions."""
+def profile(n: int, *, replayed: bool = False) -> None:
+    """Run ``n`` new calls (or, with ``replayed``, ``n`` replays of calls made before) at
+    durability ``normal`` under cProfile; print the top functions.
+
+    Replays are profiled in batches of ``BATCH``, the journal flushed between batches
+    outside the profile (as the timed cases do).
+    """
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "profile.db", durability="normal")
         with tl.run("bench guard profile", agent="bench", db=store) as run:
             for i in range(100):
                 run.call(tool, call_id=f"warm-{i}", input=INPUT)
+            if replayed:
+                for i in range(n):
+                    run.call(tool, call_id=f"p-{i}", input=INPUT)
+                run.flush()
             prof = cProfile.Profile()
-            prof.enable()
-            for i in range(n):
-                run.call(tool, call_id=f"p-{i}", input=INPUT)
-            prof.disable()
+            for start in range(0, n, BATCH):
+                prof.enable()
+                for i in range(start, min(n, start + BATCH)):
+                    run.call(tool, call_id=f"p-{i}", input=INPUT)
+                prof.disable()
+                run.flush()
         store.close()
     stats = pstats.Stats(prof)
     stats.sort_stats("tottime").print_stats(30)
@@ -335,9 +346,16 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile N new calls instead"
     )
+    parser.add_argument(
+        "--profile-replayed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="cProfile N replayed calls instead",
+    )
     args = parser.parse_args()
-    if args.profile:
-        profile(args.profile)
+    if args.profile or args.profile_replayed:
+        profile(args.profile or args.profile_replayed, replayed=not args.profile)
         return
     print(
         f"{'durability':<10} {'case':<28} {'median us':>10} {'p99 us':>10} "
