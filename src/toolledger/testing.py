@@ -23,6 +23,7 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .checkpoint._json import _walk_types
 from .checkpoint._json import check_types as check_types
 from .checkpoint._json import compact_json as compact_json
 from .checkpoint._json import copy_json as copy_json
@@ -152,6 +153,8 @@ guard_now = _guard_now
 journal_now = _journal_now
 #: The journal's ids (event and run ids: 32 hex digits).
 journal_new_id = _journal_new_id
+#: ``check_types``' full walk (tests pin its quick walk to it).
+walk_types = _walk_types
 #: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
 sqlite_search = _sqlite_search
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).

@@ -56,6 +56,78 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` naming the path of the first bad value.
     """
+    tp = type(value)
+    if tp is dict or tp is list:
+        quick = _quick_shape(value, 1)
+        if quick is not None:
+            return PayloadShape(depth=quick[1], values=quick[0], floats=quick[2])
+    return _walk_types(value, what)
+
+
+#: The quick walk's bounds: past them (or at any value it would refuse) the full walk
+#: answers, which names the path, tells a cycle apart and measures a shared container once.
+_QUICK_VALUES = 4096
+_QUICK_DEPTH = 64
+
+
+def _quick_shape(node: Any, depth: int) -> tuple[int, int, bool] | None:
+    """``(values, depth, floats)`` of a small, acyclic, valid tree (``node`` a container).
+
+    ``None`` when the tree holds anything ``_walk_types`` would refuse, or passes the
+    bounds (a cycle passes the depth bound). The counts are ``_walk_types``' own: every
+    value once per place it occurs, a container's depth its nesting level.
+    """
+    if depth > _QUICK_DEPTH:
+        return None
+    values = 1
+    deepest = depth
+    floats = False
+    if type(node) is dict:
+        for key in node:
+            if type(key) is not str or not (key.isascii() or _encodes(key)):
+                return None
+        items: Any = node.values()
+    else:
+        items = node
+    for item in items:
+        tp = type(item)
+        if tp is str:
+            if not (item.isascii() or _encodes(item)):
+                return None
+        elif tp is int:
+            if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                return None
+        elif tp is float:
+            if not math.isfinite(item):
+                return None
+            floats = True
+        elif tp is dict or tp is list:
+            inner = _quick_shape(item, depth + 1)
+            if inner is None:
+                return None
+            values += inner[0] - 1
+            if inner[1] > deepest:
+                deepest = inner[1]
+            if inner[2]:
+                floats = True
+            if values > _QUICK_VALUES:
+                return None
+        elif item is not None and tp is not bool:
+            return None
+        values += 1
+    return values, deepest, floats
+
+
+def _encodes(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _walk_types(value: Any, what: str) -> PayloadShape:
+    """``check_types``' full walk: any tree, the path of the first bad value."""
     max_depth = 0
     count = 0
     floats = False
