@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -134,3 +135,94 @@ def test_run_and_cli_accept_a_postgresql_dsn(schema: str) -> None:
     listed = CliRunner().invoke(main, ["--db", url, "checkpoints", "--json"])
     assert listed.exit_code == 0, listed.output
     assert [json.loads(line)["call_id"] for line in listed.output.splitlines()] == ["c1"]
+
+
+def _backends(name: str) -> list[int]:
+    with psycopg.connect(pg_dsn_or_skip(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+def _create(store: PostgresStore, call_id: str) -> None:
+    rec = create_checkpoint(_binding(call_id), at=T0)
+    assert store.create_if_absent(rec) == (True, rec)
+
+
+class TestParkedConnections:
+    """A connection done with is parked for the next statement, never to a waiter's cost."""
+
+    def test_one_thread_reuses_one_parked_connection(self, schema: str) -> None:
+        """Statement after statement in one thread runs on the same server backend."""
+        name = f"tl-park-{uuid.uuid4().hex[:8]}"
+        with PostgresStore(
+            pg_dsn_or_skip(), schema=schema, application_name=name, min_size=0
+        ) as store:
+            for i in range(20):
+                _create(store, f"c{i}")
+                assert store.get("ns", f"c{i}") is not None
+            assert len(_backends(name)) == 1
+
+    def test_parked_connection_dropped_by_the_server_is_replaced(self, schema: str) -> None:
+        """A parked connection the server ended is replaced: the next calls just work."""
+        name = f"tl-park-{uuid.uuid4().hex[:8]}"
+        with PostgresStore(pg_dsn_or_skip(), schema=schema, application_name=name) as store:
+            _create(store, "before")
+            before = _backends(name)
+            with psycopg.connect(pg_dsn_or_skip(), autocommit=True) as admin:
+                for pid in before:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            assert store.get("ns", "before") is not None  # a read retries once
+            _create(store, "after")
+            assert store.get("ns", "after") is not None
+            assert not set(_backends(name)) & set(before)
+
+    def test_parked_write_connection_dropped_by_the_server_is_replaced(self, schema: str) -> None:
+        """A write whose parked connection died is not lost: it lands or is retried."""
+        name = f"tl-park-{uuid.uuid4().hex[:8]}"
+        with PostgresStore(
+            pg_dsn_or_skip(), schema=schema, application_name=name, max_size=1
+        ) as store:
+            _create(store, "before")
+            with psycopg.connect(pg_dsn_or_skip(), autocommit=True) as admin:
+                for pid in _backends(name):
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            _create(store, "after")  # the statement on the dead one is proven not landed
+            assert sorted(r.binding.call_id for r in store.list()) == ["after", "before"]
+
+    def test_threads_beyond_max_size_never_wait_for_a_parked_connection(self, schema: str) -> None:
+        """More threads than connections: each gets one in time, none is left waiting."""
+        import threading
+
+        errors: list[BaseException] = []
+        with PostgresStore(pg_dsn_or_skip(), schema=schema, max_size=1, timeout=5.0) as store:
+
+            def work(t: int) -> None:
+                try:
+                    for i in range(15):
+                        _create(store, f"t{t}-{i}")
+                        assert store.get("ns", f"t{t}-{i}") is not None
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(120)
+            assert errors == []
+            assert len(store.list()) == 90
+
+    def test_closed_store_leaves_no_parked_connection(self, schema: str) -> None:
+        """close() ends the parked connections too."""
+        name = f"tl-park-{uuid.uuid4().hex[:8]}"
+        store = PostgresStore(pg_dsn_or_skip(), schema=schema, application_name=name)
+        _create(store, "c1")
+        assert _backends(name)
+        store.close()
+        for _ in range(50):
+            if not _backends(name):
+                break
+            time.sleep(0.1)
+        assert _backends(name) == []

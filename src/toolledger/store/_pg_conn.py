@@ -5,6 +5,11 @@ Rules:
 - Connections come from a pool per process (autocommit connections); a process that forks
   gets its own pools, never its parent's sockets. Relaxed writes use a second pool whose
   sessions run with ``synchronous_commit = off`` (no ``SET`` per write).
+- A connection done with is parked (kept checked out, idle) and the next statement takes
+  it back without the pool's checkout; a thread that has to wait for the pool is handed
+  the next one returned instead of its being parked, so parking never starves a waiter.
+  Only idle, healthy connections are parked; a lost one sends every parked one back to
+  the pool, which checks them.
 - ``read`` runs one statement; ``statement`` runs one write statement in autocommit (its
   own implicit transaction: one ``apply`` op, or a whole batch as one ``apply_ops``
   call); ``write`` runs a function inside ``BEGIN`` … ``COMMIT``. A stale pooled
@@ -32,7 +37,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import Cursor, errors
+from psycopg import Cursor, errors, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreBusyError, StoreError, StoreUnavailableError
@@ -53,6 +58,20 @@ _BUSY = (
 )
 
 
+_IDLE = pq.TransactionStatus.IDLE
+
+
+class _Parking:
+    """One process's parked connections (durable and relaxed) and who waits for the pool."""
+
+    __slots__ = ("idle", "lock", "waiting")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict[bool, list[PooledConnection]] = {False: [], True: []}
+        self.waiting = 0
+
+
 class PooledConnection(psycopg.Connection[Any]):
     """A pooled connection that runs every statement through one cursor it keeps.
 
@@ -62,6 +81,10 @@ class PooledConnection(psycopg.Connection[Any]):
     """
 
     _kept: Cursor[Any] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.opened_by = os.getpid()  # used, parked and returned only by this process
 
     def kept_cursor(self) -> Cursor[Any]:
         """Return this connection's cursor (a new one if it was closed)."""
@@ -103,6 +126,7 @@ class PgConnections:
         self._pid = os.getpid()
         self._closed = False
         self._pools: dict[bool, ConnectionPool[PooledConnection]] = {}
+        self._parking = _Parking()
 
     def relaxed(self, durable: bool) -> bool:
         """Whether a write (or, with ``durable=True``, a read) uses relaxed connections."""
@@ -128,29 +152,83 @@ class PgConnections:
                 self._pid = os.getpid()
                 self._lock = threading.Lock()
                 self._pools = {}
+                self._parking = _Parking()
             if relaxed not in self._pools:
                 self._pools[relaxed] = self._new_pool(relaxed)
             return self._pools[relaxed]
 
-    @contextlib.contextmanager
-    def connection(self, *, durable: bool = True) -> Iterator[PooledConnection]:
-        pool = self._current_pool(self.relaxed(durable))
+    def take(self, relaxed: bool) -> PooledConnection:
+        """Return a parked connection, else one from the pool; hand it back with ``give``."""
+        if self._closed:
+            raise StoreUnavailableError(message=f"the store for schema {self.schema!r} is closed")
+        if os.getpid() != self._pid:
+            self._current_pool(relaxed)  # forked: this process's own pools and parking
+        parking = self._parking
+        with parking.lock:
+            parked = parking.idle[relaxed]
+            if parked:
+                return parked.pop()
+            parking.waiting += 1  # from now on, connections given back go to the pool
         try:
-            conn = pool.getconn()
+            return self._current_pool(relaxed).getconn()
         except PoolTimeout as exc:
             raise StoreUnavailableError(
                 message=f"no PostgreSQL connection within {self.timeout:g} s "
                 f"(is the server up?): {exc}",
                 details={"doing": "connecting"},
             ) from exc
+        finally:
+            with parking.lock:
+                parking.waiting -= 1
+
+    def give(self, conn: PooledConnection, relaxed: bool) -> None:
+        """Park ``conn`` for the next statement, or return it to its pool.
+
+        It goes back to the pool when a thread waits for one, when it is lost or not idle
+        (the pool discards or resets it), and after a fork or ``close``.
+        """
+        pid = os.getpid()
+        if conn.opened_by != pid:
+            return  # forked while it was in use: the parent's socket, never touched here
+        parking = self._parking
+        if conn.pgconn.transaction_status == _IDLE and not self._closed:
+            with parking.lock:
+                if not parking.waiting and pid == self._pid:
+                    parking.idle[relaxed].append(conn)
+                    return
+        lost = conn.closed or conn.broken
+        pool = self._pools.get(relaxed)
+        if pool is None:
+            return
+        with contextlib.suppress(Exception):
+            pool.putconn(conn)
+        if lost:
+            self._unpark()
+            self._check_pool(pool)
+
+    @contextlib.contextmanager
+    def connection(self, *, durable: bool = True) -> Iterator[PooledConnection]:
+        """Lend a connection (``take`` … ``give``) for the ``with`` block."""
+        relaxed = self.relaxed(durable)
+        conn = self.take(relaxed)
         try:
             yield conn
         finally:
-            lost = conn.closed or conn.broken
-            with contextlib.suppress(Exception):
-                pool.putconn(conn)
-            if lost:
-                self._check_pool(pool)
+            self.give(conn, relaxed)
+
+    def _unpark(self) -> None:
+        """Return every parked connection to its pool (they may have died with a lost one)."""
+        parking = self._parking
+        with parking.lock:
+            parked = {relaxed: idle[:] for relaxed, idle in parking.idle.items()}
+            for idle in parking.idle.values():
+                idle.clear()
+        for relaxed, conns in parked.items():
+            pool = self._pools.get(relaxed)
+            for conn in conns:
+                with contextlib.suppress(Exception):
+                    if pool is not None:
+                        pool.putconn(conn)
 
     def _check_pool(self, pool: ConnectionPool[PooledConnection]) -> None:
         # A dead connection usually means every idle one died with it (a restart).
@@ -163,21 +241,25 @@ class PgConnections:
             return
         self._closed = True
         if os.getpid() == self._pid:
+            self._unpark()
             for pool in self._pools.values():
                 with contextlib.suppress(Exception):
                     pool.close(timeout=5.0)
 
     def read(self, query: Any, params: Sequence[Any] = ()) -> builtins.list[Any]:
+        relaxed = self.relaxed(True)
         for attempt in (0, 1):
-            with self.connection() as conn:
-                try:
-                    cur = conn.kept_cursor()
-                    cur.execute(query, params)
-                    return cur.fetchall()
-                except psycopg.Error as exc:
-                    if attempt == 0 and (conn.closed or conn.broken):
-                        continue  # a stale pooled connection: reads are safe to retry
-                    raise map_error(exc, "reading") from exc
+            conn = self.take(relaxed)
+            try:
+                cur = conn.kept_cursor()
+                cur.execute(query, params)
+                return cur.fetchall()
+            except psycopg.Error as exc:
+                if attempt == 0 and (conn.closed or conn.broken):
+                    continue  # a stale pooled connection: reads are safe to retry
+                raise map_error(exc, "reading") from exc
+            finally:
+                self.give(conn, relaxed)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write(
@@ -263,11 +345,13 @@ class PgConnections:
         it landed, ``landed()`` is returned; proven not landed, it is run again once (a
         stale pooled connection after a restart ends up here too). With ``slow``, an error
         with ``SLOW_SQLSTATE`` (the statement gave up; nothing of it landed) returns
-        ``slow()``, run once the connection is back in the pool.
+        ``slow()``, run once the connection is given back.
         """
         lost: psycopg.Error | None
+        relaxed = self.relaxed(durable)
         for attempt in (0, 1):
-            with self.connection(durable=durable) as conn:
+            conn = self.take(relaxed)
+            try:
                 cur = conn.kept_cursor()
                 backend = conn.info.backend_pid
                 try:
@@ -279,6 +363,8 @@ class PgConnections:
                         raise map_error(exc, "writing (nothing was written)", details) from exc
                     else:
                         lost = None
+            finally:
+                self.give(conn, relaxed)
             if lost is None:
                 assert slow is not None
                 return slow()
