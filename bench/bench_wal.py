@@ -14,6 +14,11 @@ own SQLite file, interleaved batch by batch in one run so all see the same machi
   finish while a writer keeps appending, so the WAL grows to SQLite's 1,000-page
   auto-checkpoint and the commit crossing it checkpoints.
 - ``... restart at N frames``: the gated round at another WAL length.
+- ``every 512, restart every round``: no round between restarts: a round every 512
+  commits, ending under the gate (the WAL restarts once per 512 commits).
+
+``--gap-us N`` waits N microseconds after each call (a tool's own I/O): idle moments in
+which a round catches up, and the next writer restarts the WAL and syncs its header.
 
 Columns: median, mean, p99 and p99.9 in microseconds, the largest sample, and the WAL file's
 size at the end (the checkpoints keep it from growing). Durability semantics are the same in
@@ -81,6 +86,9 @@ def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
     if kind == "restart":
         cls = type("Restart", (SQLiteStore,), {"_restart_frames": value})
         return cls(path, durability=durability)  # type: ignore[no-any-return]
+    if kind == "rounds":  # a round every ``value`` commits, each ending in a restart
+        cls = type("Rounds", (SQLiteStore,), {"_checkpoint_every": value, "_restart_frames": 1})
+        return cls(path, durability=durability)  # type: ignore[no-any-return]
     cls = type("Passive", (SQLiteStore,), {"_checkpoint_every": value})
     return cls(path, durability=durability)  # type: ignore[no-any-return]
 
@@ -93,6 +101,7 @@ CASES = [
     ("passive thread every 64", "passive", 64),
     ("every 16, restart at 1024 frames", "restart", 1024),
     ("every 16, restart at 8192 frames", "restart", 8192),
+    ("every 512, restart every round", "rounds", 512),
 ]
 
 
@@ -101,6 +110,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000, help="new calls per case")
     parser.add_argument("--durability", default="normal", choices=["normal", "full"])
     parser.add_argument("--batch", type=int, default=BATCH, help="calls per case in turn")
+    parser.add_argument(
+        "--gap-us", type=float, default=0.0, help="a tool's own wait after each call (I/O)"
+    )
     args = parser.parse_args()
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     samples: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
@@ -121,6 +133,8 @@ def main() -> None:
                     t0 = time.perf_counter()
                     r.call(tool, call_id=f"c-{i}", input=INPUT)
                     samples[name].append(time.perf_counter() - t0)
+                    if args.gap_us:
+                        time.sleep(args.gap_us / 1e6)
         wal = {name: Path(f"{s.path}-wal").stat().st_size for name, s in stores.items()}
         for r in runs.values():
             r.__exit__(None, None, None)

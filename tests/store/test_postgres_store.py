@@ -214,6 +214,20 @@ class TestParkedConnections:
             assert errors == []
             assert len(store.list()) == 90
 
+    def test_a_connection_past_the_pools_lifetime_goes_back_to_it(self, schema: str) -> None:
+        """Parking never keeps a connection past max_lifetime: the pool gets it to renew."""
+        with PostgresStore(pg_dsn_or_skip(), schema=schema) as store:
+            conns = store._db
+            _create(store, "young")
+            parked = [c for idle in conns._parking.idle.values() for c in idle]
+            assert len(parked) == 1
+            parked[0].opened_at -= conns._lifetime  # as old as the pool lets one live
+            _create(store, "old")
+            assert [c for idle in conns._parking.idle.values() for c in idle] == []
+            pool = next(iter(conns._pools.values()))
+            assert pool.get_stats()["pool_available"] >= 1
+            assert sorted(r.binding.call_id for r in store.list()) == ["old", "young"]
+
     def test_closed_store_leaves_no_parked_connection(self, schema: str) -> None:
         """close() ends the parked connections too."""
         name = f"tl-park-{uuid.uuid4().hex[:8]}"

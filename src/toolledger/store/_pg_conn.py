@@ -85,6 +85,7 @@ class PooledConnection(psycopg.Connection[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.opened_by = os.getpid()  # used, parked and returned only by this process
+        self.opened_at = time.monotonic()
 
     def kept_cursor(self) -> Cursor[Any]:
         """Return this connection's cursor (a new one if it was closed)."""
@@ -127,6 +128,8 @@ class PgConnections:
         self._closed = False
         self._pools: dict[bool, ConnectionPool[PooledConnection]] = {}
         self._parking = _Parking()
+        #: A parked connection older than this goes back to the pool (its own default).
+        self._lifetime = float(self._pool_args.get("max_lifetime", 3600.0))
 
     def relaxed(self, durable: bool) -> bool:
         """Whether a write (or, with ``durable=True``, a read) uses relaxed connections."""
@@ -185,13 +188,16 @@ class PgConnections:
         """Park ``conn`` for the next statement, or return it to its pool.
 
         It goes back to the pool when a thread waits for one, when it is lost or not idle
-        (the pool discards or resets it), and after a fork or ``close``.
+        (the pool discards or resets it), when it is older than the pool's
+        ``max_lifetime`` (the pool replaces it, as it would an idle one), and after a fork
+        or ``close``.
         """
         pid = os.getpid()
         if conn.opened_by != pid:
             return  # forked while it was in use: the parent's socket, never touched here
         parking = self._parking
-        if conn.pgconn.transaction_status == _IDLE and not self._closed:
+        young = time.monotonic() - conn.opened_at < self._lifetime
+        if young and conn.pgconn.transaction_status == _IDLE and not self._closed:
             with parking.lock:
                 if not parking.waiting and pid == self._pid:
                     parking.idle[relaxed].append(conn)
