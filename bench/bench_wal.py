@@ -6,16 +6,15 @@ own SQLite file, interleaved batch by batch in one run so all see the same machi
 - ``autocheckpoint 1000 (SQLite)``: SQLite's default: the commit that takes the WAL past
   1000 pages copies it back into the database file, on the caller's path.
 - ``autocheckpoint 10000``: the same, tuned: stalls ten times rarer, each ten times longer.
-- ``passive thread every N``: the store's default (``_sqlite_checkpointer``): writers only
-  count commits; a thread of the store's runs a passive checkpoint every ``N`` commits,
-  and once the WAL holds ``RESTART_FRAMES`` frames finishes a caught-up round under the
-  writers' gate so the WAL restarts (backstop 10,000 pages).
-- ``... no gate, backstop 1000``: the same thread as it was before the gate: rounds never
-  finish while a writer keeps appending, so the WAL grows to SQLite's 1,000-page
-  auto-checkpoint and the commit crossing it checkpoints.
-- ``... restart at N frames``: the gated round at another WAL length.
-- ``every 512, restart every round``: no round between restarts: a round every 512
-  commits, ending under the gate (the WAL restarts once per 512 commits).
+- ``rounds every N``: the store's design (``_sqlite_checkpointer``): writers only count
+  commits; every ``N`` commits a thread of the store's runs passive checkpoint rounds
+  until it has caught up, the last one under the writers' gate, so the next writer
+  restarts the WAL (once per ``N`` commits). The default is 512; backstop 16,384 pages.
+- ``every 16, no gate, backstop 1000``: the thread as it was before the gate: a round
+  every 16 commits, which never catches up while a writer keeps appending, so the WAL
+  grows to SQLite's 1,000-page auto-checkpoint and the commit crossing it checkpoints; in
+  idle moments a round does catch up, and the next writer restarts the WAL (and syncs its
+  header) every few calls.
 
 ``--gap-us N`` waits N microseconds after each call (a tool's own I/O): idle moments in
 which a round catches up, and the next writer restarts the WAL and syncs its header.
@@ -83,12 +82,6 @@ def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
     if kind == "ungated":
         cls = type("Ungated", (_Ungated,), {"_checkpoint_every": value})
         return cls(path, durability=durability)  # type: ignore[no-any-return]
-    if kind == "restart":
-        cls = type("Restart", (SQLiteStore,), {"_restart_frames": value})
-        return cls(path, durability=durability)  # type: ignore[no-any-return]
-    if kind == "rounds":  # a round every ``value`` commits, each ending in a restart
-        cls = type("Rounds", (SQLiteStore,), {"_checkpoint_every": value, "_restart_frames": 1})
-        return cls(path, durability=durability)  # type: ignore[no-any-return]
     cls = type("Passive", (SQLiteStore,), {"_checkpoint_every": value})
     return cls(path, durability=durability)  # type: ignore[no-any-return]
 
@@ -97,11 +90,10 @@ CASES = [
     ("autocheckpoint 1000 (SQLite)", "auto", 1000),
     ("autocheckpoint 10000", "auto", 10000),
     ("every 16, no gate, backstop 1000", "ungated", 16),
-    ("passive thread every 16", "passive", 16),
-    ("passive thread every 64", "passive", 64),
-    ("every 16, restart at 1024 frames", "restart", 1024),
-    ("every 16, restart at 8192 frames", "restart", 8192),
-    ("every 512, restart every round", "rounds", 512),
+    ("rounds every 16", "passive", 16),
+    ("rounds every 128", "passive", 128),
+    ("rounds every 512 (default)", "passive", 512),
+    ("rounds every 1024", "passive", 1024),
 ]
 
 

@@ -27,9 +27,8 @@ class _NoThread(SQLiteStore):
     _checkpoint_every = None
 
 
-class _Restart64(SQLiteStore):
-    _checkpoint_every = 4
-    _restart_frames = 64
+class _Every8(SQLiteStore):
+    _checkpoint_every = 8
 
 
 def _wal_frames_and_restarts(path: Path) -> tuple[int, int]:
@@ -168,10 +167,10 @@ class TestWalRestart:
 
         Without a restart the WAL file would hold every frame written: a create writes four
         b-trees (the row, its index, the history row and its index), so 2,400 or more for
-        600 creates (3,980 seen); with one every 64 frames it stays a fraction of that
-        (266 to 547 seen), and its header counts the restarts.
+        600 creates (3,980 seen); with a round every 8 commits ending in a restart it stays
+        a fraction of that, and its header counts the restarts.
         """
-        store = _Restart64(tmp_path / "db.sqlite", durability="normal")
+        store = _Every8(tmp_path / "db.sqlite", durability="normal")
         try:
             _create(store, 600)
             ckpt = store._checkpointer

@@ -9,15 +9,17 @@ Rules this module keeps:
   A passive checkpoint never takes the write lock and never waits on a busy handler, so it
   never holds a claim and never blocks a writer; whatever it cannot copy now (a reader on
   an older snapshot, another checkpoint running) waits for the next round.
-- A passive round never catches up while a writer keeps appending (it copies what it saw
-  at its start), and SQLite restarts the WAL from its first frame only when a writer begins
-  with everything copied; without a restart the WAL grows to the backstop and the commit
-  that crosses it checkpoints. So once the WAL holds ``RESTART_FRAMES`` frames and a round
-  has caught up, the thread takes the store's ``gate`` (the lock its writers hold from
-  ``BEGIN`` to ``COMMIT``) for one more passive round, the residue since the last one. The
-  next writer then restarts the WAL; that writer syncs the new WAL header (SQLite's rule),
-  and the writers of this store wait for that one short round: two short waits per
-  ``RESTART_FRAMES`` frames instead of one in-commit checkpoint per ``BACKSTOP_PAGES``.
+- SQLite restarts the WAL from its first frame only when a writer begins with every frame
+  copied, and that writer then syncs the new WAL header (SQLite's rule): a stall of an
+  fsync on the caller's path, once per restart. Back-to-back writers never leave a
+  passive round that moment (it copies what it saw at its start), so the WAL would grow to
+  the backstop; a round in an idle moment leaves it every time, so the WAL would restart,
+  and the next caller sync, every few calls. So rounds are rare (``every`` is 512
+  commits: the WAL restarts once per 512 commits, whatever the writers' pace), each chases
+  the writers until it has caught up, then takes the store's ``gate`` (the lock its
+  writers hold from ``BEGIN`` to ``COMMIT``) for one more passive round, the residue since
+  the last one: the next writer restarts the WAL. Two short waits per 512 commits
+  (``bench/bench_wal.py`` compares the alternatives).
 - The writers keep an auto-checkpoint as a backstop (``BACKSTOP_PAGES``), so the WAL stays
   bounded if this thread falls behind or is gone.
 - Fork-safe: ``fork`` waits for a running checkpoint to finish (a child must not inherit a
@@ -35,18 +37,16 @@ import threading
 import weakref
 from pathlib import Path
 
-__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "RESTART_FRAMES", "Checkpointer"]
+__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "Checkpointer"]
 
-#: Commits between two passive checkpoints (a new call commits twice).
-CHECKPOINT_EVERY = 16
+#: Commits between two checkpoint rounds, each ending in a WAL restart (a new call commits
+#: twice; a new call's ~26 pages make the WAL about 26 MiB at most).
+CHECKPOINT_EVERY = 512
 #: Passive rounds per wake-up at most (each copies what the writers added meanwhile).
 MAX_ROUNDS = 8
-#: WAL frames after which a caught-up round is finished under the gate, so the next writer
-#: restarts the WAL (16 MiB of 4 KiB pages: a restart's two short waits are rare enough to
-#: stay out of a new call's p99; ``bench/bench_wal.py`` measures 1,024 to 8,192).
-RESTART_FRAMES = 4096
-#: The writers' ``wal_autocheckpoint``: reached only when the thread falls far behind.
-BACKSTOP_PAGES = 10000
+#: The writers' ``wal_autocheckpoint`` (64 MiB of 4 KiB pages): reached only when the
+#: thread falls far behind, or 512 commits average over 32 pages (a new call's are 13).
+BACKSTOP_PAGES = 16384
 
 _LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
 
@@ -59,17 +59,11 @@ class Checkpointer:
     """
 
     def __init__(
-        self,
-        path: Path,
-        *,
-        every: int = CHECKPOINT_EVERY,
-        gate: threading.Lock | None = None,
-        restart_frames: int = RESTART_FRAMES,
+        self, path: Path, *, every: int = CHECKPOINT_EVERY, gate: threading.Lock | None = None
     ) -> None:
         self.path = path
         self.every = max(1, int(every))
         self.gate = gate
-        self.restart_frames = max(1, int(restart_frames))
         self.checkpoints = 0  # passive rounds run (tests and benches read it)
         self.gated = 0  # rounds finished under the gate
         self._pending = 0
@@ -160,7 +154,7 @@ class Checkpointer:
                 break
         else:
             return
-        if self.gate is not None and frames >= self.restart_frames:
+        if self.gate is not None:
             with self.gate:  # no writer of this store appends: this round copies the rest
                 if not self._stopped:
                     self._round(conn)

@@ -17,12 +17,12 @@ Rules this module keeps:
   crash) may lose the last commits, so a completed call could be forgotten and, after the
   reboot, found ``executing``, i.e. reconciled, never silently re-run if its claim
   survived, but possibly re-run if the claim was lost too.
-- WAL checkpoints run off the callers' commits: a passive checkpoint on a thread of the
-  store's own every ``CHECKPOINT_EVERY`` commits (``_sqlite_checkpointer``), SQLite's
+- WAL checkpoints run off the callers' commits: passive checkpoint rounds on a thread of
+  the store's own every ``CHECKPOINT_EVERY`` commits (``_sqlite_checkpointer``), SQLite's
   auto-checkpoint kept only as a far backstop. It changes when pages reach the database
   file, never what a commit syncs. This process's writers of a store hold its ``_gate``
   from ``BEGIN`` to ``COMMIT`` (a lock, waited on up to ``busy_timeout`` like SQLite's own):
-  the thread takes it for one short round when the WAL is long, so it restarts.
+  the thread takes it for the last short round of each, so the WAL restarts.
 - Schema changes are numbered migrations recorded in ``toolledger_schema`` in the same
   transaction; a file written by a newer toolledger fails with ``STORE_SCHEMA_TOO_NEW``.
 - ``sqlite3`` errors never leak: locked/busy becomes ``STORE_BUSY``, anything else
@@ -73,7 +73,7 @@ from ._sqlcommon import (
     run_row,
     valid_records,
 )
-from ._sqlite_checkpointer import BACKSTOP_PAGES, CHECKPOINT_EVERY, RESTART_FRAMES, Checkpointer
+from ._sqlite_checkpointer import BACKSTOP_PAGES, CHECKPOINT_EVERY, Checkpointer
 from ._sqlite_ops import create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
@@ -129,11 +129,10 @@ class SQLiteStore(ApplyShortcuts):
     gated_append = True
     #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
     effect_keys = True
-    #: Commits between two passive checkpoints off the callers' path; ``None``: SQLite's
-    #: own auto-checkpoint inside the commit that crosses 1000 pages (benches compare).
+    #: Commits between two checkpoint rounds off the callers' path (each restarts the WAL);
+    #: ``None``: SQLite's own auto-checkpoint inside the commit that crosses 1,000 pages
+    #: (benches compare).
     _checkpoint_every: int | None = CHECKPOINT_EVERY
-    #: WAL frames after which the checkpoint thread makes the WAL restart (tests lower it).
-    _restart_frames: int = RESTART_FRAMES
 
     def __init__(
         self,
@@ -452,7 +451,6 @@ class SQLiteStore(ApplyShortcuts):
                     self.path,
                     every=self._checkpoint_every,
                     gate=self._gate,
-                    restart_frames=self._restart_frames,
                 )
             return self._checkpointer
 
