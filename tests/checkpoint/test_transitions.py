@@ -522,16 +522,17 @@ def test_decide_checkpoint_each_status_gives_documented_action(record_name: str)
     assert DECISIONS[rec.status].value == DECIDE[record_name]
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("namespace", "ns2"),
-        ("call_id", "call-2"),
-        ("tool_name", "send_sms"),
-        ("tool_revision", "2"),
-        ("input_fingerprint", "sha256:other"),
-    ],
-)
+#: One binding field changed at a time (a conflict names exactly that field).
+DIFFERING_FIELDS = [
+    ("namespace", "ns2"),
+    ("call_id", "call-2"),
+    ("tool_name", "send_sms"),
+    ("tool_revision", "2"),
+    ("input_fingerprint", "sha256:other"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), DIFFERING_FIELDS)
 @pytest.mark.parametrize("record_name", ["ready", "completed", "delivered"])
 def test_decide_checkpoint_differing_binding_is_binding_conflict(
     record_name: str, field: str, value: str
@@ -570,16 +571,7 @@ def test_check_binding_same_binding_returns_record(record_name: str) -> None:
     assert check_binding(rec, binding()) is rec
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("namespace", "ns2"),
-        ("call_id", "call-2"),
-        ("tool_name", "send_sms"),
-        ("tool_revision", "2"),
-        ("input_fingerprint", "sha256:other"),
-    ],
-)
+@pytest.mark.parametrize(("field", "value"), DIFFERING_FIELDS)
 @pytest.mark.parametrize("record_name", ["ready", "completed", "delivered"])
 def test_check_binding_differing_binding_raises_as_decide_checkpoint(
     record_name: str, field: str, value: str
