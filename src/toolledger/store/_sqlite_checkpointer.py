@@ -5,10 +5,11 @@ Rules this module keeps:
 - SQLite's auto-checkpoint runs inside the commit that crosses its threshold, so one call
   in a few dozen pays for copying the whole WAL back (milliseconds). Here the store's
   writers only count their commits (``committed``: no I/O, no lock); every ``every``
-  commits a daemon thread runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection.
+  commits a daemon thread runs ``PRAGMA wal_checkpoint(PASSIVE)`` rounds on its own connection.
   A passive checkpoint never takes the write lock and never waits on a busy handler, so it
-  never holds a claim and never blocks a writer; whatever it cannot copy now (a reader on
-  an older snapshot, another checkpoint running) waits for the next round.
+  never holds a claim and never blocks a writer (only the last round of each wake-up, under
+  the gate below, makes this store's own writers wait); whatever it cannot copy now (a
+  reader on an older snapshot, another checkpoint running) waits for the next round.
 - SQLite restarts the WAL from its first frame only when a writer begins with every frame
   copied, and that writer then syncs the new WAL header (SQLite's rule): a stall of an
   fsync on the caller's path, once per restart. Back-to-back writers never leave a
