@@ -24,6 +24,7 @@ __all__ = [
     "copy_json",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "HARD_MAX_PAYLOAD_BYTES",
+    "EXACT_DEPTH",
     "MAX_DEPTH",
     "MAX_SAFE_INT",
     "MAX_VALUES",
@@ -32,6 +33,7 @@ __all__ = [
     "check_bounds",
     "check_types",
     "compact_json",
+    "exact_shape",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 65_536
@@ -58,26 +60,29 @@ def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
     """
     tp = type(value)
     if tp is dict or tp is list:
-        quick = _quick_shape(value, 1)
+        quick = exact_shape(value, 1, _QUICK_VALUES)
         if quick is not None:
             return PayloadShape(depth=quick[1], values=quick[0], floats=quick[2])
     return _walk_types(value, what)
 
 
-#: The quick walk's bounds: past them (or at any value it would refuse) the full walk
+#: The quick walk's value bound: past it (or at any value it would refuse) the full walk
 #: answers, which names the path, tells a cycle apart and measures a shared container once.
 _QUICK_VALUES = 4096
-_QUICK_DEPTH = 64
+#: The deepest container ``exact_shape`` walks (a cycle ends there too).
+EXACT_DEPTH = 64
 
 
-def _quick_shape(node: Any, depth: int) -> tuple[int, int, bool] | None:
-    """``(values, depth, floats)`` of a small, acyclic, valid tree (``node`` a container).
+def exact_shape(node: Any, depth: int, max_values: int | None) -> tuple[int, int, bool] | None:
+    """``(values, depth, floats)`` of an acyclic exact-JSON tree (``node`` a container at
+    nesting level ``depth``), without a copy.
 
-    ``None`` when the tree holds anything ``_walk_types`` would refuse, or passes the
-    bounds (a cycle passes the depth bound). The counts are ``_walk_types``' own: every
-    value once per place it occurs, a container's depth its nesting level.
+    ``None`` when the tree holds anything ``_walk_types`` would refuse, nests a container
+    past ``EXACT_DEPTH`` (a cycle does), or holds more than ``max_values`` values. The
+    counts are ``_walk_types``' own: every value once per place it occurs, a container's
+    depth its nesting level. The journal's ``exact_floats`` walks with it too.
     """
-    if depth > _QUICK_DEPTH:
+    if depth > EXACT_DEPTH:
         return None
     values = 1
     deepest = depth
@@ -102,7 +107,7 @@ def _quick_shape(node: Any, depth: int) -> tuple[int, int, bool] | None:
                 return None
             floats = True
         elif tp is dict or tp is list:
-            inner = _quick_shape(item, depth + 1)
+            inner = exact_shape(item, depth + 1, max_values)
             if inner is None:
                 return None
             values += inner[0] - 1
@@ -110,7 +115,7 @@ def _quick_shape(node: Any, depth: int) -> tuple[int, int, bool] | None:
                 deepest = inner[1]
             if inner[2]:
                 floats = True
-            if values > _QUICK_VALUES:
+            if max_values is not None and values > max_values:
                 return None
         elif item is not None and tp is not bool:
             return None

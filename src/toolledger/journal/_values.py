@@ -32,10 +32,14 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from ..checkpoint._json import EXACT_DEPTH, exact_shape
+
 __all__ = ["MAX_DEPTH", "encoded_json", "exact_floats", "to_json"]
 
 #: Nesting beyond this many levels is replaced by ``{"$truncated": "depth"}``.
 MAX_DEPTH = 64
+if MAX_DEPTH != EXACT_DEPTH:  # pragma: no cover (exact_floats walks with exact_shape)
+    raise AssertionError("the journal's depth bound must be exact_shape's")
 _MAX_SAFE_INT = 2**53 - 1
 _REPR_LIMIT = 500
 
@@ -100,50 +104,13 @@ def exact_floats(value: Any) -> bool | None:
     ``None``.
 
     For a value encoded at once and not kept (nothing to protect from later changes),
-    ``value`` itself then stands for ``to_json(value)[0]``: the same walk as ``_exact``
-    (the same checks, in the same order), without building the copy.
+    ``value`` itself then stands for ``to_json(value)[0]``: ``_exact``'s checks (the
+    checkpoint layer's ``exact_shape`` walk, its depth bound ``MAX_DEPTH``), without
+    building the copy.
     """
-    try:
-        return _floats(value, 0)
-    except _NotExact:
-        return None
-
-
-def _floats(value: Any, depth: int) -> bool:
-    """``_exact``'s walk without the copy: whether a float occurs (raises ``_NotExact``)."""
-    tp = type(value)
-    if tp is str:
-        if not value.isascii():
-            _encodable(value)
-        return False
-    if value is None or tp is bool:
-        return False
-    if tp is int:
-        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
-            return False
-        raise _NotExact
-    if tp is float:
-        if math.isfinite(value):
-            return True
-        raise _NotExact
-    if depth >= MAX_DEPTH:
-        raise _NotExact  # (a cycle ends here too)
-    floats = False
-    if tp is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotExact
-            if not key.isascii():
-                _encodable(key)
-            if _floats(item, depth + 1):
-                floats = True
-        return floats
-    if tp is list:
-        for item in value:
-            if _floats(item, depth + 1):
-                floats = True
-        return floats
-    raise _NotExact
+    # The walk runs on the value wrapped in a list, so a scalar is checked as an item.
+    shape = exact_shape([value], 0, None)
+    return None if shape is None else shape[2]
 
 
 class _NotExact(Exception):
