@@ -117,47 +117,78 @@ class Recorder:
 
     # -- the event API (the journal seam) --------------------------------------------------
 
-    def _tell_started(
+    def _first_record(
         self,
         event_id: str,
         parent: EventHandle | None,
         kind: str,
-        name: str | None,
+        name: str,
+        status: str,
+        phase: str,
         stamp: str,
         justification: str | None,
         justification_source: str,
         meta_value: dict[str, Any],
         content: dict[str, Any],
+        floats: bool,
         link: dict[str, Any] | None,
         default: SpanHandle,
-    ) -> tuple[dict[str, Any], SpanHandle]:
-        """Tell telemetry an event has just started: the event dict it (and the handle)
-        sees, and its span (``default`` when telemetry fails). Only with telemetry: nobody
-        else reads the dict."""
-        event = {
-            "run_id": self.run_id,
-            "event_id": event_id,
-            "parent_id": None if parent is None else parent.event_id,
-            "kind": kind,
-            "name": name,
-            "status": "running",
-            "started_at": stamp,
-            "ended_at": None,
-            "justification": justification,
-            "justification_source": justification_source,
-            "justification_missing": justification is None and justification_source == "model",
-            "meta": {**meta_value, "justification_source": justification_source},
-            "inputs": content.get("inputs"),
-            "outputs": None,
-            "error": None,
-            "checkpoint": link,
-        }
-        span = self._safe_telemetry(
-            self.telemetry.event_started,
-            event,
-            None if parent is None else parent.span,
-            default=default,
+    ) -> tuple[dict[str, Any] | None, SpanHandle]:
+        """Write a new event's first record (``phase`` ``start`` or ``point``) and tell
+        telemetry the event started.
+
+        Returns the event dict telemetry (and the handle) sees, ``None`` without telemetry
+        (nobody else reads it), and its span (``default`` without telemetry, or when it
+        fails). The span's ids go into the record's header.
+        """
+        missing = justification is None and justification_source == "model"
+        event: dict[str, Any] | None = None
+        span = default
+        trace_id = span_id = None
+        if self.telemetry is not NOOP_TELEMETRY:
+            event = {
+                "run_id": self.run_id,
+                "event_id": event_id,
+                "parent_id": None if parent is None else parent.event_id,
+                "kind": kind,
+                "name": name,
+                "status": "running",
+                "started_at": stamp,
+                "ended_at": None,
+                "justification": justification,
+                "justification_source": justification_source,
+                "justification_missing": missing,
+                "meta": {**meta_value, "justification_source": justification_source},
+                "inputs": content.get("inputs"),
+                "outputs": None,
+                "error": None,
+                "checkpoint": link,
+            }
+            span = self._safe_telemetry(
+                self.telemetry.event_started,
+                event,
+                None if parent is None else parent.span,
+                default=default,
+            )
+            event["status"] = status  # a point event is told it started running, as a step
+            trace_id, span_id = span_ids(span)
+        content_json, digest = self._content_json(content, floats, True)
+        header = self._headers.header(
+            event_id,
+            None if parent is None else parent.event_id,
+            kind,
+            name,
+            status,
+            phase,
+            stamp,
+            digest,
+            link,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
         )
+        self._write(header, content_json)
         return event, span
 
     def begin_event(
@@ -249,39 +280,22 @@ class Recorder:
             floats=floats,
             checkpoint=link,
         )
-        trace_id = span_id = None
-        if self.telemetry is not NOOP_TELEMETRY:
-            handle.event, handle.span = self._tell_started(
-                event_id,
-                parent,
-                kind,
-                name,
-                stamp,
-                justification,
-                justification_source,
-                meta_value,
-                content,
-                link,
-                handle.span,
-            )
-            trace_id, span_id = span_ids(handle.span)
-        content_json, digest = self._content_json(content, floats, True)
-        header = self._headers.header(
+        handle.event, handle.span = self._first_record(
             event_id,
-            parent_id,
+            parent,
             kind,
             name,
             "running",
             "start",
             stamp,
-            digest,
-            link,
+            justification,
             justification_source,
-            justification is None and justification_source == "model",
-            trace_id,
-            span_id,
+            meta_value,
+            content,
+            floats,
+            link,
+            handle.span,
         )
-        self._write(header, content_json)
         if meta_value:
             handle._meta.update(meta_value)
         _push(handle)

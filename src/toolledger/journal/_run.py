@@ -51,7 +51,7 @@ from ._events import (
 from ._facts import TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
 from ._header import HeaderFormat
-from ._recorder import Recorder, span_ids
+from ._recorder import Recorder
 from ._values import encoded_json, to_json
 from ._writer import ChainWriter
 
@@ -597,44 +597,22 @@ class Run(Recorder):
             parent = self._parent()
         stamp = now()
         event_id = new_id()
-        parent_id = parent.event_id if parent else None
-        missing = justification is None and justification_source == "model"
-        event: dict[str, Any] | None = None
-        span: SpanHandle = _NO_SPAN
-        trace_id = span_id = None  # a no-op span's
-        if telemetry is not NOOP_TELEMETRY:
-            event, span = self._tell_started(
-                event_id,
-                parent,
-                kind,
-                name,
-                stamp,
-                justification,
-                justification_source,
-                meta_value,
-                content,
-                link,
-                NoopSpan(),
-            )
-            event["status"] = status
-            trace_id, span_id = span_ids(span)
-        content_json, digest = self._content_json(content, floats, True)
-        header = self._headers.header(
+        event, span = self._first_record(
             event_id,
-            parent_id,
+            parent,
             kind,
             name,
             status,
             "point",
             stamp,
-            digest,
-            link,
+            justification,
             justification_source,
-            missing,
-            trace_id,
-            span_id,
+            meta_value,
+            content,
+            floats,
+            link,
+            _NO_SPAN,
         )
-        self._write(header, content_json)
         if event is None:
             return event_id
         event.update(ended_at=stamp, outputs=out)
