@@ -58,8 +58,11 @@ from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from .store import _sqlite_search
 from .store._contract import CHECKS as STORE_CHECKS
 from .store._rows import dump_record as dump_record
+from .store._rows import forget_proven as forget_proven
 from .store._rows import load_record as load_record
+from .store._rows import swap_facts as swap_facts
 from .store._sqlite_checkpointer import BACKSTOP_PAGES as BACKSTOP_PAGES
+from .store._sqlite_ops import _facts_sql
 from .store._tombstone import build_tombstone as build_tombstone
 from .store.base import Store
 from .store.memory import MemoryStore
@@ -166,3 +169,5 @@ ASYNC_TOOLS_MAX = _ASYNC_TOOLS_MAX
 KNOWN_VALID = _KNOWN_VALID
 #: The guard's one constructor of a ``ToolOutcome`` from a checkpoint record.
 outcome_of = _outcome
+#: SQLite's expression for a swap's history facts (``swap_facts`` is pinned to it).
+sqlite_facts_sql = _facts_sql

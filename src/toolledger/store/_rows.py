@@ -52,12 +52,14 @@ __all__ = [
     "dump_operation",
     "dump_record",
     "expand_history",
+    "forget_proven",
     "gated_off",
     "load_record",
     "parse_stored_time",
     "prepare_op",
     "prepare_ops",
     "status_values",
+    "swap_facts",
     "transition_facts",
     "won",
 ]
@@ -130,6 +132,34 @@ def transition_facts(text: str) -> str:
     result = text.index(',"result":', start)
     end = text.rindex(',"completed_at":')
     return "{" + text[start + 1 : result] + text[end:]
+
+
+def swap_facts(before: str, after: str) -> str | None:
+    """The history text of a swap from the stored ``dump_record`` text ``before`` to
+    ``after``: what SQLite's ``json_remove`` of ``FACTS_OMIT`` and the equal
+    ``FACTS_INHERIT`` keys makes of ``after`` (``_sqlite_ops._facts_sql``), sliced in Python.
+
+    ``None`` when the binding, the creation time or the schema version changed (the
+    caller lets SQLite compute the facts then). The result is left out when its text is
+    the same in both, and kept in place otherwise; the other slices are found as in
+    ``transition_facts``.
+    """
+    b_status, a_status = before.index(',"status":'), after.index(',"status":')
+    if before[:b_status] != after[:a_status]:  # schema version and binding
+        return None
+    b_created = before.index(',"created_at":', b_status)
+    a_created = after.index(',"created_at":', a_status)
+    b_updated = before.index(',"updated_at":', b_created)
+    a_updated = after.index(',"updated_at":', a_created)
+    if before[b_created:b_updated] != after[a_created:a_updated]:
+        return None
+    b_result = before.index(',"result":', before.index(',"execution_fence":', b_updated))
+    a_start = after.index(',"execution_fence":', a_updated)
+    a_result = after.index(',"result":', a_start)
+    b_end, a_end = before.rindex(',"completed_at":'), after.rindex(',"completed_at":')
+    if before[b_result:b_end] == after[a_result:a_end]:
+        return "{" + after[a_start + 1 : a_result] + after[a_end:]
+    return "{" + after[a_start + 1 :]
 
 
 def _history_doc(text: Any, namespace: str, call_id: str) -> dict[str, Any]:
@@ -250,6 +280,16 @@ class _Proven:
             entries[key] = (text, record, payload)
             self._bytes += len(text)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def latest(self, key: tuple[str, str]) -> tuple[str, CheckpointRecord] | None:
+        """The text last proven for ``key`` and its record (read-only: never handed out)."""
+        hit = self._entries.get(key)
+        return None if hit is None else (hit[0], hit[1])
+
     def get(self, key: tuple[str, str], text: str | bytes) -> CheckpointRecord | None:
         """The record of ``text`` if exactly this text was proven for ``key``, else ``None``."""
         hit = self._entries.get(key)
@@ -262,6 +302,11 @@ class _Proven:
 
 
 _PROVEN = _Proven()
+
+
+def forget_proven() -> None:
+    """Forget every proven text (the next read or write of each key checks in full)."""
+    _PROVEN.clear()
 
 
 def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRecord:
@@ -360,8 +405,13 @@ def parse_stored_time(value: str) -> Any:
 _GATED = (AppendEvents, CreateCheckpoint, SwapCheckpoint, ReleaseEffectKey)
 
 
-def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
+def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op, Any]]:
     """``prepare_op`` each op; also check each ``requires`` index.
+
+    ``with_prior``: a swap's prepared value is ``(text, prior)``, ``prior`` the text last
+    proven for its key and that text's record (``None`` if none is known), taken before
+    the swap's own text is remembered. A store may write with it only where its row
+    still holds exactly that text.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad op or a ``requires`` that
@@ -376,7 +426,10 @@ def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
                     message=f"{type(op).__name__}.requires must be the index of an earlier op",
                     details={"requires": repr(req)[:40], "index": i},
                 )
-        out.append(prepare_op(op))
+        if with_prior and isinstance(op, SwapCheckpoint):
+            out.append((op, _prepare_swap(op)))
+        else:
+            out.append(prepare_op(op))
     return out
 
 
@@ -415,6 +468,17 @@ def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
         )
 
 
+def _prepare_swap(op: SwapCheckpoint) -> tuple[str, tuple[str, CheckpointRecord] | None]:
+    """Check a swap; return its text and the prior proven text of its key (see
+    ``prepare_ops``), remembering its own text after reading the prior one."""
+    check_next(op.expected_revision, op.next)
+    key = op.next.key
+    prior = _PROVEN.latest(key)
+    text = dump_record(op.next)
+    _PROVEN.remember(key, text, op.next)
+    return text, prior
+
+
 def prepare_op(op: Op) -> tuple[Op, Any]:
     """Validate an op and precompute what it writes (outside the transaction)."""
     if isinstance(op, CreateCheckpoint):
@@ -430,10 +494,7 @@ def prepare_op(op: Op) -> tuple[Op, Any]:
         _PROVEN.remember(rec.key, text, rec)
         return op, text
     if isinstance(op, SwapCheckpoint):
-        check_next(op.expected_revision, op.next)
-        text = dump_record(op.next)
-        _PROVEN.remember(op.next.key, text, op.next)
-        return op, text
+        return op, _prepare_swap(op)[0]
     if isinstance(op, WriteOperation):
         return op, dump_operation(op.data)
     if isinstance(op, RemoveOperation):

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import TRANSITIONS, transition_between
-from ..errors import InvalidCheckpointError, NotFoundError
-from ._rows import FACTS_INHERIT, FACTS_OMIT, load_record, transition_facts
+from ..errors import InvalidCheckpointError, InvalidTransitionError, NotFoundError
+from ._rows import FACTS_INHERIT, FACTS_OMIT, load_record, swap_facts, transition_facts
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -224,7 +224,63 @@ _UPDATE = (
 )
 
 
-def _swap(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
+_UPDATE_KNOWN = f"{_UPDATE} AND status = ? AND record = ?"
+_HISTORY_ROW = f"INSERT INTO checkpoint_history {_HISTORY_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _swap_known(
+    conn: sqlite3.Connection, op: SwapCheckpoint, text: str, prior: tuple[str, CheckpointRecord]
+) -> bool:
+    """The CAS when the row is believed to hold ``prior``'s text: two plain statements.
+
+    The ``UPDATE`` matches only a row holding exactly that text (proven valid for this
+    key, so its JSON agrees with the revision and status also matched), so the
+    transition and the history facts are worked out here from the two texts, not by
+    SQLite's JSON functions. ``False`` (nothing written) sends the caller to the paths
+    that tell a lost CAS, a damaged row or an illegal move apart.
+    """
+    before, stored = prior
+    nxt = op.next
+    if stored.revision != op.expected_revision:
+        return False
+    try:
+        name, action = transition_between(stored.status, nxt.status)
+    except InvalidTransitionError:
+        return False
+    facts = swap_facts(before, text)
+    if facts is None:
+        return False
+    ns, cid = nxt.key
+    at = format_time(nxt.updated_at)
+    status = nxt.status.value
+    cur = conn.execute(
+        _UPDATE_KNOWN,
+        (
+            status,
+            nxt.revision,
+            at,
+            text,
+            ns,
+            cid,
+            op.expected_revision,
+            stored.status.value,
+            before,
+        ),
+    )
+    if cur.rowcount != 1:
+        return False
+    conn.execute(_HISTORY_ROW, (ns, cid, nxt.revision, status, name, action.value, at, facts))
+    return True
+
+
+def _swap(
+    conn: sqlite3.Connection,
+    op: SwapCheckpoint,
+    prepared: tuple[str, tuple[str, CheckpointRecord] | None],
+) -> bool:
+    extra, prior = prepared
+    if prior is not None and _swap_known(conn, op, extra, prior):
+        return True
     nxt = op.next
     ns, cid = nxt.key
     at = format_time(nxt.updated_at)

@@ -604,7 +604,9 @@ class SQLiteStore(ApplyShortcuts):
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
-        prepared = prepare_ops(ops)  # validate everything before writing
+        # Validate everything before writing; a swap comes with the text last proven for
+        # its key (``_sqlite_ops``' known-row path).
+        prepared = prepare_ops(ops, with_prior=True)
 
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
             out: builtins.list[Any] = []
@@ -619,7 +621,7 @@ class SQLiteStore(ApplyShortcuts):
                     and isinstance(prepared[i + 1][0], SwapCheckpoint)
                     and _swap_follows(prepared[i + 1][0], i, out)
                 ):
-                    swap, swap_text = prepared[i + 1]
+                    swap, (swap_text, _) = prepared[i + 1]
                     both = create_and_swap(conn, op, extra, swap, swap_text)  # type: ignore[arg-type]
                     if both is not None:  # a new call's claim: one row write
                         out.extend(both)
