@@ -13,7 +13,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
-from toolledger.testing import BACKSTOP_PAGES
+from toolledger.testing import BACKSTOP_PAGES, CHECKPOINT_EVERY, CHECKPOINT_EVERY_FULL
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WAIT = 60.0  # seconds: a bound for a hung thread, never a synchronisation
@@ -77,6 +77,26 @@ class TestCheckpointer:
             assert _rows_in_database_file(store.path) == 12
             (pages,) = store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()
             assert pages == BACKSTOP_PAGES
+        finally:
+            store.close()
+
+    @pytest.mark.parametrize(
+        ("durability", "store_class", "every"),
+        [
+            ("normal", SQLiteStore, CHECKPOINT_EVERY),
+            ("full", SQLiteStore, CHECKPOINT_EVERY_FULL),
+            ("full", _Every4, 4),
+        ],
+    )
+    def test_rounds_come_more_often_at_full_durability(
+        self, tmp_path: Path, durability: str, store_class: type[SQLiteStore], every: int
+    ) -> None:
+        """At ``full`` a round comes every 64 commits at most; a smaller setting is kept."""
+        store = store_class(tmp_path / "db.sqlite", durability=durability)  # type: ignore[arg-type]
+        try:
+            _create(store, 1)
+            assert store._checkpointer is not None
+            assert store._checkpointer.every == every
         finally:
             store.close()
 

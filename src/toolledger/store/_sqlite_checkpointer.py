@@ -16,10 +16,11 @@ Rules this module keeps:
   passive round that moment (it copies what it saw at its start), so the WAL would grow to
   the backstop; a round in an idle moment leaves it every time, so the WAL would restart,
   and the next caller sync, every few calls. So rounds are rare (``every`` is 512
-  commits: the WAL restarts once per 512 commits, whatever the writers' pace), each chases
+  commits, 64 for a store at ``durability="full"``: the WAL restarts once per ``every``
+  commits, whatever the writers' pace), each chases
   the writers until it has caught up, then takes the store's ``gate`` (the lock its
   writers hold from ``BEGIN`` to ``COMMIT``) for one more passive round, the residue since
-  the last one: the next writer restarts the WAL. Two short waits per 512 commits
+  the last one: the next writer restarts the WAL. Two short waits per round
   (``bench/bench_wal.py`` compares the alternatives).
 - The writers keep an auto-checkpoint as a backstop (``BACKSTOP_PAGES``), so the WAL stays
   bounded if this thread falls behind or is gone.
@@ -38,11 +39,21 @@ import threading
 import weakref
 from pathlib import Path
 
-__all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "MAX_ROUNDS", "Checkpointer"]
+__all__ = [
+    "BACKSTOP_PAGES",
+    "CHECKPOINT_EVERY",
+    "CHECKPOINT_EVERY_FULL",
+    "MAX_ROUNDS",
+    "Checkpointer",
+]
 
 #: Commits between two checkpoint rounds, each ending in a WAL restart (a new call commits
 #: twice; a new call's ~26 pages make the WAL about 26 MiB at most).
 CHECKPOINT_EVERY = 512
+#: The same for a store at ``durability="full"``: there every commit syncs the WAL, and a
+#: sync of a WAL still growing costs about twice one written over old frames (a 512-commit
+#: WAL grows to ~23 MB first); the restart's own header sync is one more in 64.
+CHECKPOINT_EVERY_FULL = 64
 #: Passive rounds per wake-up at most (each copies what the writers added meanwhile).
 MAX_ROUNDS = 8
 #: The writers' ``wal_autocheckpoint`` (64 MiB of 4 KiB pages): reached only when the
