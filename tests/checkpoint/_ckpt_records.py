@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from hypothesis import strategies as st
+
 import toolledger as tl
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -99,3 +101,62 @@ def owner_kwargs(name: str, when: datetime) -> dict[str, Any]:
 TRANSITION_FUNCTIONS: dict[str, Callable[..., tl.Transition]] = {
     name: getattr(tl, name) for name in tl.checkpoint.TRANSITIONS
 }
+
+
+# -- random walks (hypothesis) -----------------------------------------------------------
+
+ids = st.from_regex(r"[A-Za-z0-9._:-]{1,20}", fullmatch=True)
+_texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), children, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+MOVES = ["claim", "complete", "uncertain", "release", "claim_d", "release_d", "complete_d"]
+
+
+@st.composite
+def walks(draw: st.DrawFn) -> list[tl.CheckpointRecord]:
+    """Every revision of a record moved by legal moves at random, at increasing times."""
+    b = tl.Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
+    when = T0
+    out = [tl.create_checkpoint(b, at=when)]
+    for move in draw(st.lists(st.sampled_from(MOVES), max_size=10)):
+        rec = out[-1]
+        when += timedelta(microseconds=draw(st.integers(0, 10**9)))
+        attempt, delivery = rec.execution_fence or draw(ids), rec.delivery_fence or draw(ids)
+        try:
+            if move == "claim":
+                t = tl.claim_execution(rec, attempt_id=attempt, at=when)
+            elif move == "complete":
+                t = tl.complete_execution(
+                    rec,
+                    attempt_id=attempt,
+                    at=when,
+                    result=draw(json_values),
+                    is_error=draw(st.booleans()),
+                )
+            elif move == "uncertain":
+                reason = draw(_texts)
+                t = tl.mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
+            elif move == "release":
+                t = tl.release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
+            elif move == "claim_d":
+                t = tl.claim_delivery(rec, delivery_id=delivery, at=when)
+            elif move == "release_d":
+                t = tl.release_delivery(rec, delivery_id=delivery, at=when)
+            else:
+                t = tl.complete_delivery(rec, delivery_id=delivery, at=when)
+        except (tl.InvalidTransitionError, tl.FenceConflictError, tl.InvalidArgumentError):
+            continue
+        out.append(t.next)
+    return out

@@ -7,7 +7,6 @@ import gc
 import hashlib
 import json
 import struct
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,65 +24,14 @@ from toolledger.checkpoint.model import (
 )
 from toolledger.testing import KNOWN_VALID, copy_json
 
-from ._ckpt_records import RECORDS, binding
+from ._ckpt_records import RECORDS, binding, json_values, walks
 
 # -- to_dict / from_dict -----------------------------------------------------------------
 
-ids = st.from_regex(r"[A-Za-z0-9._:-]{1,20}", fullmatch=True)
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), children, max_size=4
-        )
-    ),
-    max_leaves=20,
-)
-MOVES = ["claim", "complete", "uncertain", "release", "claim_d", "release_d", "complete_d"]
 
-
-@st.composite
-def records(draw: st.DrawFn) -> tl.CheckpointRecord:
-    """A record reached by a random walk of legal moves at random, increasing times."""
-    b = tl.Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
-    when = tl.checkpoint.model.parse_time("2026-01-01T00:00:00+00:00", "t")
-    rec = tl.create_checkpoint(b, at=when)
-    for move in draw(st.lists(st.sampled_from(MOVES), max_size=8)):
-        when += timedelta(microseconds=draw(st.integers(0, 10**9)))
-        attempt, delivery = rec.execution_fence or draw(ids), rec.delivery_fence or draw(ids)
-        try:
-            if move == "claim":
-                t = tl.claim_execution(rec, attempt_id=attempt, at=when)
-            elif move == "complete":
-                t = tl.complete_execution(
-                    rec,
-                    attempt_id=attempt,
-                    at=when,
-                    result=draw(json_values),
-                    is_error=draw(st.booleans()),
-                )
-            elif move == "uncertain":
-                reason = draw(
-                    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
-                )
-                t = tl.mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
-            elif move == "release":
-                t = tl.release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
-            elif move == "claim_d":
-                t = tl.claim_delivery(rec, delivery_id=delivery, at=when)
-            elif move == "release_d":
-                t = tl.release_delivery(rec, delivery_id=delivery, at=when)
-            else:
-                t = tl.complete_delivery(rec, delivery_id=delivery, at=when)
-        except (tl.InvalidTransitionError, tl.FenceConflictError, tl.InvalidArgumentError):
-            continue
-        rec = t.next
-    return rec
+def records() -> st.SearchStrategy[tl.CheckpointRecord]:
+    """A record reached by a random walk of legal moves (its last revision)."""
+    return walks().map(lambda revisions: revisions[-1])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

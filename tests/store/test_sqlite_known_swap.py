@@ -11,65 +11,14 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
 from toolledger.testing import dump_record, forget_proven, sqlite_facts_sql, swap_facts
 
+from ..checkpoint._ckpt_records import ids, walks
+
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-ids = st.from_regex(r"[A-Za-z0-9._:-]{1,20}", fullmatch=True)
-texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | texts,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=20,
-)
-MOVES = ["claim", "complete", "uncertain", "release", "claim_d", "release_d", "complete_d"]
-
-
-@st.composite
-def walks(draw: st.DrawFn) -> list[tl.CheckpointRecord]:
-    """Every revision of a record moved by legal transitions at random, increasing times."""
-    b = tl.Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
-    when = T0
-    out = [tl.create_checkpoint(b, at=when)]
-    for move in draw(st.lists(st.sampled_from(MOVES), max_size=10)):
-        rec = out[-1]
-        when += timedelta(microseconds=draw(st.integers(0, 10**9)))
-        attempt, delivery = rec.execution_fence or draw(ids), rec.delivery_fence or draw(ids)
-        try:
-            if move == "claim":
-                t = tl.claim_execution(rec, attempt_id=attempt, at=when)
-            elif move == "complete":
-                t = tl.complete_execution(
-                    rec,
-                    attempt_id=attempt,
-                    at=when,
-                    result=draw(json_values),
-                    is_error=draw(st.booleans()),
-                )
-            elif move == "uncertain":
-                reason = draw(texts)
-                t = tl.mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
-            elif move == "release":
-                t = tl.release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
-            elif move == "claim_d":
-                t = tl.claim_delivery(rec, delivery_id=delivery, at=when)
-            elif move == "release_d":
-                t = tl.release_delivery(rec, delivery_id=delivery, at=when)
-            else:
-                t = tl.complete_delivery(rec, delivery_id=delivery, at=when)
-        except (tl.InvalidTransitionError, tl.FenceConflictError, tl.InvalidArgumentError):
-            continue
-        out.append(t.next)
-    return out
 
 
 def _sqlite_facts(before: str, after: str) -> str:
