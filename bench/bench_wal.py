@@ -9,7 +9,10 @@ own SQLite file, interleaved batch by batch in one run so all see the same machi
 - ``rounds every N``: the store's design (``_sqlite_checkpointer``): writers only count
   commits; every ``N`` commits a thread of the store's runs passive checkpoint rounds
   until it has caught up, the last one under the writers' gate, so the next writer
-  restarts the WAL (once per ``N`` commits). The default is 512; backstop 16,384 pages.
+  restarts the WAL (once per ``N`` commits). The default is 512 (64 at ``full``); backstop
+  16,384 pages. The files are flushed just before the gated round (``sync_file``); ``every
+  512, gated round unflushed`` leaves that round to sync all the pages the ones before it
+  copied, under the gate.
 - ``every 16, no gate, backstop 1000``: the thread as it was before the gate: a round
   every 16 commits, which never catches up while a writer keeps appending, so the WAL
   grows to SQLite's 1,000-page auto-checkpoint and the commit crossing it checkpoints; in
@@ -75,6 +78,22 @@ class _Ungated(SQLiteStore):
         return ckpt
 
 
+class _Passive(SQLiteStore):
+    """The store's checkpoint thread, every ``_checkpoint_every`` commits whatever the
+    durability (the store caps it at 64 at ``full``)."""
+
+    presync = True
+
+    def _round_every(self) -> int | None:
+        return self._checkpoint_every
+
+    def _start_checkpointer(self) -> Any:
+        ckpt = super()._start_checkpointer()
+        if ckpt is not None:
+            ckpt.presync = self.presync
+        return ckpt
+
+
 def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
     if kind == "auto":
         cls = type("Auto", (_Tuned,), {"pages": value})
@@ -82,7 +101,8 @@ def _store(path: Path, durability: str, kind: str, value: int) -> SQLiteStore:
     if kind == "ungated":
         cls = type("Ungated", (_Ungated,), {"_checkpoint_every": value})
         return cls(path, durability=durability)  # type: ignore[no-any-return]
-    cls = type("Passive", (SQLiteStore,), {"_checkpoint_every": value})
+    presync = kind != "no-presync"
+    cls = type("Passive", (_Passive,), {"_checkpoint_every": value, "presync": presync})
     return cls(path, durability=durability)  # type: ignore[no-any-return]
 
 
@@ -91,8 +111,10 @@ CASES = [
     ("autocheckpoint 10000", "auto", 10000),
     ("every 16, no gate, backstop 1000", "ungated", 16),
     ("rounds every 16", "passive", 16),
+    ("rounds every 64 (default at full)", "passive", 64),
     ("rounds every 128", "passive", 128),
     ("rounds every 512 (default)", "passive", 512),
+    ("every 512, gated round unflushed", "no-presync", 512),
     ("rounds every 1024", "passive", 1024),
 ]
 

@@ -64,6 +64,8 @@ from .store._rows import swap_facts as swap_facts
 from .store._sqlite_checkpointer import BACKSTOP_PAGES as BACKSTOP_PAGES
 from .store._sqlite_checkpointer import CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from .store._sqlite_checkpointer import CHECKPOINT_EVERY_FULL as CHECKPOINT_EVERY_FULL
+from .store._sqlite_checkpointer import PRESYNC_FRAMES as PRESYNC_FRAMES
+from .store._sqlite_checkpointer import sync_file as sync_file
 from .store._sqlite_ops import _facts_sql
 from .store._tombstone import build_tombstone as build_tombstone
 from .store.base import Store

@@ -13,7 +13,13 @@ import pytest
 
 import toolledger as tl
 from toolledger.store import SQLiteStore
-from toolledger.testing import BACKSTOP_PAGES, CHECKPOINT_EVERY, CHECKPOINT_EVERY_FULL
+from toolledger.testing import (
+    BACKSTOP_PAGES,
+    CHECKPOINT_EVERY,
+    CHECKPOINT_EVERY_FULL,
+    PRESYNC_FRAMES,
+    sync_file,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WAIT = 60.0  # seconds: a bound for a hung thread, never a synchronisation
@@ -29,6 +35,10 @@ class _NoThread(SQLiteStore):
 
 class _Every8(SQLiteStore):
     _checkpoint_every = 8
+
+
+class _EveryRarely(SQLiteStore):
+    _checkpoint_every = 1 << 20
 
 
 def _wal_frames_and_restarts(path: Path) -> tuple[int, int]:
@@ -179,6 +189,80 @@ class TestCheckpointer:
             assert _rows_in_database_file(store.path) == 16
         finally:
             store.close()
+
+
+HAS_PROC_FDS = Path("/proc/self/fd").is_dir()
+
+
+def _open_fds() -> list[str]:
+    return sorted(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not HAS_PROC_FDS, reason="needs /proc/self/fd (Linux)")
+class TestSyncFile:
+    def test_sync_file_flushes_through_the_descriptor_sqlite_holds(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """It syncs through SQLite's own descriptor; it opens (so closes) none of its own."""
+        store = _NoThread(tmp_path / "db.sqlite")
+        try:
+            _create(store, 3)
+            synced: list[int] = []
+            real_sync = os.fdatasync
+
+            def no_open(*args: object, **kwargs: object) -> None:
+                raise AssertionError("sync_file opened a descriptor")
+
+            def record(fd: int) -> None:
+                synced.append(fd)
+                real_sync(fd)
+
+            monkeypatch.setattr(os, "open", no_open)
+            monkeypatch.setattr("builtins.open", no_open)
+            monkeypatch.setattr(os, "fdatasync", record)
+            before = _open_fds()
+            assert sync_file(store.path)
+            assert sync_file(Path(f"{store.path}-wal"))
+            monkeypatch.undo()
+            assert _open_fds() == before
+            assert [os.stat(f"/proc/self/fd/{fd}").st_ino for fd in synced] == [
+                os.stat(store.path).st_ino,
+                os.stat(f"{store.path}-wal").st_ino,
+            ]
+        finally:
+            store.close()
+
+    def test_a_long_chase_flushes_the_files_before_the_gated_round(self, tmp_path: Path) -> None:
+        """The gated round follows a flush of the database and the WAL after a long chase."""
+        store = _EveryRarely(tmp_path / "db.sqlite", durability="normal")
+        try:
+            _create(store, PRESYNC_FRAMES // 2)  # a create writes four pages or more
+            ckpt = store._checkpointer
+            assert ckpt is not None
+            assert ckpt.checkpoints == 0
+            assert ckpt.run_now(WAIT)
+            assert (ckpt.gated, ckpt.presyncs) == (1, 2)
+        finally:
+            store.close()
+
+    def test_a_short_chase_leaves_the_syncs_to_the_gated_round(self, tmp_path: Path) -> None:
+        """A few frames are synced by the gated round itself: no flush before it."""
+        store = _EveryRarely(tmp_path / "db.sqlite", durability="normal")
+        try:
+            _create(store, 4)
+            ckpt = store._checkpointer
+            assert ckpt is not None
+            assert ckpt.run_now(WAIT)
+            assert (ckpt.gated, ckpt.presyncs) == (1, 0)
+        finally:
+            store.close()
+
+    def test_sync_file_of_a_file_nobody_holds_open_is_false(self, tmp_path: Path) -> None:
+        """A file this process has no descriptor of, or no file at all: nothing synced."""
+        path = tmp_path / "plain.txt"
+        path.write_text("x")
+        assert not sync_file(path)
+        assert not sync_file(tmp_path / "missing")
 
 
 class TestWalRestart:

@@ -21,7 +21,12 @@ Rules this module keeps:
   the writers until it has caught up, then takes the store's ``gate`` (the lock its
   writers hold from ``BEGIN`` to ``COMMIT``) for one more passive round, the residue since
   the last one: the next writer restarts the WAL. Two short waits per round
-  (``bench/bench_wal.py`` compares the alternatives).
+  (``bench/bench_wal.py`` compares the alternatives). That round syncs the database file
+  (SQLite syncs it only after a round that copied every frame, so it holds every page the
+  rounds before copied) and the WAL; both are flushed first, outside the gate, through
+  descriptors SQLite holds open in this process (``sync_file``), after a chase that copied
+  ``PRESYNC_FRAMES`` or more, so the writers wait for the residue only (a 512-commit round
+  at ``normal``: 3.3 -> 1.3 ms under the gate).
 - The writers keep an auto-checkpoint as a backstop (``BACKSTOP_PAGES``), so the WAL stays
   bounded if this thread falls behind or is gone.
 - Fork-safe: ``fork`` waits for a running checkpoint to finish (a child must not inherit a
@@ -44,7 +49,9 @@ __all__ = [
     "CHECKPOINT_EVERY",
     "CHECKPOINT_EVERY_FULL",
     "MAX_ROUNDS",
+    "PRESYNC_FRAMES",
     "Checkpointer",
+    "sync_file",
 ]
 
 #: Commits between two checkpoint rounds, each ending in a WAL restart (a new call commits
@@ -54,6 +61,9 @@ CHECKPOINT_EVERY = 512
 #: sync of a WAL still growing costs about twice one written over old frames (a 512-commit
 #: WAL grows to ~23 MB first); the restart's own header sync is one more in 64.
 CHECKPOINT_EVERY_FULL = 64
+#: Frames a wake-up's rounds copy before its gated round is worth flushing the files for
+#: (a sync of fewer pages is about as quick as the flush that would precede it).
+PRESYNC_FRAMES = 1024
 #: Passive rounds per wake-up at most (each copies what the writers added meanwhile).
 MAX_ROUNDS = 8
 #: The writers' ``wal_autocheckpoint`` (64 MiB of 4 KiB pages): reached only when the
@@ -61,6 +71,32 @@ MAX_ROUNDS = 8
 BACKSTOP_PAGES = 16384
 
 _LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+_FDS = Path("/proc/self/fd")
+
+
+def sync_file(path: Path) -> bool:
+    """``fdatasync`` the file at ``path`` through a descriptor this process holds open on
+    it already (SQLite's own); ``False`` when none is found (or no ``/proc``).
+
+    Never through a descriptor of its own: closing any descriptor of a file drops every
+    POSIX lock this process holds on that file, SQLite's included. A descriptor closed and
+    reused meanwhile at worst syncs another file, which changes nothing stored.
+    """
+    try:
+        want = os.stat(path)
+        names = os.listdir(_FDS)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            fd = int(name)
+            got = os.fstat(fd)
+            if got.st_ino == want.st_ino and got.st_dev == want.st_dev:
+                os.fdatasync(fd)
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 class Checkpointer:
@@ -70,6 +106,10 @@ class Checkpointer:
     never finishes a round under it (the WAL then restarts only when the thread wins).
     """
 
+    #: Flush the database file and the WAL before the round under the gate (benches
+    #: compare it off).
+    presync = True
+
     def __init__(
         self, path: Path, *, every: int = CHECKPOINT_EVERY, gate: threading.Lock | None = None
     ) -> None:
@@ -78,6 +118,7 @@ class Checkpointer:
         self.gate = gate
         self.checkpoints = 0  # passive rounds run (tests and benches read it)
         self.gated = 0  # rounds finished under the gate
+        self.presyncs = 0  # files flushed before a gated round (``sync_file``)
         self._pending = 0
         self._wake = threading.Event()
         self._rounds = threading.Condition()
@@ -166,6 +207,12 @@ class Checkpointer:
                 break
         else:
             return
+        # The round under the gate syncs the database file (all the pages the rounds
+        # before it copied: SQLite syncs it only after a round that copied every frame)
+        # and the WAL: after a long chase, flush both first, so that the writers wait
+        # only for the residue (after a short one the flush would cost what it saves).
+        if self.presync and copied >= PRESYNC_FRAMES:
+            self.presyncs += sum(sync_file(p) for p in (self.path, Path(f"{self.path}-wal")))
         if self.gate is not None:
             with self.gate:  # no writer of this store appends: this round copies the rest
                 if not self._stopped:
