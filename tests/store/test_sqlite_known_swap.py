@@ -42,6 +42,27 @@ def test_swap_facts_is_what_sqlite_json_remove_makes(revisions: list[tl.Checkpoi
         assert swap_facts(b, a) == _sqlite_facts(b, a)
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"completed_at": None, "result": 1, "status": "ready", "binding": {}},
+        ['","completed_at":', ',"result":', ',"status":', ',"execution_fence":'],
+        'a "quoted" ,"completed_at": text',
+    ],
+)
+def test_swap_facts_is_not_misled_by_key_names_inside_values(payload: object) -> None:
+    """Key names inside a result or a reason are never taken for the record's own keys."""
+    rec = tl.create_checkpoint(tl.Binding("ns", "c1", "t", "1", tl.fingerprint({})), at=T0)
+    claimed = tl.claim_execution(rec, attempt_id="a1", at=T0).next
+    done = tl.complete_execution(claimed, attempt_id="a1", at=T0, result=payload).next
+    sent = tl.claim_delivery(done, delivery_id="d1", at=T0).next
+    reason = 'lost ,"result":{"payload":1},"completed_at":"x"'
+    unsure = tl.mark_execution_uncertain(claimed, attempt_id="a1", at=T0, reason=reason).next
+    for before, after in [(claimed, done), (done, sent), (claimed, unsure)]:
+        b, a = dump_record(before), dump_record(after)
+        assert swap_facts(b, a) == _sqlite_facts(b, a)
+
+
 @given(walks(), ids)
 @settings(max_examples=50, deadline=None)
 def test_swap_facts_leaves_a_changed_binding_or_creation_to_sqlite(
