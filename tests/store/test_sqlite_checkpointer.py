@@ -232,28 +232,23 @@ class TestSyncFile:
         finally:
             store.close()
 
-    def test_a_long_chase_flushes_the_files_before_the_gated_round(self, tmp_path: Path) -> None:
-        """The gated round follows a flush of the database and the WAL after a long chase."""
+    @pytest.mark.parametrize(
+        ("creates", "presyncs"),
+        [(PRESYNC_FRAMES // 2, 2), (4, 0)],  # a create writes four pages or more
+        ids=["long chase: flushed first", "short chase: the gated round syncs"],
+    )
+    def test_the_files_are_flushed_before_the_gated_round_after_a_long_chase(
+        self, tmp_path: Path, creates: int, presyncs: int
+    ) -> None:
+        """After a long chase the database and WAL are flushed before the gated round."""
         store = _EveryRarely(tmp_path / "db.sqlite", durability="normal")
         try:
-            _create(store, PRESYNC_FRAMES // 2)  # a create writes four pages or more
+            _create(store, creates)
             ckpt = store._checkpointer
             assert ckpt is not None
             assert ckpt.checkpoints == 0
             assert ckpt.run_now(WAIT)
-            assert (ckpt.gated, ckpt.presyncs) == (1, 2)
-        finally:
-            store.close()
-
-    def test_a_short_chase_leaves_the_syncs_to_the_gated_round(self, tmp_path: Path) -> None:
-        """A few frames are synced by the gated round itself: no flush before it."""
-        store = _EveryRarely(tmp_path / "db.sqlite", durability="normal")
-        try:
-            _create(store, 4)
-            ckpt = store._checkpointer
-            assert ckpt is not None
-            assert ckpt.run_now(WAIT)
-            assert (ckpt.gated, ckpt.presyncs) == (1, 0)
+            assert (ckpt.gated, ckpt.presyncs) == (1, presyncs)
         finally:
             store.close()
 
