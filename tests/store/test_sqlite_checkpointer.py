@@ -267,7 +267,8 @@ class TestWalRestart:
         Without a restart the WAL file would hold every frame written: a create writes four
         b-trees (the row, its index, the history row and its index), so 2,400 or more for
         600 creates (3,980 seen); with a round every 8 commits ending in a restart it stays
-        a fraction of that, and its header counts the restarts.
+        below that (usually 600-1,000 frames; up to 1,730 seen on a loaded machine, where
+        the thread falls behind the writer now and then), and its header counts the restarts.
         """
         store = _Every8(tmp_path / "db.sqlite", durability="normal")
         try:
@@ -278,7 +279,7 @@ class TestWalRestart:
             frames, restarts = _wal_frames_and_restarts(store.path)
             assert ckpt.gated >= 2
             assert restarts >= 2
-            assert frames < 1200
+            assert frames < 2400
             assert _rows_in_database_file(store.path) >= 500  # the rounds copied them back
             assert len(store.list()) == 600
         finally:

@@ -87,12 +87,13 @@ def sync_file(path: Path) -> bool:
         names = os.listdir(_FDS)
     except OSError:
         return False
+    sync = getattr(os, "fdatasync", None) or os.fsync  # a /proc without fdatasync
     for name in names:
         try:
             fd = int(name)
             got = os.fstat(fd)
             if got.st_ino == want.st_ino and got.st_dev == want.st_dev:
-                os.fdatasync(fd)
+                sync(fd)
                 return True
         except (OSError, ValueError):
             continue
