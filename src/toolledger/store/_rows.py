@@ -140,9 +140,8 @@ def swap_facts(before: str, after: str) -> str | None:
     ``FACTS_INHERIT`` keys makes of ``after`` (``_sqlite_ops._facts_sql``), sliced in Python.
 
     ``None`` when the binding, the creation time or the schema version changed (the
-    caller lets SQLite compute the facts then). The result is left out when its text is
-    the same in both, and kept in place otherwise; the other slices are found as in
-    ``transition_facts``.
+    caller lets SQLite compute the facts then). With the same result text in both, these
+    are ``transition_facts(after)``; otherwise the result is kept in place.
     """
     b_status, a_status = before.index(',"status":'), after.index(',"status":')
     if before[:b_status] != after[:a_status]:  # schema version and binding
@@ -158,7 +157,7 @@ def swap_facts(before: str, after: str) -> str | None:
     a_result = after.index(',"result":', a_start)
     b_end, a_end = before.rindex(',"completed_at":'), after.rindex(',"completed_at":')
     if before[b_result:b_end] == after[a_result:a_end]:
-        return "{" + after[a_start + 1 : a_result] + after[a_end:]
+        return transition_facts(after)
     return "{" + after[a_start + 1 :]
 
 

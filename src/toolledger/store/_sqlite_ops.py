@@ -225,7 +225,6 @@ _UPDATE = (
 
 
 _UPDATE_KNOWN = f"{_UPDATE} AND status = ? AND record = ?"
-_HISTORY_ROW = f"INSERT INTO checkpoint_history {_HISTORY_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _swap_known(
@@ -251,14 +250,12 @@ def _swap_known(
     if facts is None:
         return False
     ns, cid = nxt.key
-    at = format_time(nxt.updated_at)
-    status = nxt.status.value
     cur = conn.execute(
         _UPDATE_KNOWN,
         (
-            status,
+            nxt.status.value,
             nxt.revision,
-            at,
+            format_time(nxt.updated_at),
             text,
             ns,
             cid,
@@ -269,7 +266,7 @@ def _swap_known(
     )
     if cur.rowcount != 1:
         return False
-    conn.execute(_HISTORY_ROW, (ns, cid, nxt.revision, status, name, action.value, at, facts))
+    _history(conn, nxt, name, action.value, facts)
     return True
 
 
