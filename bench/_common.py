@@ -8,6 +8,7 @@ Not a benchmark itself (``run_all.py`` runs only ``bench_*.py``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -29,6 +30,7 @@ __all__ = [
     "raw_connect",
     "raw_lifecycle",
     "raw_two_commits",
+    "StatementFloor",
 ]
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -157,6 +159,115 @@ def raw_two_commits(conn: sqlite3.Connection, namespace: str, call_id: str) -> N
         (namespace, call_id, 2, "completed", "complete_execution", "deliver", at, _TWO_DOC),
     )
     conn.execute("COMMIT")
+
+
+_EVENT = (
+    "INSERT INTO events (run_id, seq, event_id, parent_id, kind, name, status, at, prev_hash, "
+    "hash, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+_COUNT = "UPDATE runs SET event_count = ?, head_hash = ? WHERE run_id = ? AND event_count = ?"
+_READ = (
+    "SELECT (SELECT record FROM checkpoints WHERE namespace = ?1 AND call_id = ?2), "
+    "(SELECT record FROM approvals WHERE namespace = ?1 AND call_id = ?2)"
+)
+_SORTED = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False}
+
+
+class StatementFloor:
+    """A new guarded call's statements with the least Python that can send them.
+
+    The very statements a new ``run.call`` sends on the store's schema (the read of the
+    checkpoint and approval; create+claim: checkpoint, history, the run's count CAS, the
+    event's start record; completion: CAS, history, the operation journal's delete, the
+    count CAS, the end record), with what each needs built by the plainest Python: the
+    input's canonical JSON and SHA-256, the record as ``json.dumps`` of a dict, a journal
+    record's content hash and chained hash, ISO times, random ids; no validation, no
+    checks, no objects. What a Python implementation of the same writes cannot go below.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, namespace: str = "floor") -> None:
+        self.conn = conn
+        self.namespace = namespace
+        self.run_id = os.urandom(16).hex()
+        self.count = 0
+        self.head = ""
+        at = datetime.now(timezone.utc).isoformat()
+        conn.execute(
+            "INSERT INTO runs (run_id, namespace, agent, goal, status, started_at, ended_at, "
+            "head_hash, event_count, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (self.run_id, namespace, "bench", None, "running", at, None, None, 0, "{}"),
+        )
+
+    def _record(self, status: str, at: str, data: dict[str, Any]) -> tuple[Any, ...]:
+        content = json.dumps(data, **_SORTED)
+        header = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "v": 1}
+        text = json.dumps({"header": header, "content": data}, **_SORTED)
+        digest = hashlib.sha256(f"{self.head}{text}".encode()).hexdigest()
+        row = (self.run_id, self.count, self.event_id, None, "tool_call", "send_email", status)
+        prev, self.head = self.head, digest
+        self.count += 1
+        return (*row, at, prev or None, digest, text)
+
+    def _count(self) -> None:
+        self.conn.execute(_COUNT, (self.count, self.head, self.run_id, self.count - 1))
+
+    def call(self, call_id: str, input: Any, execute: Any) -> Any:
+        """One new call: read, commit the claim, run ``execute(input)``, commit the result."""
+        conn, ns = self.conn, self.namespace
+        canonical = json.dumps(input, **_SORTED)
+        fp = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+        found = conn.execute(_READ, (ns, call_id)).fetchone()
+        assert found == (None, None)
+        at = datetime.now(timezone.utc).isoformat()
+        self.event_id = os.urandom(16).hex()
+        attempt = os.urandom(16).hex()
+        binding = {
+            "namespace": ns,
+            "call_id": call_id,
+            "tool_name": "send_email",
+            "tool_revision": "1",
+            "input_fingerprint": fp,
+        }
+        doc = {
+            "binding": binding,
+            "status": "executing",
+            "revision": 1,
+            "created_at": at,
+            "updated_at": at,
+            "execution_fence": attempt,
+            "execution_claimed_at": at,
+            "result": None,
+        }
+        conn.execute("BEGIN IMMEDIATE")
+        text = json.dumps(doc, separators=(",", ":"))
+        cur = conn.execute(_INSERT, (ns, call_id, "executing", 1, "send_email", at, text))
+        assert cur.rowcount == 1
+        conn.execute(
+            _HISTORY, (ns, call_id, 1, "executing", "claim_execution", "execute", at, text)
+        )
+        start = self._record("running", at, {"inputs": input, "meta": {"input_fingerprint": fp}})
+        self._count()
+        conn.execute(_EVENT, start)
+        conn.execute("COMMIT")
+        result = execute(input)
+        done = datetime.now(timezone.utc).isoformat()
+        doc.update(status="completed", revision=2, updated_at=done, completed_at=done)
+        doc["result"] = {"payload": result, "is_error": False}
+        conn.execute("BEGIN IMMEDIATE")
+        text = json.dumps(doc, separators=(",", ":"))
+        cur = conn.execute(_UPDATE, ("completed", 2, done, text, ns, call_id, 1))
+        assert cur.rowcount == 1
+        conn.execute(
+            _HISTORY, (ns, call_id, 2, "completed", "complete_execution", "deliver", done, text)
+        )
+        conn.execute(
+            "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?", (ns, call_id)
+        )
+        end = self._record("completed", done, {"outputs": {"result": result, "is_error": False}})
+        self._count()
+        conn.execute(_EVENT, end)
+        conn.execute("COMMIT")
+        return result
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -6,6 +6,10 @@ interleaved batch by batch in the same run so all see the same machine:
 - ``raw floor``: the five transitions of a call's life (create, claim, complete, claim
   delivery, complete delivery) as five plain SQL transactions, record JSON precomputed:
   no toolledger code. At ``full`` each commit is fsync-ed.
+- ``statement floor new``: the very statements a new call sends (14, in its two
+  transactions, on the store's schema), with the least Python that can build them: no
+  validation, no objects (``_common.StatementFloor``). What a Python implementation of
+  the same writes cannot go below; ``run.call new`` is also given as a ratio to it.
 - ``run.call new``: a new guarded call through a real ``toolledger.run`` (checkpoint +
   journal ``tool_call`` event), trivial tool.
 - ``run.call new + deliver``: the same, then ``run.deliver`` (the floor's five transitions).
@@ -51,7 +55,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import RESULT, CountingStore, lifecycle_docs, percentile, raw_connect, raw_lifecycle
+from _common import (
+    RESULT,
+    CountingStore,
+    StatementFloor,
+    lifecycle_docs,
+    percentile,
+    raw_connect,
+    raw_lifecycle,
+)
 
 import toolledger as tl
 from toolledger import guard
@@ -162,6 +174,7 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
     conn = raw_connect(path, durability)
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     bare = NoJournalRun(store)
+    floor_calls = StatementFloor(conn)
     docs = {f"raw-{i}": _docs(f"raw-{i}") for i in range(n)}
     samples: dict[str, list[float]] = {}
     counts: dict[str, list[int]] = {}
@@ -187,12 +200,18 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
         run.call(tool, call_id="warm", input=INPUT)
         run.call(tool, call_id="warm", input=INPUT)
         _raw(conn, "warm", _docs("warm"))
+        floor_calls.call("sf-warm", INPUT, lambda input: RESULT)
         for start in range(0, n, BATCH):
             ids = range(start, min(n, start + BATCH))
             for i in ids:
                 measure(
                     "raw floor (5 transitions)",
                     lambda i=i: _raw(conn, f"raw-{i}", docs[f"raw-{i}"]),
+                )
+            for i in ids:
+                measure(
+                    "statement floor new",
+                    lambda i=i: floor_calls.call(f"sf-{i}", INPUT, lambda input: RESULT),
                 )
             for i in ids:
                 measure("run.call new", lambda i=i: run.call(tool, call_id=f"new-{i}", input=INPUT))
@@ -240,6 +259,8 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
         commits, fsyncs = counts[case]
         if case.startswith("raw floor"):  # plain sqlite3, not counted by the store
             commits, fsyncs = 5 * len(values), (5 * len(values) if durability == "full" else 0)
+        elif case.startswith("statement floor"):
+            commits, fsyncs = 2 * len(values), (2 * len(values) if durability == "full" else 0)
         rows.append((case, values, commits / len(values), fsyncs / len(values)))
     return [*rows, ("__floor__", [floor], 0.0, 0.0), ("__costs__", costs, 0.0, 0.0)]  # type: ignore[list-item]
 
@@ -367,12 +388,18 @@ def main() -> None:
             rows = run_config(Path(tmp), durability, n)
             costs = rows[-1][1]
             floor = rows[-2][1][0]
+            medians = {}
             for case, values, commits, fsyncs in rows[:-2]:
                 med, p99 = statistics.median(values), percentile(values, 0.99)
+                medians[case] = med
                 print(
                     f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {p99 * 1e6:>10.1f} "
                     f"{commits:>8.2f} {fsyncs:>7.2f} {med / floor:>8.2f}"
                 )
+            print(
+                f"{durability:<10} {'run.call new / statement floor new':<40} "
+                f"{medians['run.call new'] / medians['statement floor new']:>10.2f}"
+            )
             for case, stmts, pages, _ in costs:
                 print(
                     f"{durability:<10} {'count: ' + case:<28} {'stmts/call':>10} {stmts:>10.1f} "
