@@ -30,6 +30,7 @@ __all__ = [
     "raw_connect",
     "raw_lifecycle",
     "raw_two_commits",
+    "LogDesignFloor",
     "StatementFloor",
 ]
 
@@ -266,6 +267,98 @@ class StatementFloor:
         end = self._record("completed", done, {"outputs": {"result": result, "is_error": False}})
         self._count()
         conn.execute(_EVENT, end)
+        conn.execute("COMMIT")
+        return result
+
+
+class LogDesignFloor:
+    """A new call as the storage redesign would write it, with the least Python.
+
+    Its own two tables (in a file of its own): the checkpoint row with its reconcile index,
+    and one append-only log row per commit carrying the transition and the journal record
+    (history and the journal read from it; no other index written per commit). Per new
+    call: the read, then ``BEGIN``, the checkpoint, the log row, ``COMMIT``, twice (9
+    statements), with ``StatementFloor``'s Python. What the redesign could reach at best.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, namespace: str = "floor") -> None:
+        self.conn = conn
+        self.namespace = namespace
+        self.run_id = os.urandom(16).hex()
+        self.seq = 0
+        self.head = ""
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS floor_checkpoints (namespace TEXT NOT NULL, "
+            "call_id TEXT NOT NULL, status TEXT NOT NULL, revision INTEGER NOT NULL, "
+            "updated_at TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (namespace, call_id)) "
+            "WITHOUT ROWID"
+        )
+        conn.execute(
+            "CREATE INDEX IF NOT EXISTS floor_reconcile ON floor_checkpoints (status, updated_at)"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS floor_log (id INTEGER PRIMARY KEY, run_id TEXT, "
+            "seq INTEGER, namespace TEXT, call_id TEXT, revision INTEGER, hash TEXT, data TEXT)"
+        )
+
+    def _log(self, call_id: str, revision: int, data: dict[str, Any]) -> None:
+        content = json.dumps(data, **_SORTED)
+        header = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "v": 1}
+        text = json.dumps({"header": header, "content": data}, **_SORTED)
+        self.head = hashlib.sha256(f"{self.head}{text}".encode()).hexdigest()
+        self.seq += 1
+        self.conn.execute(
+            "INSERT INTO floor_log (run_id, seq, namespace, call_id, revision, hash, data) "
+            "VALUES (?,?,?,?,?,?,?)",
+            (self.run_id, self.seq, self.namespace, call_id, revision, self.head, text),
+        )
+
+    def call(self, call_id: str, input: Any, execute: Any) -> Any:
+        """One new call: read, commit the claim, run ``execute(input)``, commit the result."""
+        conn, ns = self.conn, self.namespace
+        fp = "sha256:" + hashlib.sha256(json.dumps(input, **_SORTED).encode()).hexdigest()
+        found = conn.execute(
+            "SELECT record FROM floor_checkpoints WHERE namespace = ? AND call_id = ?",
+            (ns, call_id),
+        ).fetchone()
+        assert found is None
+        at = datetime.now(timezone.utc).isoformat()
+        binding = {
+            "namespace": ns,
+            "call_id": call_id,
+            "tool_name": "send_email",
+            "tool_revision": "1",
+            "input_fingerprint": fp,
+        }
+        doc = {
+            "binding": binding,
+            "status": "executing",
+            "revision": 1,
+            "created_at": at,
+            "updated_at": at,
+            "execution_fence": os.urandom(16).hex(),
+            "execution_claimed_at": at,
+            "result": None,
+        }
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO floor_checkpoints VALUES (?,?,?,?,?,?)",
+            (ns, call_id, "executing", 1, at, json.dumps(doc, separators=(",", ":"))),
+        )
+        self._log(call_id, 1, {"inputs": input, "meta": {"input_fingerprint": fp}})
+        conn.execute("COMMIT")
+        result = execute(input)
+        done = datetime.now(timezone.utc).isoformat()
+        doc.update(status="completed", revision=2, updated_at=done, completed_at=done)
+        doc["result"] = {"payload": result, "is_error": False}
+        conn.execute("BEGIN IMMEDIATE")
+        cur = conn.execute(
+            "UPDATE floor_checkpoints SET status = ?, revision = 2, updated_at = ?, record = ? "
+            "WHERE namespace = ? AND call_id = ? AND revision = 1",
+            ("completed", done, json.dumps(doc, separators=(",", ":")), ns, call_id),
+        )
+        assert cur.rowcount == 1
+        self._log(call_id, 2, {"outputs": {"result": result, "is_error": False}})
         conn.execute("COMMIT")
         return result
 

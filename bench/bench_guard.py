@@ -10,6 +10,10 @@ interleaved batch by batch in the same run so all see the same machine:
   transactions, on the store's schema), with the least Python that can build them: no
   validation, no objects (``_common.StatementFloor``). What a Python implementation of
   the same writes cannot go below; ``run.call new`` is also given as a ratio to it.
+- ``log-design floor new``: a new call as the storage redesign would write it (the
+  checkpoint row and one append-only log row per commit, 9 statements, in a file of its
+  own), with the same least Python (``_common.LogDesignFloor``): the best that redesign
+  could reach in Python.
 - ``run.call new``: a new guarded call through a real ``toolledger.run`` (checkpoint +
   journal ``tool_call`` event), trivial tool.
 - ``run.call new + deliver``: the same, then ``run.deliver`` (the floor's five transitions).
@@ -58,6 +62,7 @@ from typing import Any
 from _common import (
     RESULT,
     CountingStore,
+    LogDesignFloor,
     StatementFloor,
     lifecycle_docs,
     percentile,
@@ -175,6 +180,8 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     bare = NoJournalRun(store)
     floor_calls = StatementFloor(conn)
+    design_conn = raw_connect(tmp / f"design-{durability}.db", durability)
+    design_calls = LogDesignFloor(design_conn)
     docs = {f"raw-{i}": _docs(f"raw-{i}") for i in range(n)}
     samples: dict[str, list[float]] = {}
     counts: dict[str, list[int]] = {}
@@ -201,6 +208,7 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
         run.call(tool, call_id="warm", input=INPUT)
         _raw(conn, "warm", _docs("warm"))
         floor_calls.call("sf-warm", INPUT, lambda input: RESULT)
+        design_calls.call("lf-warm", INPUT, lambda input: RESULT)
         for start in range(0, n, BATCH):
             ids = range(start, min(n, start + BATCH))
             for i in ids:
@@ -212,6 +220,11 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
                 measure(
                     "statement floor new",
                     lambda i=i: floor_calls.call(f"sf-{i}", INPUT, lambda input: RESULT),
+                )
+            for i in ids:
+                measure(
+                    "log-design floor new",
+                    lambda i=i: design_calls.call(f"lf-{i}", INPUT, lambda input: RESULT),
                 )
             for i in ids:
                 measure("run.call new", lambda i=i: run.call(tool, call_id=f"new-{i}", input=INPUT))
@@ -252,6 +265,7 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
                 measure("journal tool_call event", event)
         costs = count_costs(store, run, tool)
     conn.close()
+    design_conn.close()
     store.close()
     floor = statistics.median(samples["raw floor (5 transitions)"])
     rows = []
@@ -259,7 +273,7 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
         commits, fsyncs = counts[case]
         if case.startswith("raw floor"):  # plain sqlite3, not counted by the store
             commits, fsyncs = 5 * len(values), (5 * len(values) if durability == "full" else 0)
-        elif case.startswith("statement floor"):
+        elif case.startswith(("statement floor", "log-design floor")):
             commits, fsyncs = 2 * len(values), (2 * len(values) if durability == "full" else 0)
         rows.append((case, values, commits / len(values), fsyncs / len(values)))
     return [*rows, ("__floor__", [floor], 0.0, 0.0), ("__costs__", costs, 0.0, 0.0)]  # type: ignore[list-item]
@@ -396,10 +410,9 @@ def main() -> None:
                     f"{durability:<10} {case:<28} {med * 1e6:>10.1f} {p99 * 1e6:>10.1f} "
                     f"{commits:>8.2f} {fsyncs:>7.2f} {med / floor:>8.2f}"
                 )
-            print(
-                f"{durability:<10} {'run.call new / statement floor new':<40} "
-                f"{medians['run.call new'] / medians['statement floor new']:>10.2f}"
-            )
+            for floor_case in ("statement floor new", "log-design floor new"):
+                ratio = medians["run.call new"] / medians[floor_case]
+                print(f"{durability:<10} {'run.call new / ' + floor_case:<40} {ratio:>10.2f}")
             for case, stmts, pages, _ in costs:
                 print(
                     f"{durability:<10} {'count: ' + case:<28} {'stmts/call':>10} {stmts:>10.1f} "
