@@ -31,7 +31,8 @@ statements one call sends (``set_trace_callback``; top-level statements, BEGIN/C
 included, FTS5's internal ones and trigger programs not) and the WAL pages it writes (the
 ``-wal`` file's growth with auto-checkpoints off for the count, divided by the frame size),
 and which b-tree each written page belongs to (the frames' page numbers, named by SQLite's
-``dbstat``; ``?`` for a page no b-tree holds at the end, e.g. freed).
+``dbstat``; ``?`` for a page no b-tree holds at the end, e.g. freed), the two floors'
+new calls counted the same way.
 ``--profile N`` runs N new calls (durability ``normal``) under cProfile instead and prints
 the functions that take the most time; ``--profile-replayed N`` does so for N replays.
 Targets: new call at ``normal`` <= 100 us (p99 <= 1 ms), <= 6 statements and <= 10 WAL
@@ -180,7 +181,8 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
     tool = tl.tool("send_email", revision="1", execute=lambda input, ctx: RESULT)
     bare = NoJournalRun(store)
     floor_calls = StatementFloor(conn)
-    design_conn = raw_connect(tmp / f"design-{durability}.db", durability)
+    design_path = tmp / f"design-{durability}.db"
+    design_conn = raw_connect(design_path, durability)
     design_calls = LogDesignFloor(design_conn)
     docs = {f"raw-{i}": _docs(f"raw-{i}") for i in range(n)}
     samples: dict[str, list[float]] = {}
@@ -264,6 +266,8 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
 
                 measure("journal tool_call event", event)
         costs = count_costs(store, run, tool)
+        costs.append(count_floor("statement floor new", conn, path, floor_calls))
+        costs.append(count_floor("log-design floor new", design_conn, design_path, design_calls))
     conn.close()
     design_conn.close()
     store.close()
@@ -325,6 +329,31 @@ def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, floa
     if ckpt is not None:
         ckpt.every = every
     return out
+
+
+def count_floor(
+    case: str, conn: sqlite3.Connection, path: Path, floor: Any
+) -> tuple[str, float, float, str]:
+    """Statements and WAL pages per call of a floor's new call, counted as for ``run.call``."""
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    for i in range(COUNTED):
+        floor.call(f"count-{case}-{i}", INPUT, lambda input: RESULT)
+    conn.set_trace_callback(None)
+    wal = Path(f"{path}-wal")
+    pages = wal.stat().st_size / (page_size + 24) if wal.exists() else 0.0
+    trees = _pages_by_btree(conn, wal, page_size)
+    conn.execute("PRAGMA wal_autocheckpoint = 1000")
+    top = [
+        s
+        for i, s in enumerate(statements)
+        if not s.startswith("--") and (i == 0 or s != statements[i - 1])
+    ]
+    by_tree = ", ".join(f"{name} {n / COUNTED:.1f}" for name, n in trees.most_common())
+    return case, len(top) / COUNTED, pages / COUNTED, by_tree
 
 
 def _pages_by_btree(
