@@ -3,7 +3,8 @@
 Reports, in one table:
 
 - per-step overhead as the agent sees it (``with run.step(...)`` + ``record_output``:
-  a start and an end record, hashed into the chain), median and p99, over 20,000 steps on
+  one record hashed into the chain, as a step that ends while its start record is still
+  buffered is stored; a start and an end record before), median and p99, over 20,000 steps on
   a SQLite file with the default store settings (the steps that write a 512-record batch
   are included); and the wall time per step including the final flush when the run's
   ``with`` block exits;

@@ -68,8 +68,9 @@ def test_new_call_commits_claim_and_completion_only(tmp_path: Path) -> None:
         store.reset()
         run.call(_tool(), call_id="c1", input={"a": 1})
         assert store.commits == [True, True]
-        # the step's records and the call's start and end records are all stored
-        assert [k for _, k, _, _ in _records(store, run.run_id)] == ["step"] * 2 + ["tool_call"] * 2
+        # the step's record (one: it ended while buffered) and the call's start and end
+        # records are all stored
+        assert [k for _, k, _, _ in _records(store, run.run_id)] == ["step"] + ["tool_call"] * 2
         assert run.flush() is True
     _dense_and_verified(store, run.run_id)
 
@@ -169,7 +170,7 @@ def test_sigkill_leaves_the_records_its_commit_carried(
     try:
         assert _tool_records(store, "r1") == expected
         kinds = [k for _, k, _, _ in _records(store, "r1")]
-        assert kinds[:2] == ["step", "step"]  # buffered before the call: went first
+        assert kinds[:2] == ["step", "tool_call"]  # buffered before the call: went first
         status = store.get("default", "c1").status.value  # type: ignore[union-attr]
         assert status == ("executing" if point == "after-claim" else "completed")
         _dense_and_verified(store, "r1")
@@ -226,7 +227,7 @@ def test_failed_transaction_falls_back_without_losing_or_duplicating(
     assert store.fired == 1
     assert calls == [{"a": 1}]  # executed once
     assert _tool_records(store, run.run_id) == [("running", "c1"), ("completed", "c1")]
-    assert [k for _, k, _, _ in _records(store, run.run_id)][:2] == ["step", "step"]
+    assert [k for _, k, _, _ in _records(store, run.run_id)][:2] == ["step", "tool_call"]
     _dense_and_verified(store, run.run_id)
 
 
@@ -245,7 +246,7 @@ def test_lost_append_race_rechains_after_the_other_writer(tmp_path: Path) -> Non
         run.call(_tool(), call_id="c1", input={"a": 1})
         assert run.errors == []
     kinds = [k for _, k, _, _ in _records(store, "r1")]
-    assert kinds[:3] == ["step", "step", "note"]
+    assert kinds[:3] == ["step", "note", "tool_call"]
     assert _tool_records(store, "r1") == [("running", "c1"), ("completed", "c1")]
     _dense_and_verified(store, "r1")
 

@@ -23,6 +23,7 @@ def _record(db: Path, run_id: str | None = None) -> str:
     with toolledger.run("Close ticket T-9", agent="bot", db=db, run_id=run_id) as run:
         for i in range(3):
             with run.step(f"s{i}", justification="needed", n=i) as st:
+                run.flush()  # each step a start and an end record
                 st.record_output(i=i)
         run.note("done")
     return run.run_id

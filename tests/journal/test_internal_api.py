@@ -147,7 +147,7 @@ class TestRecordingFailures:
             wrapped.fail = False  # the store comes back: buffered records are written
         assert run.errors
         assert run.errors[0].code == "STORE_UNAVAILABLE"
-        assert [r.kind for r in store.read_events(run.run_id)] == ["step", "step", "finish"]
+        assert [r.kind for r in store.read_events(run.run_id)] == ["step", "finish"]
         assert toolledger.verify(store, run.run_id).ok
 
     def test_strict_mode_raises_storage_failures(self, store):

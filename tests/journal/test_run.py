@@ -22,6 +22,7 @@ class TestRunSteps:
     def test_step_start_and_end_records_merge_into_one_event(self, store):
         run = toolledger.run("Answer", agent="bot", db=store)
         with run, run.step("repo_search", justification="names a codebase", query="gate") as st:
+            run.flush()  # the start record is stored: the end is a record of its own
             st.record_output(n_hits=3)
         rows = store.read_events(run.run_id)
         assert [(r.kind, r.status) for r in rows] == [
@@ -39,6 +40,34 @@ class TestRunSteps:
         assert ev["duration_ms"] >= 0
         assert len(ev["event_id"]) == 32
         assert len(run.run_id) == 32
+
+    def test_a_step_that_ends_while_its_start_is_buffered_is_one_record(self, store):
+        run = toolledger.run("Answer", agent="bot", db=store)
+        with run:
+            with run.step("repo_search", justification="names a codebase", query="gate") as st:
+                st.record_output(n_hits=3)
+            with run.step("outer"), run.step("inner"):
+                pass  # the outer step's start is followed by the inner one's: two records
+        rows = store.read_events(run.run_id)
+        assert [(r.kind, r.name, r.status) for r in rows] == [
+            ("step", "repo_search", "completed"),
+            ("step", "outer", "running"),
+            ("step", "inner", "completed"),
+            ("step", "outer", "completed"),
+            ("finish", "finish", "completed"),
+        ]
+        header = json.loads(rows[0].data)["header"]
+        assert header["phase"] == "point"
+        assert rows[0].at < header["ended_at"]
+        ev = _events(store, run.run_id)[0]
+        assert ev["inputs"] == {"query": "gate"}
+        assert ev["outputs"] == {"n_hits": 3}
+        assert ev["justification"] == "names a codebase"
+        assert ev["meta"]["justification_source"] == "developer"
+        assert ev["status"] == "completed"
+        assert (ev["started_at"], ev["ended_at"]) == (rows[0].at, header["ended_at"])
+        assert ev["duration_ms"] > 0
+        assert toolledger.verify(store, run.run_id).ok
 
     def test_nested_steps_get_parent_id_from_context(self, store):
         with toolledger.run("g", db=store) as run:

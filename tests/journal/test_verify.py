@@ -22,6 +22,7 @@ def _make_run(db) -> str:
     with toolledger.run("Find the bug", agent="bot", db=db) as run:
         for i in range(3):
             with run.step(f"s{i}", justification=f"why {i}", n=i) as st_:
+                run.flush()  # each step a start and an end record (the seqs below)
                 st_.record_output(score=i / 3, ok=True)
         run.approval("deploy", granted=False, by="user", reason="not yet")
     return run.run_id
@@ -65,6 +66,33 @@ class TestVerify:
         assert not report.ok
         assert report.first_bad_seq == 3
         assert "content" in report.reason
+
+    @pytest.mark.parametrize(
+        ("where", "key", "value"),
+        [
+            ("header", "ended_at", "2099-01-01T00:00:00.000000+00:00"),
+            ("header", "phase", "start"),
+            ("content", "outputs", {"hits": 99}),
+            ("content", "inputs", {"query": "other"}),
+        ],
+    )
+    def test_an_edited_one_record_step_is_named(self, db, where, key, value):
+        # A step that ended while its start was buffered is one record holding both.
+        with toolledger.run("g", db=db) as run, run.step("search", query="q") as st:
+            st.record_output(hits=1)
+        assert toolledger.verify(db, run.run_id).ok
+        doc = _data(db, run.run_id, 0)
+        assert doc["header"]["phase"] == "point"
+        assert "ended_at" in doc["header"]
+        doc[where][key] = value
+        _sql(
+            db,
+            "UPDATE events SET data = ? WHERE run_id = ? AND seq = 0",
+            json.dumps(doc),
+            run.run_id,
+        )
+        report = toolledger.verify(db, run.run_id)
+        assert (report.ok, report.first_bad_seq) == (False, 0)
 
     def test_edited_header_is_named(self, db):
         run_id = _make_run(db)

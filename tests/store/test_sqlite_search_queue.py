@@ -225,6 +225,7 @@ class TestDamagedPendingRecord:
             with toolledger.run("Refund A-1001", db=store) as run:
                 run.note("the parcel was lost")
                 with run.step("lookup", q="hidden words") as step:
+                    run.flush()  # the start record (damaged below) apart from the end
                     step.record_output(found="another parcel")
                 run.note("a third parcel")
                 run.flush()
@@ -254,6 +255,7 @@ class TestDamagedPendingRecord:
         try:
             with toolledger.run("Refund A-1001", db=writer) as run:
                 with run.step("lookup", q="hidden words") as step:
+                    run.flush()  # the start record (damaged below) apart from the end
                     step.record_output(found="the parcel")
                 run.flush()
                 _damage_pending_record(path, run.run_id, damage)

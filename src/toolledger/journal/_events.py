@@ -8,8 +8,10 @@ Stored layout (``EventRow.data``, compact JSON)::
 The *header* is small and never erased: ``v, run_id, event_id, seq, parent_id, kind, name,
 status, phase`` (``start`` / ``end`` / ``point``), ``at``, ``justification_source``,
 ``justification_missing``, ``checkpoint`` (``{"namespace", "call_id", "revision"}``),
-``trace_id``, ``span_id``, ``content_sha256`` and, on a run's closing record only,
-``run_end: true``. The fields that are also indexed columns
+``trace_id``, ``span_id``, ``content_sha256``, on a run's closing record only,
+``run_end: true``, and on a ``point`` record of an event that lasted (a step whose start
+record was still buffered when it ended: the writer stores the whole event as one
+record), ``ended_at``. The fields that are also indexed columns
 of the row (``COLUMN_KEYS``) are not repeated in ``data``: the full header is the stored
 header plus the columns, and that full header is what is hashed. The *content* holds what
 users wrote: ``inputs, outputs, justification, error, meta, approval, text, artifact``.
@@ -27,7 +29,9 @@ Canonical JSON is RFC 8785 (``toolledger.checkpoint.canonical_json``). ``canonic
 fast path (``json.dumps(sort_keys=True)``) that is byte-identical when the value holds no
 float and no character outside the BMP; a property test pins that equality.
 
-Readers merge a step's start and end records into one *event* (``_merge``). Unknown
+Readers merge a step's start and end records into one *event* (``_merge``); a ``point``
+record is an event of its own, started at its ``at`` and ended at its ``ended_at`` (or
+at ``at`` without one). Unknown
 fields (a newer writer) are kept: unknown header/content keys appear in the merged event
 under ``extra``.
 """
@@ -99,6 +103,7 @@ HEADER_KEYS = frozenset(
         "span_id",
         "content_sha256",
         "run_end",
+        "ended_at",
     }
 )
 #: Header fields stored as indexed columns of the row, not repeated in its ``data``: the

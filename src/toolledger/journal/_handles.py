@@ -98,6 +98,7 @@ class EventHandle:
     __slots__ = (
         "_checkpoint",
         "_ended",
+        "_first",
         "_floats",
         "_meta",
         "_outputs",
@@ -137,6 +138,9 @@ class EventHandle:
         self._checkpoint = checkpoint
         self._floats = floats
         self._ended = False
+        # The start record while it may still be buffered: (row, content, at, source,
+        # missing); the end may then store the whole event as one record instead.
+        self._first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None
 
     @property
     def ended(self) -> bool:

@@ -28,7 +28,8 @@ from ._events import FORMAT_VERSION, canonical, header_json
 
 __all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
 
-#: A record's ``phase``: a step's start or end record, or a one-record event.
+#: A record's ``phase``: a step's start or end record, or a one-record event (which, with
+#: ``ended_at`` in its header, began at its ``at`` and ended then).
 PHASES = ("start", "end", "point")
 
 _esc = json.encoder.encode_basestring  # the escaping canonical_json uses for strings
@@ -105,6 +106,7 @@ class HeaderFormat:
         trace_id: str | None = None,
         span_id: str | None = None,
         run_end: bool = False,
+        ended_at: str | None = None,
     ) -> RecordHeader:
         """Return the header of one record.
 
@@ -120,6 +122,8 @@ class HeaderFormat:
             trace_id, span_id: The event span's ids (``span_id`` is kept with a
                 ``trace_id`` only), or ``None``.
             run_end: Whether this is the run's closing record (``run_end: true``).
+            ended_at: A ``point`` record of an event that began at ``at`` and ended
+                later: its end time (made by ``now``), or ``None`` (no ``ended_at`` key).
         """
         ck = "" if checkpoint is None else '"checkpoint":' + _link_text(checkpoint) + ","
         why = ""
@@ -135,6 +139,9 @@ class HeaderFormat:
             if span_id is not None:
                 span = '"span_id":' + _esc(span_id) + ","
         parent = "null" if parent_id is None else '"' + parent_id + '"'
+        sha = f'"content_sha256":"{content_sha256}",'
+        if ended_at is not None:
+            sha += f'"ended_at":"{ended_at}",'
         return RecordHeader(
             self.run_id,
             event_id,
@@ -143,12 +150,11 @@ class HeaderFormat:
             name,
             status,
             at,
-            f'{{"at":"{at}",{ck}"content_sha256":"{content_sha256}","event_id":"{event_id}",'
+            f'{{"at":"{at}",{ck}{sha}"event_id":"{event_id}",'
             f'{why}"kind":{_esc(kind)},"name":{_esc(name)},"parent_id":{parent},'
             f'"phase":"{phase}",{end}{self._run_seq}',
             f',{span}"status":{_esc(status)},{trace}"v":{FORMAT_VERSION}}}',
-            f'{{{ck}"content_sha256":"{content_sha256}",{why}"phase":"{phase}",{end}{span}{trace}'
-            f'"v":{FORMAT_VERSION}}}',
+            f'{{{ck}{sha}{why}"phase":"{phase}",{end}{span}{trace}"v":{FORMAT_VERSION}}}',
         )
 
 

@@ -142,6 +142,8 @@ def _merge(
         state = events.get(key)
         if state is None or phase != "end":
             source = get("justification_source")
+            # A point record ends at its ``ended_at`` (an event that lasted) or its ``at``.
+            ended = at if phase == "end" else (get("ended_at") or at) if phase == "point" else None
             state = [
                 run_id,
                 event_id,
@@ -152,7 +154,7 @@ def _merge(
                 goal,
                 status,
                 at,
-                at if phase == "end" or phase == "point" else None,
+                ended,
                 None,
                 None,
                 source,

@@ -50,6 +50,7 @@ from ._writer import ChainWriter, Ride
 
 if TYPE_CHECKING:
     from ..store import Store
+    from ..store.base import EventRow
 
 __all__ = [
     "MAX_ERRORS",
@@ -133,13 +134,17 @@ class Recorder:
         floats: bool,
         link: dict[str, Any] | None,
         default: SpanHandle,
-    ) -> tuple[dict[str, Any] | None, SpanHandle]:
+        lazy: bool = False,
+    ) -> tuple[dict[str, Any] | None, SpanHandle, object]:
         """Write a new event's first record (``phase`` ``start`` or ``point``) and tell
         telemetry the event started.
 
         Returns the event dict telemetry (and the handle) sees, ``None`` without telemetry
-        (nobody else reads it), and its span (``default`` without telemetry, or when it
-        fails). The span's ids go into the record's header.
+        (nobody else reads it), its span (``default`` without telemetry, or when it
+        fails) and the record's token for ``ChainWriter.replace_last`` (its row). The
+        span's ids go into the record's header. ``lazy``: the record is built only when
+        the writer needs it (``ChainWriter.append_lazy``); its content must not change
+        (``to_json``'s private copy).
         """
         missing = justification is None and justification_source == "model"
         event: dict[str, Any] | None = None
@@ -172,24 +177,30 @@ class Recorder:
             )
             event["status"] = status  # a point event is told it started running, as a step
             trace_id, span_id = span_ids(span)
-        content_json, digest = self._content_json(content, floats, True)
-        header = self._headers.header(
-            event_id,
-            None if parent is None else parent.event_id,
-            kind,
-            name,
-            status,
-            phase,
-            stamp,
-            digest,
-            link,
-            justification_source,
-            missing,
-            trace_id,
-            span_id,
-        )
-        self._write(header, content_json)
-        return event, span
+        parent_id = None if parent is None else parent.event_id
+
+        def build() -> tuple[RecordHeader, str]:
+            content_json, digest = self._content_json(content, floats, True)
+            header = self._headers.header(
+                event_id,
+                parent_id,
+                kind,
+                name,
+                status,
+                phase,
+                stamp,
+                digest,
+                link,
+                justification_source,
+                missing,
+                trace_id,
+                span_id,
+            )
+            return header, content_json
+
+        if lazy:
+            return event, span, self._write_lazy(build)
+        return event, span, self._write(*build())
 
     def begin_event(
         self,
@@ -280,7 +291,7 @@ class Recorder:
             floats=floats,
             checkpoint=link,
         )
-        handle.event, handle.span = self._first_record(
+        handle.event, handle.span, row = self._first_record(
             event_id,
             parent,
             kind,
@@ -295,7 +306,10 @@ class Recorder:
             floats,
             link,
             handle.span,
+            lazy=True,
         )
+        missing = justification is None and justification_source == "model"
+        handle._first = (row, content, stamp, justification_source, missing)
         if meta_value:
             handle._meta.update(meta_value)
         _push(handle)
@@ -312,19 +326,19 @@ class Recorder:
         flush: bool = False,
     ) -> None:
         err = None if error is None else error_info(error)
+        first, handle._first = handle._first, None
         if carried is None:
             ended_at = now()
-            header, content_json = self._end_record(
-                handle,
-                status,
-                err,
-                handle._outputs,
-                handle._meta,
-                handle._checkpoint,
-                ended_at,
-                handle._floats,
-            )
-            self._write(header, content_json)
+            args = (handle, status, err, handle._outputs, handle._meta, handle._checkpoint)
+            writer = self._writer
+            stored = False
+            if first is not None and writer is not None and writer.is_last(first[0]):
+                # Nothing was chained after the start record, still buffered: the event's
+                # one record takes its place (when no flush took it meanwhile).
+                whole = self._end_record(*args, ended_at, handle._floats, first)
+                stored = self._replace(first[0], *whole)
+            if not stored:
+                self._write(*self._end_record(*args, ended_at, handle._floats))
         else:
             ended_at = carried.ended_at
         event = handle.event
@@ -352,8 +366,14 @@ class Recorder:
         link: dict[str, Any] | None,
         ended_at: str,
         floats: bool,
+        first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None,
     ) -> tuple[RecordHeader, str]:
+        """The end record of ``handle``'s event; with ``first`` (its start record, while it
+        may still be buffered), the record of the whole event that may replace it: a
+        ``point`` record at the start's time with ``ended_at``, holding both contents."""
         content: dict[str, Any] = {}
+        if first is not None:
+            content.update(first[1])  # inputs, justification (its meta is in ``meta``)
         if outputs:
             content["outputs"] = outputs
         if err is not None:
@@ -362,6 +382,25 @@ class Recorder:
             content["meta"] = meta
         content_json, digest = self._content_json(content, floats, True)
         trace_id, span_id = span_ids(handle.span)
+        if first is not None:
+            _, _, started_at, source, missing = first
+            header = self._headers.header(
+                handle.event_id,
+                handle.parent_id,
+                handle.kind,
+                handle.name,
+                status,
+                "point",
+                started_at,
+                digest,
+                link,
+                source,
+                missing,
+                trace_id,
+                span_id,
+                ended_at=ended_at,
+            )
+            return header, content_json
         header = self._headers.header(
             handle.event_id,
             handle.parent_id,
@@ -438,14 +477,34 @@ class Recorder:
             content_json = canonical(content, maybe_float=floats)
             return content_json, _sha256(content_json)
 
-    def _write(self, header: RecordHeader, content_json: str) -> None:
+    def _write(self, header: RecordHeader, content_json: str) -> EventRow:
         writer = self._writer
         assert writer is not None
-        writer.append(header, content_json)
+        row = writer.append(header, content_json)
         if self.status != "running":
             # A step that ends after its run closed (another thread): nothing will flush
             # this run again, so write it now.
             writer.flush()
+        return row
+
+    def _write_lazy(self, build: Callable[[], tuple[RecordHeader, str]]) -> object:
+        writer = self._writer
+        assert writer is not None
+        token = writer.append_lazy(build)
+        if self.status != "running":
+            writer.flush()  # as ``_write``
+        return token
+
+    def _replace(self, first: object, header: RecordHeader, content_json: str) -> bool:
+        """Store an event's one record in place of its start record ``first`` if that is
+        still the last one buffered (``ChainWriter.replace_last``); ``False`` otherwise."""
+        writer = self._writer
+        assert writer is not None
+        if not writer.replace_last(first, header, content_json):
+            return False
+        if self.status != "running":
+            writer.flush()  # as ``_write``
+        return True
 
     def record_point(
         self,

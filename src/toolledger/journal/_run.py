@@ -358,6 +358,7 @@ class Run(Recorder):
                 if self.strict:
                     raise
                 self.record_failure(exc)
+            head, count = writer.chained
             final = {
                 "run_id": self.run_id,
                 "agent": self.agent,
@@ -366,8 +367,8 @@ class Run(Recorder):
                 "started_at": self.started_at,
                 "ended_at": ended,
                 "status": self.status,
-                "head_hash": writer.head,
-                "event_count": writer.next_seq,
+                "head_hash": head,
+                "event_count": count,
                 "summary": self._summary,
                 "conversation_id": self.conversation_id,
                 "user_id": self.user_id,
@@ -434,12 +435,12 @@ class Run(Recorder):
     @property
     def head_hash(self) -> str | None:
         """The hash of the last record written (buffered or stored)."""
-        return None if self._writer is None else self._writer.head
+        return None if self._writer is None else self._writer.chained[0]
 
     @property
     def event_count(self) -> int:
         """Records written so far (buffered or stored)."""
-        return 0 if self._writer is None else self._writer.next_seq
+        return 0 if self._writer is None else self._writer.chained[1]
 
     # -- recording ---------------------------------------------------------------------
 
@@ -597,7 +598,7 @@ class Run(Recorder):
             parent = self._parent()
         stamp = now()
         event_id = new_id()
-        event, span = self._first_record(
+        event, span, _ = self._first_record(
             event_id,
             parent,
             kind,

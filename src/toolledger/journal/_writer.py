@@ -13,6 +13,12 @@ Rules this module keeps:
   records of the last ``FLUSH_INTERVAL`` (fewer than ``FLUSH_RECORDS`` of them);
   a committed batch survives a process crash (SQLite WAL, ``synchronous=NORMAL``) but not
   necessarily a power failure.
+- A step's start record is buffered *lazy* (``append_lazy``): built and chained only when
+  something needs it (another record chained after it, a flush, a ride, a read of the
+  chain), exactly as it would have been built at once. A step that ends before that is
+  stored as one record in its place (``replace_last``): the chain never held the start.
+  The background flusher leaves a lazy record younger than ``FLUSH_INTERVAL`` buffered,
+  so whether a short step is one record or two does not hang on when the flusher wakes.
 - ``append_events`` is compare-and-append on the run's event count. When another writer
   (another process resuming the same run) appended first, pending records are re-chained
   after the new head and appended again: nothing is lost and the chain stays valid.
@@ -63,12 +69,21 @@ MAX_PENDING = 100_000
 
 
 class _Pending:
-    __slots__ = ("content_json", "header", "row")
+    """A buffered record; a lazy one (``build`` set) is not built or chained yet."""
 
-    def __init__(self, header: RecordHeader, content_json: str, row: EventRow) -> None:
+    __slots__ = ("build", "content_json", "header", "row")
+
+    def __init__(
+        self,
+        header: RecordHeader,
+        content_json: str,
+        row: EventRow,
+        build: Callable[[], tuple[RecordHeader, str]] | None = None,
+    ) -> None:
         self.header = header
         self.content_json = content_json
         self.row = row
+        self.build = build
 
 
 def _row(
@@ -170,6 +185,10 @@ class ChainWriter:
         self.strict = strict
         self._on_error = on_error
         self._pending: list[_Pending] = []
+        # The last buffered record when it is lazy (``append_lazy``): built and chained
+        # (``_materialize``) before anything reads the chain or the buffer's rows.
+        self._lazy: _Pending | None = None
+        self._lazy_at = 0.0
         self._oldest = 0.0
         self.dropped = 0
         _LIVE.add(self)
@@ -179,9 +198,17 @@ class ChainWriter:
         """Records buffered and not yet stored."""
         return len(self._pending)
 
+    @property
+    def chained(self) -> tuple[str, int]:
+        """The chain's head hash and the number of records in it (buffered or stored)."""
+        with self.lock:
+            self._materialize()
+            return self.head, self.next_seq
+
     def append(self, header: RecordHeader, content_json: str) -> EventRow:
         """Chain one record (the next ``seq``) and buffer it; return its row."""
         with self.lock:
+            self._materialize()
             row = _row(header, content_json, self.next_seq, self.head, self.key)
             if not self._pending:
                 self._oldest = time.monotonic()
@@ -194,6 +221,76 @@ class ChainWriter:
         elif size == 1:
             _ensure_flusher()
         return row
+
+    def append_lazy(self, build: Callable[[], tuple[RecordHeader, str]]) -> object:
+        """Buffer the record ``build()`` returns, built and chained only when needed.
+
+        It is built (and gets the next ``seq``) when another record is chained after it,
+        when the buffer is written or carried, or when the chain is read; until then
+        ``replace_last`` may put another record in its place without it ever being built
+        (a step's start record, when the step ends first). ``build`` must not raise.
+        Returns the token ``is_last`` and ``replace_last`` take.
+        """
+        if self.strict:
+            return self.append(*build())
+        with self.lock:
+            self._materialize()
+            pending = _Pending(None, "", None, build)  # type: ignore[arg-type]
+            if not self._pending:
+                self._oldest = time.monotonic()
+            self._pending.append(pending)
+            self._lazy = pending
+            self._lazy_at = time.monotonic()
+            size = len(self._pending)
+        if size == 1:
+            _ensure_flusher()
+        return pending
+
+    def _materialize(self) -> None:
+        """Build and chain the lazy record, if any (lock held)."""
+        pending = self._lazy
+        if pending is None:
+            return
+        self._lazy = None
+        build, pending.build = pending.build, None
+        assert build is not None
+        pending.header, pending.content_json = build()
+        pending.row = _row(pending.header, pending.content_json, self.next_seq, self.head, self.key)
+        self.head = pending.row.hash
+        self.next_seq += 1
+
+    def is_last(self, token: object) -> bool:
+        """Whether ``token``'s record (``append``'s row or ``append_lazy``'s token) is the
+        last one buffered; unlocked: ``replace_last`` decides."""
+        pending = self._pending
+        return bool(pending) and (pending[-1] is token or pending[-1].row is token)
+
+    def replace_last(self, token: object, header: RecordHeader, content_json: str) -> bool:
+        """Chain a record in place of ``token``'s if that is still the last one buffered.
+
+        Returns ``False`` (nothing changed) when it was stored or handed to a batch
+        already, or another record was chained after it: then the caller appends its own
+        record as usual. The replacement takes the replaced record's place in the chain
+        (its ``seq``, after its ``prev_hash``), so the chain never held that record; a
+        lazy one is never built.
+        """
+        with self.lock:
+            pending = self._pending
+            if not pending or self.strict:
+                return False
+            last = pending[-1]
+            if last is token and last is self._lazy:
+                self._lazy = None
+                row = _row(header, content_json, self.next_seq, self.head, self.key)
+                self.next_seq += 1
+            elif last is token or last.row is token:
+                old = last.row
+                row = _row(header, content_json, old.seq, old.prev_hash, self.key)
+            else:
+                return False
+            pending[-1] = _Pending(header, content_json, row)
+            self.head = row.hash
+        return True
 
     def maybe_flush(self) -> None:
         """Flush inline once ``FLUSH_RECORDS`` are buffered (called at step ends).
@@ -210,21 +307,35 @@ class ChainWriter:
         pending = len(self._pending)
         return bool(pending) and (pending >= FLUSH_RECORDS or now - self._oldest >= FLUSH_INTERVAL)
 
-    def flush(self) -> bool:
+    @staticmethod
+    def _due_at(buffered_at: float) -> bool:
+        return time.monotonic() - buffered_at >= FLUSH_INTERVAL
+
+    def flush(self, *, leave_young: bool = False) -> bool:
         """Append every buffered record; return whether the buffer is now empty.
 
         The store write happens outside the chain lock, so steps keep recording while a
-        batch is committed.
+        batch is committed. ``leave_young`` (the background flusher): a lazy last record
+        younger than ``FLUSH_INTERVAL`` stays buffered (a step that began just now may
+        still end as one record); a step running longer has its start record written.
 
         Raises:
             StoreError: only in strict mode.
         """
         with self._flush_lock:
             with self.lock:
-                batch = self._pending
+                lazy = self._lazy
+                if leave_young and lazy is not None and not self._due_at(self._lazy_at):
+                    batch = self._pending[:-1]
+                    self._pending = [lazy]
+                    self._oldest = self._lazy_at
+                else:
+                    self._materialize()
+                    batch = self._pending
+                    self._pending = []
+                left = bool(self._pending)  # a young lazy record left buffered
                 if not batch:
-                    return True
-                self._pending = []
+                    return not left
             try:
                 self._append_batch(batch)
             except Exception as exc:
@@ -236,7 +347,7 @@ class ChainWriter:
                 with self.lock:
                     self._bound_pending()
                 return False
-            return True
+            return not left
 
     def ride(self, store: Any, extra: tuple[RecordHeader, str] | None = None) -> Ride | None:
         """Hand every buffered record to the caller's transaction on ``store``.
@@ -263,6 +374,7 @@ class ChainWriter:
                 return None  # the caller's transaction goes on without the journal
         try:
             with self.lock:
+                self._materialize()
                 last: _Pending | None = None
                 if extra is not None:
                     header, content_json = extra
@@ -387,6 +499,7 @@ class ChainWriter:
 
     def _chain_from(self, items: list[_Pending], count: int, prev: str) -> None:
         """Chain ``items`` after ``count`` stored records ending in ``prev`` (lock held)."""
+        self._materialize()  # a lazy record among ``items`` is built (chained again below)
         seq = count
         for p in items:
             p.row = _row(p.header, p.content_json, seq, prev, self.key)
@@ -452,7 +565,7 @@ def _flusher_loop() -> None:
         for writer in writers:
             if writer.due(now):
                 with contextlib.suppress(Exception):  # a background flush never raises
-                    writer.flush()
+                    writer.flush(leave_young=True)
 
 
 def _ensure_flusher() -> None:

@@ -1,0 +1,158 @@
+"""A step that ends while its start record is still buffered is stored as one record.
+
+The writer keeps the start record unbuilt (``ChainWriter.append_lazy``) until something
+needs it: another record, a flush, a ride or a read of the chain. If the step ends first,
+one ``point`` record with ``ended_at`` takes its place; otherwise the start record is
+built exactly as before and the end is a record of its own. Either way the chain is dense
+and verifies, and a reader sees the same event.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import toolledger
+from toolledger.store import SQLiteStore
+from toolledger.testing import stored_run
+
+
+def _records(store, run_id):
+    return [(r.seq, r.kind, r.name, r.status) for r in store.read_events(run_id)]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SQLiteStore(tmp_path / "one.db")
+    yield s
+    s.close()
+
+
+def test_another_writer_appending_first_rechains_the_step_after_it(store):
+    a = toolledger.run("g", db=store, run_id="r1")
+    a.start()
+    a.note("a0")
+    a.flush()
+    b = toolledger.run("g", db=store, run_id="r1")
+    b.start()
+    with a.step("whole", q=1) as st:
+        b.note("b0")
+        b.flush()  # b appends while a's start record is unbuilt
+        st.record_output(x=1)  # one record, still buffered
+    with a.step("split", q=2) as st:
+        b.note("b1")
+        b.flush()
+        a.flush()  # a's start is built, loses the race, is chained after b's note
+        st.record_output(x=2)
+    a.flush()
+    assert _records(store, "r1") == [
+        (0, "note", "note", "completed"),
+        (1, "note", "note", "completed"),  # b0
+        (2, "note", "note", "completed"),  # b1
+        (3, "step", "whole", "completed"),  # a's buffer, chained after b's notes
+        (4, "step", "split", "running"),
+        (5, "step", "split", "completed"),
+    ]
+    assert toolledger.verify(store, "r1").ok
+    steps = {e["name"]: e for e in stored_run(store, "r1").events if e["kind"] == "step"}
+    for name, q, x in (("whole", 1, 1), ("split", 2, 2)):
+        assert (steps[name]["inputs"], steps[name]["outputs"]) == ({"q": q}, {"x": x})
+        assert steps[name]["status"] == "completed"
+        assert steps[name]["ended_at"] >= steps[name]["started_at"]
+
+
+def test_a_strict_run_stores_the_start_at_once(store):
+    with toolledger.run("g", db=store, strict=True) as run, run.step("s", q=1):
+        assert _records(store, run.run_id) == [(0, "step", "s", "running")]
+    assert [r[1:] for r in _records(store, run.run_id)] == [
+        ("step", "s", "running"),
+        ("step", "s", "completed"),
+        ("finish", "finish", "completed"),
+    ]
+
+
+def test_reading_the_chain_builds_the_start_record(store):
+    with toolledger.run("g", db=store) as run, run.step("s", q=1):
+        assert run.event_count == 1  # the start record counts, built or not
+        head = run.head_hash
+        run.flush()
+        assert _records(store, run.run_id) == [(0, "step", "s", "running")]
+        assert store.read_events(run.run_id)[0].hash == head
+    assert toolledger.verify(store, run.run_id).ok
+
+
+def test_a_failed_step_is_one_record_with_its_error(store):
+    with toolledger.run("g", db=store) as run, pytest.raises(ValueError), run.step("boom", q=1):
+        raise ValueError("no")
+    (row, _finish) = store.read_events(run.run_id)
+    header = json.loads(row.data)["header"]
+    assert (row.status, header["phase"]) == ("failed", "point")
+    ev = stored_run(store, run.run_id).events[0]
+    assert ev["status"] == "failed"
+    assert ev["error"]["type"] == "ValueError"
+    assert ev["inputs"] == {"q": 1}
+
+
+def test_threads_recording_steps_in_one_run_keep_a_dense_verified_chain(store):
+    with toolledger.run("g", db=store) as run:
+
+        def work(i: int) -> None:
+            for j in range(50):
+                with run.step(f"t{i}", j=j) as st:
+                    st.record_output(j=j)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rows = store.read_events(run.run_id)
+    assert [r.seq for r in rows] == list(range(len(rows)))
+    assert toolledger.verify(store, run.run_id).ok
+    steps = [e for e in stored_run(store, run.run_id).events if e["kind"] == "step"]
+    assert len(steps) == 200
+    assert all(e["status"] == "completed" and e["outputs"] == e["inputs"] for e in steps)
+
+
+def test_the_background_flush_leaves_a_young_start_and_writes_an_old_one(
+    store, monkeypatch: pytest.MonkeyPatch
+):
+    from toolledger.testing import journal_writer as _writer
+
+    with toolledger.run("g", db=store) as run:
+        run.note("older")
+        with run.step("s", q=1) as st:
+            writer = run._writer
+            monkeypatch.setattr(_writer, "FLUSH_INTERVAL", 3600.0)  # the start is young
+            assert writer.flush(leave_young=True) is False  # the note went, the start stayed
+            assert _records(store, run.run_id) == [(0, "note", "note", "completed")]
+            monkeypatch.setattr(_writer, "FLUSH_INTERVAL", 0.0)  # now it is old
+            assert writer.flush(leave_young=True) is True
+            assert _records(store, run.run_id)[1:] == [(1, "step", "s", "running")]
+            st.record_output(x=1)
+    assert [r[1:] for r in _records(store, run.run_id)] == [
+        ("note", "note", "completed"),
+        ("step", "s", "running"),
+        ("step", "s", "completed"),
+        ("finish", "finish", "completed"),
+    ]
+    assert toolledger.verify(store, run.run_id).ok
+
+
+def test_a_long_step_shows_running_before_it_ends(store):
+    from toolledger.testing import FLUSH_INTERVAL
+
+    with toolledger.run("g", db=store) as run, run.step("long", q=1):
+        deadline = time.monotonic() + 20 * FLUSH_INTERVAL + 5
+        while not store.read_events(run.run_id):  # the background flusher writes the start
+            assert time.monotonic() < deadline, "the start of a long step was never written"
+            time.sleep(0.01)
+        assert _records(store, run.run_id) == [(0, "step", "long", "running")]
+    assert [r[1:] for r in _records(store, run.run_id)][:2] == [
+        ("step", "long", "running"),
+        ("step", "long", "completed"),
+    ]
