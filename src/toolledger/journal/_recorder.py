@@ -27,6 +27,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -177,30 +178,61 @@ class Recorder:
             )
             event["status"] = status  # a point event is told it started running, as a step
             trace_id, span_id = span_ids(span)
-        parent_id = None if parent is None else parent.event_id
-
-        def build() -> tuple[RecordHeader, str]:
-            content_json, digest = self._content_json(content, floats, True)
-            header = self._headers.header(
-                event_id,
-                parent_id,
-                kind,
-                name,
-                status,
-                phase,
-                stamp,
-                digest,
-                link,
-                justification_source,
-                missing,
-                trace_id,
-                span_id,
-            )
-            return header, content_json
-
+        args = (
+            content,
+            floats,
+            event_id,
+            None if parent is None else parent.event_id,
+            kind,
+            name,
+            status,
+            phase,
+            stamp,
+            link,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
+        )
         if lazy:
-            return event, span, self._write_lazy(build)
-        return event, span, self._write(*build())
+            return event, span, self._write_lazy(partial(self._record_text, *args))
+        return event, span, self._write(*self._record_text(*args))
+
+    def _record_text(
+        self,
+        content: dict[str, Any],
+        floats: bool,
+        event_id: str,
+        parent_id: str | None,
+        kind: str,
+        name: str,
+        status: str,
+        phase: str,
+        stamp: str,
+        link: dict[str, Any] | None,
+        justification_source: str,
+        missing: bool,
+        trace_id: str | None,
+        span_id: str | None,
+    ) -> tuple[RecordHeader, str]:
+        """A first record's header and content JSON (see ``_first_record``)."""
+        content_json, digest = self._content_json(content, floats, True)
+        header = self._headers.header(
+            event_id,
+            parent_id,
+            kind,
+            name,
+            status,
+            phase,
+            stamp,
+            digest,
+            link,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
+        )
+        return header, content_json
 
     def begin_event(
         self,

@@ -208,7 +208,8 @@ class ChainWriter:
     def append(self, header: RecordHeader, content_json: str) -> EventRow:
         """Chain one record (the next ``seq``) and buffer it; return its row."""
         with self.lock:
-            self._materialize()
+            if self._lazy is not None:
+                self._materialize()
             row = _row(header, content_json, self.next_seq, self.head, self.key)
             if not self._pending:
                 self._oldest = time.monotonic()
