@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolledger
 from toolledger.store import SQLiteStore
@@ -156,3 +158,110 @@ def test_a_long_step_shows_running_before_it_ends(store):
         ("step", "long", "running"),
         ("step", "long", "completed"),
     ]
+
+
+class _Flaky:
+    """A store whose ``append_events`` fails while ``fail`` is set (nothing applied)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.fail = False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def append_events(self, *a, **kw):
+        if self.fail:
+            raise toolledger.StoreUnavailableError(message="injected")
+        return self.inner.append_events(*a, **kw)
+
+
+def test_a_start_a_failed_flush_put_back_is_still_replaced_in_place(store):
+    flaky = _Flaky(store)
+    with toolledger.run("g", db=flaky) as run:
+        run.note("before")
+        with run.step("s", q=1) as st_:
+            flaky.fail = True
+            with pytest.warns(toolledger.JournalWarning):
+                assert run.flush() is False  # the start was built, then put back
+            flaky.fail = False
+            st_.record_output(x=1)
+    assert [r[1:] for r in _records(store, run.run_id)] == [
+        ("note", "note", "completed"),
+        ("step", "s", "completed"),
+        ("finish", "finish", "completed"),
+    ]
+    assert toolledger.verify(store, run.run_id).ok
+    step = stored_run(store, run.run_id).events[1]
+    assert (step["inputs"], step["outputs"]) == ({"q": 1}, {"x": 1})
+
+
+_OPS = st.lists(
+    st.sampled_from(["open", "close", "note", "flush", "fail", "heal", "other"]),
+    max_size=40,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=_OPS)
+def test_any_interleaving_keeps_every_event_in_a_dense_verified_chain(tmp_path_factory, ops):
+    """Steps opened and closed, notes, flushes, failing appends and another writer, in any
+    order: every event is stored once, as recorded, and the chain verifies."""
+    path = tmp_path_factory.mktemp("walk") / "w.db"
+    inner = SQLiteStore(path)
+    store = _Flaky(inner)
+    other_store = SQLiteStore(path)
+    other = toolledger.run("g", db=other_store, run_id="w")
+    want: dict[str, tuple[dict, dict | None]] = {}
+    try:
+        with toolledger.run("g", db=store, run_id="w") as run:
+            other.start()
+            open_steps: list = []
+            for i, op in enumerate(ops):
+                if op == "open":
+                    cm = run.step(f"s{i}", i=i)
+                    handle = cm.__enter__()
+                    open_steps.append((cm, handle, f"s{i}", i))
+                elif op == "close" and open_steps:
+                    cm, handle, name, n = open_steps.pop()
+                    handle.record_output(n=n)
+                    cm.__exit__(None, None, None)
+                    want[name] = ({"i": n}, {"n": n})
+                elif op == "note":
+                    run.note(f"n{i}")
+                    want[f"n{i}"] = ({}, None)
+                elif op == "flush":
+                    run.flush()
+                elif op == "fail":
+                    store.fail = True
+                elif op == "heal":
+                    store.fail = False
+                elif op == "other":
+                    other.note(f"o{i}")
+                    other.flush()
+                    want[f"o{i}"] = ({}, None)
+            while open_steps:
+                cm, handle, name, n = open_steps.pop()
+                handle.record_output(n=n)
+                cm.__exit__(None, None, None)
+                want[name] = ({"i": n}, {"n": n})
+            store.fail = False
+        assert other.flush() is True
+        rows = inner.read_events("w")
+        assert [r.seq for r in rows] == list(range(len(rows)))
+        assert toolledger.verify(inner, "w").ok
+        events = stored_run(inner, "w").events
+        got = {
+            (e["name"] if e["kind"] == "step" else e["text"]): e
+            for e in events
+            if e["kind"] in ("step", "note")
+        }
+        assert set(got) == set(want)
+        for name, (inputs, outputs) in want.items():
+            if name.startswith("s"):
+                assert got[name]["status"] == "completed"
+                assert (got[name]["inputs"], got[name]["outputs"]) == (inputs, outputs)
+    finally:
+        other.flush()
+        other_store.close()
+        inner.close()
