@@ -252,11 +252,12 @@ class ChainWriter:
         pending = self._lazy
         if pending is None:
             return
-        self._lazy = None
-        build, pending.build = pending.build, None
+        build = pending.build
         assert build is not None
-        pending.header, pending.content_json = build()
-        pending.row = _row(pending.header, pending.content_json, self.next_seq, self.head, self.key)
+        header, content_json = build()  # if it raises (it checks nothing), nothing changed
+        pending.row = _row(header, content_json, self.next_seq, self.head, self.key)
+        pending.header, pending.content_json, pending.build = header, content_json, None
+        self._lazy = None
         self.head = pending.row.hash
         self.next_seq += 1
 
