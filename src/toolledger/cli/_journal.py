@@ -76,12 +76,17 @@ def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -
                 started = view.started_at.isoformat()[:19] if view.started_at else "-"
                 click.echo(
                     clean(
-                        f"{view.run_id:<32}  {view.status:<11} {counts['events']:>6} "
+                        f"{_cell(view.run_id):<32}  {_cell(view.status):<11} {counts['events']:>6} "
                         f"{counts['failed']:>6} {counts['refused']:>7}  {started:<19}  {goal[:80]}"
                     )
                 )
     finally:
         store.close()
+
+
+def _cell(value: Any) -> str:
+    """A table cell: a damaged row's missing value prints as ``-``."""
+    return "-" if value is None else str(value)
 
 
 def _counts(rows: Iterable[Any]) -> dict[str, int]:

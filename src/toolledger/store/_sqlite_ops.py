@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
@@ -31,6 +32,7 @@ from .base import (
     AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
+    EventRow,
     Op,
     ReleaseEffectKey,
     RemoveOperation,
@@ -38,7 +40,13 @@ from .base import (
     WriteOperation,
 )
 
-__all__ = ["create_and_swap", "execute_op"]
+__all__ = [
+    "PREV_MARKER",
+    "SELECT_EVENT_COLUMNS",
+    "create_and_swap",
+    "event_batch_params",
+    "execute_op",
+]
 
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
 #: The transitions a record just created may take in the same transaction.
@@ -410,9 +418,38 @@ def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
     # The full-text index follows in batches (``_sqlite_search``: a trigger marks the run).
     conn.executemany(
         f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [event_params(r) for r in op.rows],
+        event_batch_params(op.rows),
     )
     return True
+
+
+#: What SQLite stores as ``prev_hash`` for "the ``hash`` of the record before" (``seq - 1``):
+#: an empty BLOB, never a stored text (``SELECT_EVENT_COLUMNS`` reads it back).
+PREV_MARKER = b""
+
+
+#: ``EVENT_COLUMNS`` as a ``SELECT`` from ``events`` reads them: a ``PREV_MARKER`` is the
+#: hash of the run's record at ``seq - 1`` (one primary-key lookup, only for a marker).
+SELECT_EVENT_COLUMNS = EVENT_COLUMNS.replace(
+    "prev_hash",
+    "CASE WHEN typeof(prev_hash) = 'blob' THEN (SELECT p.hash FROM events p "
+    "WHERE p.run_id = events.run_id AND p.seq = events.seq - 1) ELSE prev_hash END",
+)
+
+
+def event_batch_params(rows: Sequence[EventRow]) -> list[tuple[Any, ...]]:
+    """Insert parameters of a batch of consecutive records (``event_params``), the
+    ``prev_hash`` of each after the first stored as ``PREV_MARKER`` where it is the hash
+    of the record before it, as the chain has it: 64 bytes less per record."""
+    out = []
+    before: str | None = None
+    for r in rows:
+        params = event_params(r)
+        if before is not None and r.prev_hash == before:
+            params = (*params[:8], PREV_MARKER, *params[9:])
+        out.append(params)
+        before = r.hash
+    return out
 
 
 def _history(

@@ -22,6 +22,11 @@ __all__ = ["LATEST_VERSION", "MIGRATIONS", "MigrationStep"]
 #: A migration step: an SQL statement, or a function given the connection.
 MigrationStep = Union[str, Callable[[sqlite3.Connection], None]]  # noqa: UP007 (runtime alias)
 
+
+def _nothing_to_change(conn: sqlite3.Connection) -> None:
+    """A migration that only moves the schema version (what older versions cannot read)."""
+
+
 #: Numbered migrations: (version, name, steps). Append only; never edit a shipped one.
 MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     (
@@ -166,6 +171,10 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
         ],
     ),
     (8, "search_mark_per_append", [mark_per_append]),
+    # No table changes: from this version a record's ``prev_hash`` may be stored as an
+    # empty BLOB meaning "the hash of the record before it" (``_sqlite_ops.PREV_MARKER``),
+    # which an older toolledger would read as a broken link; the version keeps it out.
+    (9, "prev_hash_of_the_record_before", [_nothing_to_change]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -61,7 +61,6 @@ from ._approval_record import ApprovalRecord, approval_statuses, load_approval, 
 from ._rows import expand_history, gated_off, load_record, prepare_ops, status_values, won
 from ._search import EventQuery
 from ._sqlcommon import (
-    EVENT_COLUMNS,
     RECORD_FIELDS,
     RUN_COLUMNS,
     ApplyShortcuts,
@@ -80,7 +79,7 @@ from ._sqlite_checkpointer import (
     CHECKPOINT_EVERY_FULL,
     Checkpointer,
 )
-from ._sqlite_ops import create_and_swap, execute_op
+from ._sqlite_ops import SELECT_EVENT_COLUMNS, create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
@@ -744,7 +743,7 @@ class SQLiteStore(ApplyShortcuts):
         self, run_id: str, *, after_seq: int = -1, limit: int | None = None
     ) -> builtins.list[EventRow]:
         """Return the run's events after ``after_seq`` in order."""
-        sql = f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+        sql = f"SELECT {SELECT_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [event_row(r) for r in self._read(sql, (run_id, after_seq))]
@@ -984,7 +983,7 @@ class SQLiteStore(ApplyShortcuts):
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 sql = (
-                    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND event_id IN "
+                    f"SELECT {SELECT_EVENT_COLUMNS} FROM events WHERE run_id = ? AND event_id IN "
                     f"({', '.join('?' * len(chunk))}) ORDER BY seq"
                 )
                 for r in self._read(sql, [run_id, *chunk]):
