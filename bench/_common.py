@@ -174,6 +174,46 @@ _READ = (
 _SORTED = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False}
 
 
+def _claimed_doc(namespace: str, call_id: str, input: Any) -> tuple[str, str, dict[str, Any]]:
+    """A new call's input fingerprint, claim time and claimed record, the plainest way."""
+    fp = "sha256:" + hashlib.sha256(json.dumps(input, **_SORTED).encode()).hexdigest()
+    at = datetime.now(timezone.utc).isoformat()
+    binding = {
+        "namespace": namespace,
+        "call_id": call_id,
+        "tool_name": "send_email",
+        "tool_revision": "1",
+        "input_fingerprint": fp,
+    }
+    doc = {
+        "binding": binding,
+        "status": "executing",
+        "revision": 1,
+        "created_at": at,
+        "updated_at": at,
+        "execution_fence": os.urandom(16).hex(),
+        "execution_claimed_at": at,
+        "result": None,
+    }
+    return fp, at, doc
+
+
+def _completed(doc: dict[str, Any], result: Any) -> str:
+    """Move ``doc`` to completed with ``result``; return the completion time."""
+    done = datetime.now(timezone.utc).isoformat()
+    doc.update(status="completed", revision=2, updated_at=done, completed_at=done)
+    doc["result"] = {"payload": result, "is_error": False}
+    return done
+
+
+def _journal_text(prev: str, data: dict[str, Any]) -> tuple[str, str]:
+    """A journal record's stored text (content hash in its header) and chained hash."""
+    content = json.dumps(data, **_SORTED)
+    header = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "v": 1}
+    text = json.dumps({"header": header, "content": data}, **_SORTED)
+    return text, hashlib.sha256(f"{prev}{text}".encode()).hexdigest()
+
+
 class StatementFloor:
     """A new guarded call's statements with the least Python that can send them.
 
@@ -200,10 +240,7 @@ class StatementFloor:
         )
 
     def _record(self, status: str, at: str, data: dict[str, Any]) -> tuple[Any, ...]:
-        content = json.dumps(data, **_SORTED)
-        header = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "v": 1}
-        text = json.dumps({"header": header, "content": data}, **_SORTED)
-        digest = hashlib.sha256(f"{self.head}{text}".encode()).hexdigest()
+        text, digest = _journal_text(self.head, data)
         row = (self.run_id, self.count, self.event_id, None, "tool_call", "send_email", status)
         prev, self.head = self.head, digest
         self.count += 1
@@ -215,30 +252,10 @@ class StatementFloor:
     def call(self, call_id: str, input: Any, execute: Any) -> Any:
         """One new call: read, commit the claim, run ``execute(input)``, commit the result."""
         conn, ns = self.conn, self.namespace
-        canonical = json.dumps(input, **_SORTED)
-        fp = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
         found = conn.execute(_READ, (ns, call_id)).fetchone()
         assert found == (None, None)
-        at = datetime.now(timezone.utc).isoformat()
+        fp, at, doc = _claimed_doc(ns, call_id, input)
         self.event_id = os.urandom(16).hex()
-        attempt = os.urandom(16).hex()
-        binding = {
-            "namespace": ns,
-            "call_id": call_id,
-            "tool_name": "send_email",
-            "tool_revision": "1",
-            "input_fingerprint": fp,
-        }
-        doc = {
-            "binding": binding,
-            "status": "executing",
-            "revision": 1,
-            "created_at": at,
-            "updated_at": at,
-            "execution_fence": attempt,
-            "execution_claimed_at": at,
-            "result": None,
-        }
         conn.execute("BEGIN IMMEDIATE")
         text = json.dumps(doc, separators=(",", ":"))
         cur = conn.execute(_INSERT, (ns, call_id, "executing", 1, "send_email", at, text))
@@ -251,9 +268,7 @@ class StatementFloor:
         conn.execute(_EVENT, start)
         conn.execute("COMMIT")
         result = execute(input)
-        done = datetime.now(timezone.utc).isoformat()
-        doc.update(status="completed", revision=2, updated_at=done, completed_at=done)
-        doc["result"] = {"payload": result, "is_error": False}
+        done = _completed(doc, result)
         conn.execute("BEGIN IMMEDIATE")
         text = json.dumps(doc, separators=(",", ":"))
         cur = conn.execute(_UPDATE, ("completed", 2, done, text, ns, call_id, 1))
@@ -302,10 +317,7 @@ class LogDesignFloor:
         )
 
     def _log(self, call_id: str, revision: int, data: dict[str, Any]) -> None:
-        content = json.dumps(data, **_SORTED)
-        header = {"content_sha256": hashlib.sha256(content.encode()).hexdigest(), "v": 1}
-        text = json.dumps({"header": header, "content": data}, **_SORTED)
-        self.head = hashlib.sha256(f"{self.head}{text}".encode()).hexdigest()
+        text, self.head = _journal_text(self.head, data)
         self.seq += 1
         self.conn.execute(
             "INSERT INTO floor_log (run_id, seq, namespace, call_id, revision, hash, data) "
@@ -316,30 +328,12 @@ class LogDesignFloor:
     def call(self, call_id: str, input: Any, execute: Any) -> Any:
         """One new call: read, commit the claim, run ``execute(input)``, commit the result."""
         conn, ns = self.conn, self.namespace
-        fp = "sha256:" + hashlib.sha256(json.dumps(input, **_SORTED).encode()).hexdigest()
         found = conn.execute(
             "SELECT record FROM floor_checkpoints WHERE namespace = ? AND call_id = ?",
             (ns, call_id),
         ).fetchone()
         assert found is None
-        at = datetime.now(timezone.utc).isoformat()
-        binding = {
-            "namespace": ns,
-            "call_id": call_id,
-            "tool_name": "send_email",
-            "tool_revision": "1",
-            "input_fingerprint": fp,
-        }
-        doc = {
-            "binding": binding,
-            "status": "executing",
-            "revision": 1,
-            "created_at": at,
-            "updated_at": at,
-            "execution_fence": os.urandom(16).hex(),
-            "execution_claimed_at": at,
-            "result": None,
-        }
+        fp, at, doc = _claimed_doc(ns, call_id, input)
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "INSERT INTO floor_checkpoints VALUES (?,?,?,?,?,?)",
@@ -348,9 +342,7 @@ class LogDesignFloor:
         self._log(call_id, 1, {"inputs": input, "meta": {"input_fingerprint": fp}})
         conn.execute("COMMIT")
         result = execute(input)
-        done = datetime.now(timezone.utc).isoformat()
-        doc.update(status="completed", revision=2, updated_at=done, completed_at=done)
-        doc["result"] = {"payload": result, "is_error": False}
+        done = _completed(doc, result)
         conn.execute("BEGIN IMMEDIATE")
         cur = conn.execute(
             "UPDATE floor_checkpoints SET status = ?, revision = 2, updated_at = ?, record = ? "

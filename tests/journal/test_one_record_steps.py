@@ -22,6 +22,8 @@ import toolledger
 from toolledger.store import SQLiteStore
 from toolledger.testing import stored_run
 
+from .test_internal_api import FailingAppendStore
+
 
 def _records(store, run_id):
     return [(r.seq, r.kind, r.name, r.status) for r in store.read_events(run_id)]
@@ -160,24 +162,15 @@ def test_a_long_step_shows_running_before_it_ends(store):
     ]
 
 
-class _Flaky:
-    """A store whose ``append_events`` fails while ``fail`` is set (nothing applied)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.fail = False
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def append_events(self, *a, **kw):
-        if self.fail:
-            raise toolledger.StoreUnavailableError(message="injected")
-        return self.inner.append_events(*a, **kw)
+def _flaky(store):
+    """``store`` whose ``append_events`` fails while ``.fail`` is set (not set at first)."""
+    flaky = FailingAppendStore(store)
+    flaky.fail = False
+    return flaky
 
 
 def test_a_start_a_failed_flush_put_back_is_still_replaced_in_place(store):
-    flaky = _Flaky(store)
+    flaky = _flaky(store)
     with toolledger.run("g", db=flaky) as run:
         run.note("before")
         with run.step("s", q=1) as st_:
@@ -209,7 +202,7 @@ def test_any_interleaving_keeps_every_event_in_a_dense_verified_chain(tmp_path_f
     order: every event is stored once, as recorded, and the chain verifies."""
     path = tmp_path_factory.mktemp("walk") / "w.db"
     inner = SQLiteStore(path)
-    store = _Flaky(inner)
+    store = _flaky(inner)
     other_store = SQLiteStore(path)
     other = toolledger.run("g", db=other_store, run_id="w")
     want: dict[str, tuple[dict, dict | None]] = {}

@@ -10,23 +10,13 @@ import pytest
 
 import toolledger
 from toolledger.store import SQLiteStore
-from toolledger.store.base import EventRow, RunRow
+from toolledger.store.base import EventRow, event_row_of
 from toolledger.store.sqlite import LATEST_VERSION, MIGRATIONS
 
 
-def _row(seq: int, prev: str | None, hash_: str | None = None) -> EventRow:
-    return EventRow(
-        run_id="r",
-        seq=seq,
-        event_id=f"e{seq}",
-        parent_id=None,
-        kind="step",
-        name="s",
-        status="completed",
-        at="2026-01-01T00:00:00.000000+00:00",
-        prev_hash=prev,
-        hash=hash_ or f"h{seq}",
-        data="{}",
+def _row(seq: int, prev: str | None) -> EventRow:
+    return event_row_of(
+        "r", seq, f"e{seq}", None, "step", "s", "completed", "t", prev, f"h{seq}", "{}"
     )
 
 
@@ -48,17 +38,7 @@ def db(tmp_path: Path) -> Path:
 def test_links_inside_a_batch_are_markers_and_read_back_exactly(db: Path) -> None:
     store = SQLiteStore(db)
     try:
-        store.create_run(
-            RunRow(
-                run_id="r",
-                namespace="ns",
-                agent=None,
-                goal=None,
-                status="running",
-                started_at="2026-01-01T00:00:00.000000+00:00",
-                data="{}",
-            )
-        )
+        toolledger.run("g", db=store, run_id="r").start()  # the run's row, no record yet
         first = [_row(0, "genesis"), _row(1, "h0"), _row(2, "h1"), _row(3, None), _row(4, "")]
         second = [_row(5, "h4"), _row(6, "not-h5"), _row(7, "h6")]
         assert store.append_events("r", first, expected_count=0)

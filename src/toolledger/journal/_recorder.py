@@ -178,9 +178,8 @@ class Recorder:
             )
             event["status"] = status  # a point event is told it started running, as a step
             trace_id, span_id = span_ids(span)
-        args = (
-            content,
-            floats,
+        # ``HeaderFormat.header``'s arguments before and after the content hash.
+        head: tuple[str, str | None, str, str, str, str, str] = (
             event_id,
             None if parent is None else parent.event_id,
             kind,
@@ -188,6 +187,8 @@ class Recorder:
             status,
             phase,
             stamp,
+        )
+        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None] = (
             link,
             justification_source,
             missing,
@@ -195,44 +196,24 @@ class Recorder:
             span_id,
         )
         if lazy:
-            return event, span, self._write_lazy(partial(self._record_text, *args))
-        return event, span, self._write(*self._record_text(*args))
+            return (
+                event,
+                span,
+                self._write_lazy(partial(self._record_text, content, floats, head, tail)),
+            )
+        return event, span, self._write(*self._record_text(content, floats, head, tail))
 
     def _record_text(
         self,
         content: dict[str, Any],
         floats: bool,
-        event_id: str,
-        parent_id: str | None,
-        kind: str,
-        name: str,
-        status: str,
-        phase: str,
-        stamp: str,
-        link: dict[str, Any] | None,
-        justification_source: str,
-        missing: bool,
-        trace_id: str | None,
-        span_id: str | None,
+        head: tuple[str, str | None, str, str, str, str, str],
+        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None],
     ) -> tuple[RecordHeader, str]:
-        """A first record's header and content JSON (see ``_first_record``)."""
+        """A first record's header and content JSON (see ``_first_record``): ``head`` and
+        ``tail`` are ``HeaderFormat.header``'s arguments before and after the content hash."""
         content_json, digest = self._content_json(content, floats, True)
-        header = self._headers.header(
-            event_id,
-            parent_id,
-            kind,
-            name,
-            status,
-            phase,
-            stamp,
-            digest,
-            link,
-            justification_source,
-            missing,
-            trace_id,
-            span_id,
-        )
-        return header, content_json
+        return self._headers.header(*head, digest, *tail), content_json
 
     def begin_event(
         self,
@@ -414,39 +395,26 @@ class Recorder:
             content["meta"] = meta
         content_json, digest = self._content_json(content, floats, True)
         trace_id, span_id = span_ids(handle.span)
+        # The event's one record (a point at the start's time, ``ended_at``), or its end.
+        phase, at, source, missing, until = "end", ended_at, None, False, None
         if first is not None:
-            _, _, started_at, source, missing = first
-            header = self._headers.header(
-                handle.event_id,
-                handle.parent_id,
-                handle.kind,
-                handle.name,
-                status,
-                "point",
-                started_at,
-                digest,
-                link,
-                source,
-                missing,
-                trace_id,
-                span_id,
-                ended_at=ended_at,
-            )
-            return header, content_json
+            phase, until = "point", ended_at
+            _, _, at, source, missing = first
         header = self._headers.header(
             handle.event_id,
             handle.parent_id,
             handle.kind,
             handle.name,
             status,
-            "end",
-            ended_at,
+            phase,
+            at,
             digest,
             link,
-            None,
-            False,
+            source,
+            missing,
             trace_id,
             span_id,
+            ended_at=until,
         )
         return header, content_json
 
