@@ -6,7 +6,9 @@ Rules:
   missing ones in one ``BEGIN IMMEDIATE`` transaction and records each version in
   ``toolledger_schema`` (and ``PRAGMA user_version``) in that same transaction.
 - Columns mirror the PostgreSQL tables (``_pg_schema``) exactly, so a ledger copies between
-  backends byte for byte.
+  backends byte for byte; the one difference is how a value may be stored, never what is
+  read: since version 9 an ``events.prev_hash`` that links to the record before it may be
+  an empty BLOB (``_sqlite_ops.PREV_MARKER``), read back as that record's hash.
 """
 
 from __future__ import annotations
