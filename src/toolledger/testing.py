@@ -36,7 +36,6 @@ from .guard._outcomes import outcome as _outcome
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
-from .journal import _writer as _journal_writer
 from .journal._content import new_id as _journal_new_id
 from .journal._content import now as _journal_now
 from .journal._events import FORMAT_VERSION as FORMAT_VERSION
@@ -165,8 +164,6 @@ journal_new_id = _journal_new_id
 walk_types = _walk_types
 #: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
 sqlite_search = _sqlite_search
-#: The journal's chain writer module (tests move its ``FLUSH_INTERVAL``).
-journal_writer = _journal_writer
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).
 TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
 #: The guard's ``Tool.is_async`` answers, kept per tool object, and their bound.

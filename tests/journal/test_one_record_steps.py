@@ -122,19 +122,17 @@ def test_threads_recording_steps_in_one_run_keep_a_dense_verified_chain(store):
     assert all(e["status"] == "completed" and e["outputs"] == e["inputs"] for e in steps)
 
 
-def test_the_background_flush_leaves_a_young_start_and_writes_an_old_one(
-    store, monkeypatch: pytest.MonkeyPatch
-):
-    from toolledger.testing import journal_writer as _writer
-
+def test_the_background_flush_leaves_a_young_start_and_writes_an_old_one(store):
+    # The start's age is set on the writer, not through FLUSH_INTERVAL: the background
+    # flusher sleeps on that global, and a large value would put it to sleep for good.
     with toolledger.run("g", db=store) as run:
         run.note("older")
         with run.step("s", q=1) as st:
             writer = run._writer
-            monkeypatch.setattr(_writer, "FLUSH_INTERVAL", 3600.0)  # the start is young
+            writer._lazy_at = time.monotonic() + 3600  # the start is young
             assert writer.flush(leave_young=True) is False  # the note went, the start stayed
             assert _records(store, run.run_id) == [(0, "note", "note", "completed")]
-            monkeypatch.setattr(_writer, "FLUSH_INTERVAL", 0.0)  # now it is old
+            writer._lazy_at = time.monotonic() - 3600  # now it is old
             assert writer.flush(leave_young=True) is True
             assert _records(store, run.run_id)[1:] == [(1, "step", "s", "running")]
             st.record_output(x=1)
