@@ -138,7 +138,7 @@ class EventHandle:
         self._checkpoint = checkpoint
         self._floats = floats
         self._ended = False
-        # The start record while it may still be buffered: (row, content, at, source,
+        # The start record while it may still be buffered: (its writer token, content, at, source,
         # missing); the end may then store the whole event as one record instead.
         self._first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None
 

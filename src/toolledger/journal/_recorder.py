@@ -85,6 +85,11 @@ class PreparedEnd:
     floats: bool
 
 
+def _missing(justification: str | None, source: str) -> bool:
+    """``justification_missing``: the model made the call and gave no justification."""
+    return justification is None and source == "model"
+
+
 class Recorder:
     """Base of ``Run``: the internal event API and the failure guards."""
 
@@ -147,7 +152,7 @@ class Recorder:
         the writer needs it (``ChainWriter.append_lazy``); its content must not change
         (``to_json``'s private copy).
         """
-        missing = justification is None and justification_source == "model"
+        missing = _missing(justification, justification_source)
         event: dict[str, Any] | None = None
         span = default
         trace_id = span_id = None
@@ -321,7 +326,7 @@ class Recorder:
             handle.span,
             lazy=True,
         )
-        missing = justification is None and justification_source == "model"
+        missing = _missing(justification, justification_source)
         handle._first = (row, content, stamp, justification_source, missing)
         if meta_value:
             handle._meta.update(meta_value)

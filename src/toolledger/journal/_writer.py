@@ -262,10 +262,10 @@ class ChainWriter:
         self.next_seq += 1
 
     def is_last(self, token: object) -> bool:
-        """Whether ``token``'s record (``append``'s row or ``append_lazy``'s token) is the
-        last one buffered; unlocked: ``replace_last`` decides."""
+        """Whether ``append_lazy``'s ``token`` is the last record buffered (built or not);
+        unlocked: ``replace_last`` decides."""
         pending = self._pending
-        return bool(pending) and (pending[-1] is token or pending[-1].row is token)
+        return bool(pending) and pending[-1] is token
 
     def replace_last(self, token: object, header: RecordHeader, content_json: str) -> bool:
         """Chain a record in place of ``token``'s if that is still the last one buffered.
@@ -285,7 +285,7 @@ class ChainWriter:
                 self._lazy = None
                 row = _row(header, content_json, self.next_seq, self.head, self.key)
                 self.next_seq += 1
-            elif last is token or last.row is token:
+            elif last is token:  # built since (a flush put it back), still the last
                 old = last.row
                 row = _row(header, content_json, old.seq, old.prev_hash, self.key)
             else:
