@@ -185,6 +185,21 @@ def _signal_url(traces_url: str, protocol: str, signal: str) -> str:
     return base + _SIGNAL_PATHS[signal]
 
 
+def _require_grpc() -> None:
+    """Fail with the install command when the gRPC exporter (the ``otlp-grpc`` extra) is missing."""
+    try:
+        import opentelemetry.exporter.otlp.proto.grpc  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise InvalidArgumentError(
+            message=(
+                "OTLP over gRPC needs the [otlp-grpc] extra (the [otlp] extra speaks "
+                "HTTP/protobuf only): pip install 'toolledger[otlp-grpc]', or use "
+                "protocol 'http/protobuf'"
+            ),
+            details={"extra": "otlp-grpc", "install": "pip install 'toolledger[otlp-grpc]'"},
+        ) from exc
+
+
 def make_exporter(
     endpoint: str, protocol: str, headers: Mapping[str, str] | None = None, signal: str = "traces"
 ) -> Any:
@@ -198,6 +213,7 @@ def make_exporter(
     if headers:
         kw["headers"] = dict(headers)
     if protocol == "grpc":
+        _require_grpc()
         if signal == "metrics":
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
