@@ -1,0 +1,415 @@
+"""The same action under a new call id (issue 29), on every store.
+
+An *action* is tool name + revision + input fingerprint in a namespace. Rule 1: while a
+call of the action is ``executing`` or ``uncertain``, a new call id for it is not executed
+(``OUTCOME_UNKNOWN``, ``details["same_action_as"]``); once settled, the stored result is
+served, or it executes if the call was resolved as not executed. Rule 2: within one
+conversation (the run's ``conversation_id``, else its run id), a new call id for the same
+action as a completed call whose result no model turn has seen is served the stored
+result; after delivery (``run.deliver``, ``run.mark_seen``) or in another conversation it
+executes again. Effect keys keep their own rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolledger
+from toolledger.errors import OutcomeUnknownError
+
+from ._stores import STORE_KINDS, open_kind
+
+NEEDS_RULES = pytest.mark.xfail(strict=True, reason="needs same-action rules (issue 29)")
+NEEDS_RESOLVE = pytest.mark.xfail(strict=True, reason="needs toolledger.resolve (issue 29)")
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    yield from open_kind(request.param, tmp_path)
+
+
+class Payments:
+    """A payment tool whose effects are counted; it writes its journal before the effect."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[str, Any]] = []
+
+    def tool(
+        self, *, name: str = "pay", revision: str = "1", lose: bool = False, **kw: Any
+    ) -> toolledger.Tool:
+        def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+            ctx.operation.write({"ref": f"p-{ctx.call_id}"})  # just before the effect
+            self.done.append((ctx.call_id, input))
+            if lose:  # the effect happened; the answer was lost
+                raise TimeoutError("the payment provider did not answer")
+            return {"paid": input, "ref": f"p-{ctx.call_id}"}
+
+        return toolledger.tool(name, revision=revision, execute=execute, **kw)
+
+
+@pytest.fixture
+def payments() -> Payments:
+    return Payments()
+
+
+def _independent(tool: toolledger.Tool) -> toolledger.Tool:
+    """The per-tool opt-out: identical calls of this tool are independent actions."""
+    return dataclasses.replace(tool, independent=True)  # type: ignore[call-arg]
+
+
+def _lose(run: toolledger.Run, payments: Payments, call_id: str, input: Any) -> None:
+    """Leave ``call_id`` uncertain: its effect happened, its outcome is unknown."""
+    with pytest.raises(OutcomeUnknownError):
+        run.call(payments.tool(lose=True), call_id=call_id, input=input)
+    rec = run.store.get(run.namespace, call_id)
+    assert rec is not None
+    assert rec.status.value == "uncertain"
+
+
+def _resolve(store: Any, call_id: str, outcome: str, **kw: Any) -> None:
+    toolledger.resolve(  # type: ignore[attr-defined]
+        store, call_id, outcome=outcome, by="ops@example.com", reason="checked the provider", **kw
+    )
+
+
+# -- rule 1: an unknown outcome blocks the same action --------------------------------------
+
+
+class TestUnknownOutcomeBlocksTheSameAction:
+    @NEEDS_RULES
+    def test_uncertain_call_blocks_a_new_id_for_the_same_action(self, store, payments) -> None:
+        """A re-asked action whose first call is uncertain is not executed: it names that call."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana", "cents": 500})
+            with pytest.raises(OutcomeUnknownError) as info:
+                run.call(payments.tool(), call_id="B", input={"to": "ana", "cents": 500})
+        assert info.value.code == "OUTCOME_UNKNOWN"
+        assert info.value.details["same_action_as"] == "A"
+        assert [c for c, _ in payments.done] == ["A"]
+
+    @NEEDS_RULES
+    def test_executing_call_blocks_a_new_id_while_it_runs(self, store, payments) -> None:
+        """A call asked again while its first attempt is still inside the tool never runs."""
+        seen: list[Any] = []
+
+        with toolledger.run("r", db=store) as run:
+
+            def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+                ctx.operation.write({"ref": "p-A"})
+                payments.done.append((ctx.call_id, input))
+                with toolledger.run("other worker", db=store) as other:
+                    try:
+                        other.call(payments.tool(), call_id="B", input=input)
+                    except OutcomeUnknownError as exc:
+                        seen.append(exc.details.get("same_action_as"))
+                return {"paid": input}
+
+            slow = toolledger.tool("pay", revision="1", execute=execute)
+            first = run.call(slow, call_id="A", input={"to": "ana", "cents": 500})
+        assert seen == ["A"]
+        assert first.replayed is False
+        assert [c for c, _ in payments.done] == ["A"]
+
+    @NEEDS_RULES
+    def test_block_holds_across_conversations_in_the_namespace(self, store, payments) -> None:
+        """An unknown outcome blocks the action namespace-wide, whatever the conversation."""
+        with toolledger.run("r", db=store, conversation_id="conv-1") as run:
+            _lose(run, payments, "A", {"to": "ana"})
+        with (
+            toolledger.run("r", db=store, conversation_id="conv-2") as run,
+            pytest.raises(OutcomeUnknownError) as info,
+        ):
+            run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert info.value.details["same_action_as"] == "A"
+        assert len(payments.done) == 1
+
+    @NEEDS_RULES
+    def test_blocked_item_of_a_turn_fails_alone(self, store, payments) -> None:
+        """In a parallel turn only the item repeating an uncertain action is blocked."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            tool = payments.tool()
+            outs = run.call_many(
+                [
+                    {"tool": tool, "call_id": "B", "input": {"to": "ana"}},
+                    {"tool": tool, "call_id": "C", "input": {"to": "bob"}},
+                ],
+                return_exceptions=True,
+            )
+        assert isinstance(outs[0], OutcomeUnknownError)
+        assert outs[0].details["same_action_as"] == "A"
+        assert outs[1].replayed is False
+        assert [c for c, _ in payments.done] == ["A", "C"]
+
+    @NEEDS_RULES
+    def test_acall_is_blocked_too(self, store, payments) -> None:
+        """The async path applies the same rule."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            with pytest.raises(OutcomeUnknownError) as info:
+                asyncio.run(run.acall(payments.tool(), call_id="B", input={"to": "ana"}))
+        assert info.value.details["same_action_as"] == "A"
+        assert len(payments.done) == 1
+
+    @pytest.mark.parametrize(
+        "other",
+        [
+            pytest.param({"input": {"to": "bob"}}, id="input"),
+            pytest.param({"revision": "2"}, id="revision"),
+            pytest.param({"name": "refund"}, id="tool"),
+        ],
+    )
+    def test_another_action_is_never_blocked(self, store, payments, other) -> None:
+        """Another input, revision or tool is another action: it executes."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            input = other.get("input", {"to": "ana"})
+            tool = payments.tool(**{k: v for k, v in other.items() if k != "input"})
+            out = run.call(tool, call_id="B", input=input)
+        assert out.replayed is False
+        assert out.deduplicated_from is None
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    def test_another_namespace_is_never_blocked(self, store, payments) -> None:
+        """Another namespace is another ledger: the same action executes there."""
+        with toolledger.run("r", db=store, namespace="tenant-a") as run:
+            _lose(run, payments, "A", {"to": "ana"})
+        with toolledger.run("r", db=store, namespace="tenant-b") as run:
+            out = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert out.replayed is False
+        assert len(payments.done) == 2
+
+    @NEEDS_RULES
+    def test_opted_out_tool_is_never_blocked(self, store, payments) -> None:
+        """A tool whose identical calls are independent opts out: the new id executes."""
+        with toolledger.run("r", db=store) as run:
+            with pytest.raises(OutcomeUnknownError):
+                run.call(_independent(payments.tool(lose=True)), call_id="A", input={"n": 1})
+            out = run.call(_independent(payments.tool()), call_id="B", input={"n": 1})
+        assert out.replayed is False
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+
+class TestSettledActionIsServedOrRuns:
+    @NEEDS_RULES
+    def test_live_owner_completes_then_the_same_action_is_served(self, store, payments) -> None:
+        """Blocked while the owner ran; once it completed, the new id gets its result."""
+        with toolledger.run("r", db=store) as run:
+
+            def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+                ctx.operation.write({"ref": "p-A"})
+                payments.done.append((ctx.call_id, input))
+                with pytest.raises(OutcomeUnknownError):
+                    run.call(payments.tool(), call_id="B", input=input)
+                return {"paid": input}
+
+            slow = toolledger.tool("pay", revision="1", execute=execute)
+            first = run.call(slow, call_id="A", input={"to": "ana"})
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.replayed is True
+        assert again.deduplicated_from == "A"
+        assert again.payload == first.payload
+        assert len(payments.done) == 1
+
+    @NEEDS_RESOLVE
+    def test_resolved_completed_is_served_to_the_same_action(self, store, payments) -> None:
+        """A person settles the call as completed: the blocked action now gets that result."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            with pytest.raises(OutcomeUnknownError):
+                run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            _resolve(store, "A", "completed", result={"ref": "p-A", "confirmed": True})
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.replayed is True
+        assert again.deduplicated_from == "A"
+        assert again.payload == {"ref": "p-A", "confirmed": True}
+        assert len(payments.done) == 1
+
+    @NEEDS_RESOLVE
+    def test_resolved_not_executed_lets_the_same_action_run(self, store, payments) -> None:
+        """A person settles the call as never executed: the same action now executes."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            _resolve(store, "A", "not_executed")
+            out = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert out.replayed is False
+        assert out.deduplicated_from is None
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+
+# -- rule 2: a result the model never saw is served to a re-plan -----------------------------
+
+
+class TestUnseenResultIsServed:
+    @NEEDS_RULES
+    def test_unseen_result_is_served_to_a_new_id_in_the_run(self, store, payments) -> None:
+        """Completed, never delivered: the re-planned call gets the stored result."""
+        with toolledger.run("r", db=store) as run:
+            first = run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.replayed is True
+        assert again.deduplicated_from == "A"
+        assert again.payload == first.payload
+        assert again.call_id == "B"
+        assert len(payments.done) == 1
+
+    @NEEDS_RULES
+    def test_served_id_delivers_the_stored_result(self, store, payments) -> None:
+        """The new id's result is delivered like any result, by its own id."""
+        with toolledger.run("r", db=store) as run:
+            first = run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            posted: list[Any] = []
+            run.deliver("B", post=posted.append)
+        assert posted == [first.payload]
+
+    @NEEDS_RULES
+    def test_unseen_result_is_served_across_runs_of_one_conversation(self, store, payments) -> None:
+        """A new run of the same conversation (the app lost its transcript) is served."""
+        with toolledger.run("r", db=store, conversation_id="conv-1") as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, conversation_id="conv-1") as run:
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.deduplicated_from == "A"
+        assert len(payments.done) == 1
+
+    @NEEDS_RULES
+    def test_resumed_run_id_is_the_conversation_without_one(self, store, payments) -> None:
+        """Without a conversation id, the run id is the conversation: a resumed run is served."""
+        with toolledger.run("r", db=store, run_id="run-1") as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, run_id="run-1") as run:
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.deduplicated_from == "A"
+        assert len(payments.done) == 1
+
+    @NEEDS_RULES
+    def test_result_cut_short_while_posting_is_unseen(self, store, payments) -> None:
+        """A delivery interrupted in ``post`` (left ``delivering``) was not seen: it is served."""
+
+        def interrupted(_payload: Any) -> None:
+            raise KeyboardInterrupt
+
+        with toolledger.run("r", db=store) as run:
+            first = run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            with pytest.raises(KeyboardInterrupt):
+                run.deliver("A", post=interrupted)
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.deduplicated_from == "A"
+        assert again.payload == first.payload
+        assert len(payments.done) == 1
+
+    @NEEDS_RULES
+    def test_unseen_error_result_is_served(self, store, payments) -> None:
+        """A stored error result is the call's result: the model never saw it, so it is served."""
+        failing = payments.tool(on_error="result")
+
+        def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+            payments.done.append((ctx.call_id, input))
+            raise ValueError("card declined")
+
+        failing = dataclasses.replace(failing, execute=execute)
+        with toolledger.run("r", db=store) as run:
+            first = run.call(failing, call_id="A", input={"to": "ana"})
+            again = run.call(failing, call_id="B", input={"to": "ana"})
+        assert first.is_error is True
+        assert again.is_error is True
+        assert again.deduplicated_from == "A"
+        assert len(payments.done) == 1
+
+
+class TestSeenResultRunsAgain:
+    def test_delivered_result_lets_the_same_action_run_again(self, store, payments) -> None:
+        """Once the model saw the result, a repeated identical action is legitimate."""
+        with toolledger.run("r", db=store) as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            run.deliver("A", post=lambda _p: None)
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.replayed is False
+        assert again.deduplicated_from is None
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    @NEEDS_RULES
+    def test_mark_seen_lets_the_same_action_run_again_without_posting(
+        self, store, payments
+    ) -> None:
+        """``run.mark_seen`` records that a model turn saw the result; nothing is posted."""
+        with toolledger.run("r", db=store) as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            run.mark_seen(["A"])  # type: ignore[attr-defined]
+            rec = store.get("default", "A")
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert rec.status.value == "delivered"
+        assert again.replayed is False
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    def test_another_conversation_runs_the_same_action(self, store, payments) -> None:
+        """Another conversation's identical action is its own: it executes."""
+        with toolledger.run("r", db=store, conversation_id="conv-1") as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, conversation_id="conv-2") as run:
+            out = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert out.replayed is False
+        assert len(payments.done) == 2
+
+    def test_another_run_without_conversation_runs_the_same_action(self, store, payments) -> None:
+        """Without conversation ids, two runs are two conversations."""
+        with toolledger.run("r", db=store, run_id="run-1") as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, run_id="run-2") as run:
+            out = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert out.replayed is False
+        assert len(payments.done) == 2
+
+    @NEEDS_RULES
+    def test_opted_out_tool_runs_an_unseen_action_again(self, store, payments) -> None:
+        """The opt-out covers rule 2 too: identical calls of the tool are independent."""
+        tool = _independent(payments.tool())
+        with toolledger.run("r", db=store) as run:
+            run.call(tool, call_id="A", input={"n": 1})
+            out = run.call(tool, call_id="B", input={"n": 1})
+        assert out.replayed is False
+        assert len(payments.done) == 2
+
+
+# -- effect keys keep their own rules ---------------------------------------------------------
+
+
+class TestEffectKeysUnchanged:
+    def test_key_dedups_even_after_the_result_was_delivered(self, store, payments) -> None:
+        """A keyed action is served its first result after delivery too (unlike rule 2)."""
+        tool = payments.tool(effect_key=lambda i: f"invoice:{i['invoice']}")
+        with toolledger.run("r", db=store) as run:
+            first = run.call(tool, call_id="A", input={"invoice": 7, "note": "thanks"})
+            run.deliver("A", post=lambda _p: None)
+            again = run.call(tool, call_id="B", input={"invoice": 7, "note": "thank you"})
+        assert again.deduplicated_from == "A"
+        assert again.payload == first.payload
+        assert len(payments.done) == 1
+
+    def test_uncertain_key_holder_is_named_as_before(self, store, payments) -> None:
+        """A keyed action whose holder is uncertain reports the holder as it always did."""
+        with toolledger.run("r", db=store) as run:
+            lost = payments.tool(lose=True, effect_key="input")
+            with pytest.raises(OutcomeUnknownError):
+                run.call(lost, call_id="A", input={"to": "ana"})
+            with pytest.raises(OutcomeUnknownError) as info:
+                run.call(payments.tool(effect_key="input"), call_id="B", input={"to": "ana"})
+        assert info.value.details["effect_key_holder"] == "A"
+        assert len(payments.done) == 1
+
+    def test_key_in_another_conversation_executes(self, store, payments) -> None:
+        """Keys stay scoped by conversation."""
+        tool = payments.tool(effect_key="input")
+        with toolledger.run("r", db=store, conversation_id="conv-1") as run:
+            run.call(tool, call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, conversation_id="conv-2") as run:
+            out = run.call(tool, call_id="B", input={"to": "ana"})
+        assert out.deduplicated_from is None
+        assert len(payments.done) == 2
