@@ -80,6 +80,24 @@ class TestCommands:
         assert bad.exit_code == 1
         assert "FAILED store run-a: record 0: its content was altered" in bad.stderr
 
+    def test_verify_expect_head_ignores_case_and_whitespace(self, db):
+        head = invoke(db, "verify", "run-a", "--head").output.strip()
+        for written in (head.upper(), f"  {head}\n", f" {head.upper()}\t"):
+            result = invoke(db, "verify", "run-a", "--expect-head", written)
+            assert result.exit_code == 0, result.stderr
+            assert result.output.startswith("OK store run-a")
+        other = invoke(db, "verify", "run-a", "--expect-head", "0" * 64)
+        assert other.exit_code == 1
+        assert "the tail was changed" in other.stderr
+
+    @pytest.mark.parametrize("given", ["", "nope", "a" * 63, "z" * 64])
+    def test_verify_malformed_expect_head_exits_2(self, db, given):
+        result = invoke(db, "verify", "run-a", "--expect-head", given)
+        assert result.exit_code == 2
+        assert "64 hex digits" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
     def test_replay_prints_events_and_diff_names_divergence(self, db):
         result = invoke(db, "replay", "run-a")
         assert result.exit_code == 0

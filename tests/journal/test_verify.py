@@ -179,6 +179,60 @@ class TestVerify:
         assert not report.ok
         assert "cut off" in report.reason
 
+    @pytest.mark.parametrize(
+        "written", [str.upper, lambda h: f"  {h}\n", lambda h: f"\t{h.upper()} "]
+    )
+    def test_expected_head_matches_whatever_its_case_and_surrounding_whitespace(self, db, written):
+        run_id = _make_run(db)
+        head = toolledger.verify(db, run_id).head_hash
+        assert toolledger.verify(db, run_id, expected_head=written(head)).ok
+
+    @pytest.mark.parametrize(
+        "given", ["", "abc", "g" * 64, "a" * 63, "a" * 65, "a" * 32 + " " * 2 + "a" * 32, 7]
+    )
+    def test_a_malformed_expected_head_is_invalid_argument(self, db, given):
+        run_id = _make_run(db)
+        with pytest.raises(toolledger.InvalidArgumentError) as err:
+            toolledger.verify(db, run_id, expected_head=given)
+        assert err.value.code == "INVALID_ARGUMENT"
+        assert "64 hex digits" in err.value.message
+
+    @pytest.mark.parametrize("key", ["note", "HEADER", "", "contents"])
+    def test_a_top_level_key_beside_header_and_content_is_named(self, db, key):
+        run_id = _make_run(db)
+        doc = _data(db, run_id, 3)
+        doc[key] = {"outputs": {"ok": False}}
+        _sql(db, "UPDATE events SET data = ? WHERE run_id = ? AND seq = 3", json.dumps(doc), run_id)
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 3
+        assert repr(key) in report.reason
+        assert "outside its header and content" in report.reason
+
+    def test_an_erasure_marker_beside_live_content_is_named(self, db):
+        run_id = _make_run(db)
+        doc = _data(db, run_id, 3)
+        doc["erased"] = {"at": "2020-01-01T00:00:00+00:00", "reason": "gc"}
+        _sql(db, "UPDATE events SET data = ? WHERE run_id = ? AND seq = 3", json.dumps(doc), run_id)
+        report = toolledger.verify(db, run_id)
+        assert not report.ok
+        assert report.first_bad_seq == 3
+        assert "both content and an erasure marker" in report.reason
+
+    def test_an_export_with_an_added_top_level_key_fails(self, db, tmp_path):
+        run_id = _make_run(db)
+        out = tmp_path / "e.json"
+        toolledger.export_json(db, run_id, out)
+        doc = json.loads(out.read_text())
+        rec = doc["records"][2]
+        data = json.loads(rec["data"]) if isinstance(rec["data"], str) else rec["data"]
+        data["shown"] = "approved by the CFO"
+        rec["data"] = json.dumps(data) if isinstance(rec["data"], str) else data
+        out.write_text(json.dumps(doc))
+        report = toolledger.verify_export(out)
+        assert not report.ok
+        assert "'shown'" in report.reason
+
     def test_altered_goal_is_detected(self, db):
         run_id = _make_run(db)
         conn = sqlite3.connect(db)

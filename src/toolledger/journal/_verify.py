@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -50,6 +51,13 @@ from ._read import get_run_row, iter_rows, run_document
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
 
 _COLUMNS = ("run_id", "seq", "event_id", "parent_id", "kind", "name", "status", "at")
+
+#: The top-level keys a stored record may hold (``_events``): anything else is outside the
+#: hash, so a reader or an export could show what the chain never vouched for.
+_RECORD_KEYS = frozenset({"header", "content", "erased"})
+
+#: A head digest as ``--head`` prints it: SHA-256 or HMAC-SHA256, 64 lower-case hex digits.
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -389,9 +397,15 @@ def _check_row(
         doc, floats = parser.parse(row.data)
     except _UNREADABLE as exc:
         raise bad(f"its data is not a JSON object ({_why(exc)})") from exc
+    unknown = sorted(set(doc) - _RECORD_KEYS)
+    if unknown:
+        names = ", ".join(repr(name[:60]) for name in unknown[:5])
+        raise bad(f"it holds {names} outside its header and content (the record was edited)")
     header = doc.get("header")
     if not isinstance(header, dict):
         raise bad("it has no header")
+    if "content" in doc and "erased" in doc:
+        raise bad("it has both content and an erasure marker (the record was edited)")
     for column in _COLUMNS:
         # The columns complete the stored header; a copy kept in data must agree.
         value = getattr(row, column)
@@ -449,7 +463,9 @@ def verify(
         db: A ``Store``, path or URL.
         run_id: The run.
         expected_head, expected_count: From an export (or a receipt): detects a cut-off or
-            rewritten tail, which the store alone cannot prove.
+            rewritten tail, which the store alone cannot prove. The head is compared
+            without surrounding whitespace and case (as ``--head`` printed it, or copied
+            upper-cased).
         key: The run's journal key, for a keyed run (default ``$TOOLLEDGER_JOURNAL_KEY``).
         export: A JSON export of the run: the store is checked against it record by
             record (a full re-chain of the store is then named at its first changed
@@ -460,7 +476,15 @@ def verify(
 
     Raises:
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``expected_head`` is not a digest
+            (64 hex digits) or ``expected_count`` is not a count.
     """
+    if expected_head is not None:
+        expected_head = expected_digest(expected_head)
+    if expected_count is not None and (type(expected_count) is not int or expected_count < 0):
+        raise InvalidArgumentError(
+            message=f"expected_count must be a count (an int >= 0), not {expected_count!r}"
+        )
     with using_store(db, readonly=True) as store:
         row = get_run_row(store, run_id)
         against = None
@@ -481,6 +505,22 @@ def verify(
             key=key,
             against=against,
         )
+
+
+def expected_digest(value: object) -> str:
+    """Return a head digest given by a person, normalised (stripped, lower-case).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when it is not 64 hex digits.
+    """
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text is None or not _DIGEST.fullmatch(text):
+        shown = repr(value)[:80]
+        raise InvalidArgumentError(
+            message=f"the expected head must be a digest of 64 hex digits (as --head prints "
+            f"it), not {shown}"
+        )
+    return text
 
 
 def load_export(path: str | os.PathLike[str]) -> dict[str, Any]:
