@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -260,6 +261,28 @@ def test_corrupt_file_in_a_real_process_prints_one_line(tmp_path, good_ledger) -
         assert "Traceback" not in proc.stderr
         if proc.returncode:
             assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo (POSIX)")
+def test_db_naming_a_fifo_exits_2_at_once_in_a_real_process(tmp_path) -> None:
+    """A FIFO as --db blocked open() forever (deaf to Ctrl-C): now one line, exit 2."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "ledger.db"
+    os.mkfifo(fifo)
+    for command in (["runs"], ["verify", "r1"], ["search", "word"], ["migrate"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "toolledger", "--db", str(fifo), *command],
+            capture_output=True,
+            text=True,
+            timeout=60,  # only a regression gets near it
+        )
+        assert proc.returncode == 2, (command, proc.stderr)
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("Error: cannot open ")
+        assert "is a FIFO (named pipe), not a database file" in line
+    assert [p.name for p in tmp_path.iterdir()] == ["ledger.db"]  # nothing beside it
 
 
 def test_db_parent_without_permission_is_one_line_exit_2(tmp_path, monkeypatch) -> None:

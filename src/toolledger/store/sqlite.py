@@ -38,6 +38,7 @@ import json
 import os
 import random
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,8 +122,10 @@ class SQLiteStore(ApplyShortcuts):
             memory file there and no un-checkpointed WAL content would be skipped.
 
     Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad argument; with ``readonly``,
-            a file that is not a toolledger database.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad argument; a ``path`` (or its
+            ``-wal``/``-shm``/``-journal``) that exists and is not a regular file (a
+            directory, FIFO, socket or device: refused before SQLite opens it, which would
+            block on a FIFO); with ``readonly``, a file that is not a toolledger database.
         NotFoundError: ``NOT_FOUND``: with ``readonly``, no file at ``path``.
         UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA``: with ``readonly``, a database
             written by an older toolledger (``toolledger migrate`` upgrades it).
@@ -170,6 +173,8 @@ class SQLiteStore(ApplyShortcuts):
         self._closed = False
         self._checkpointer: Checkpointer | None = None
         self._gate = threading.Lock()  # held by this process's writers, BEGIN to COMMIT
+        if str(self.path) != ":memory:":
+            _refuse_special_files(self.path)
         if readonly:
             self._check_readable()
             self._indexed = self._probe_index()
@@ -306,11 +311,6 @@ class SQLiteStore(ApplyShortcuts):
             raise NotFoundError(
                 message=f"no database at {self.path} (readers never create one)",
                 details={"path": str(self.path), "reason": "missing"},
-            )
-        if self.path.is_dir():
-            raise InvalidArgumentError(
-                message=f"{self.path} is a directory, not a database file",
-                details={"path": str(self.path), "reason": "directory"},
             )
         (user_version,) = self._read("PRAGMA user_version")[0]
         has_table = self._read(
@@ -1059,6 +1059,43 @@ def _not_utf8(path: Path, doing: str) -> StoreUnavailableError:
         message=f"{path} is damaged: a stored text is not UTF-8 (while {doing})",
         details={"doing": doing, "reason": "text not UTF-8"},
     )
+
+
+#: What SQLite opens beside the database file (the WAL, its index, a rollback journal).
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _refuse_special_files(path: Path) -> None:
+    """Refuse a database path (or companion file) that exists and is not a regular file.
+
+    SQLite ``open()``s what it is given: a FIFO blocks it until a writer shows up (forever,
+    deaf to Ctrl-C while in C), a device or socket is no database. So each is
+    ``INVALID_ARGUMENT`` before SQLite sees it; a directory too. Symlinks are followed (a
+    link to a regular file is a database). What cannot be ``stat``-ed is left to SQLite's
+    own open, which reports it.
+    """
+    for name in (str(path), *(f"{path}{suffix}" for suffix in _COMPANIONS)):
+        try:
+            mode = os.stat(name).st_mode
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(mode):
+            continue
+        what = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file"
+        )
+        raise InvalidArgumentError(
+            message=f"{name} is {what}, not a database file: toolledger opens only regular files",
+            details={"path": name, "reason": "not a regular file"},
+        )
 
 
 def _unencodable(exc: UnicodeEncodeError) -> InvalidArgumentError:
