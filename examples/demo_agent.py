@@ -115,10 +115,8 @@ def agent(db: Path, tracer_provider: Any) -> toolledger.Run:
 
 def print_spans(spans: Any) -> set[str]:
     """Print the run as a tracing backend lists it; return the span names printed."""
-    from _span_tree import render  # beside this file: python puts its folder on sys.path
-
     print(f"\nthe run as a tracing backend shows it ({len(spans)} spans, real, from the SDK):")
-    for line in render(spans):
+    for line in toolledger.telemetry.render_spans(spans):
         print(f"  {line}")
     return {str(s.name) for s in spans}
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# A leading underscore marks a module the examples import (``_span_tree.py``), not an example.
+# A leading underscore marks a helper module the examples would import, not an example.
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
 MAKE_DEMO = ("quickstart.py", "demo_agent.py")
 SCREEN_LINES = 50

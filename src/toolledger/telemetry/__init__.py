@@ -1,7 +1,8 @@
 """Telemetry: OpenTelemetry spans as a view of the store. Never decides anything.
 
 ``hooks_for()`` gives the journal/guard the hooks of one run; ``configure()`` sets
-process-wide defaults (and can install the SDK with OTLP); ``_reexport`` rebuilds a stored
+process-wide defaults (and can install the SDK with OTLP, or a console tree printer);
+``_reexport`` rebuilds a stored
 run's spans from what the journal's reader passes in (``toolledger.reexport``, in
 ``export/``, reads and sends them). Attribute names live in ``toolledger.telemetry.attributes``.
 """
@@ -14,7 +15,8 @@ from opentelemetry import _logs, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerProvider
 
 from .._version import __version__
-from ._configure import TelemetryHandle, configure
+from ._configure import TelemetryHandle, configure, console_requested
+from ._console import ConsoleTreeExporter, render_spans
 from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
@@ -26,6 +28,7 @@ from .attributes import SCHEMA_URL
 __all__ = [
     "CAPTURE_ENV",
     "CONTENT_MAX_CHARS",
+    "ConsoleTreeExporter",
     "METRICS",
     "NOOP_TELEMETRY",
     "NoopSpan",
@@ -42,6 +45,7 @@ __all__ = [
     "flush_spans",
     "hooks_for",
     "observe_reconcile_queue",
+    "render_spans",
 ]
 
 
@@ -75,6 +79,9 @@ def hooks_for(
         provider = tracer_provider if tracer_provider is not None else DEFAULTS.tracer_provider
         if provider is None:
             provider = trace.get_tracer_provider()
+            if isinstance(provider, trace.ProxyTracerProvider) and console_requested():
+                # OTEL_TRACES_EXPORTER=console with no SDK set up: print runs as trees.
+                provider = configure(console=True).tracer_provider
         instruments = instruments_for(DEFAULTS.meter_provider)
         noop = isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
         if noop and instruments is None:

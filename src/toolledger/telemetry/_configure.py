@@ -283,6 +283,7 @@ def configure(
     metrics: bool = True,
     logs: bool = True,
     openinference: bool | None = None,
+    console: bool | None = None,
 ) -> TelemetryHandle:
     """Set process-wide telemetry defaults and, if needed, install the OTel SDK with OTLP.
 
@@ -315,6 +316,8 @@ def configure(
         logs: ``False`` builds no logger provider (likewise for ``/v1/logs``).
         openinference: ``False`` leaves the OpenInference keys out (``None``:
             ``TOOLLEDGER_OPENINFERENCE``, default on).
+        console: Print each finished trace to stdout as a tree (the demo's), beside any
+            exporter (``None``: on when ``OTEL_TRACES_EXPORTER`` lists ``console``).
 
     Returns:
         A ``TelemetryHandle`` with ``force_flush()`` and ``shutdown()``.
@@ -329,8 +332,12 @@ def configure(
     DEFAULTS.openinference = openinference
     DEFAULTS.meter_provider = meter_provider
     DEFAULTS.logger_provider = logger_provider
+    if console is None:
+        console = console_requested()
     if tracer_provider is not None:
         DEFAULTS.tracer_provider = tracer_provider
+        if console:
+            _add_console(tracer_provider)
         return TelemetryHandle(tracer_provider=tracer_provider, endpoint=url, protocol=proto)
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         DEFAULTS.tracer_provider = trace.NoOpTracerProvider()
@@ -345,6 +352,8 @@ def configure(
     resource = make_resource(service_name, project)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     owned: list[Any] = []
+    if console:
+        _add_console(provider)
     if url is not None:
         provider.add_span_processor(BatchSpanProcessor(make_exporter(url, proto, headers)))
         if metrics and meter_provider is None:
@@ -365,6 +374,21 @@ def configure(
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
     return handle
+
+
+def console_requested() -> bool:
+    """Return whether ``OTEL_TRACES_EXPORTER`` (a comma-separated list) names ``console``."""
+    names = os.environ.get("OTEL_TRACES_EXPORTER", "")
+    return "console" in {name.strip().lower() for name in names.split(",")}
+
+
+def _add_console(provider: Any) -> None:
+    """Print the provider's finished traces as trees (a simple processor: printed at once)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from ._console import ConsoleTreeExporter
+
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleTreeExporter()))
 
 
 def _meter_provider(url: str, proto: str, headers: Any, resource: Any) -> Any:

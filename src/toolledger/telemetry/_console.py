@@ -1,7 +1,8 @@
-"""Print finished OpenTelemetry spans as a compact tree, the way a tracing backend lists a trace.
+"""Finished OpenTelemetry spans as a compact tree, the way a tracing backend lists a trace.
 
-Used by the examples (``demo_agent.py``) and their tests; not an example itself (the leading
-underscore keeps ``tests/test_examples.py`` from running it on its own).
+``render_spans(spans)`` returns the lines; ``ConsoleTreeExporter`` is an SDK span exporter
+that prints each finished trace that way (``toolledger.configure(console=True)``, or
+``OTEL_TRACES_EXPORTER=console``): a backend-free look at a run.
 
 Rules this module keeps:
 
@@ -17,15 +18,40 @@ Rules this module keeps:
   under it, with the same few attributes.
 - Children are ordered by start time, as backends list them; a span whose parent is not
   among the spans given is a root.
+- The exporter holds a trace's spans until its root span ends (children end first), then
+  prints the tree in one write; it holds at most ``MAX_HELD`` spans (the oldest trace is
+  printed early past that), and never raises into the SDK: printing is telemetry, and
+  telemetry never breaks a call.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
-__all__ = ["BACKEND_KIND", "SHOWN", "render", "span_columns"]
+from ._report import report
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter as _Exporter
+else:  # the SDK is an extra: without it the class is a plain object nobody can use
+    try:
+        from opentelemetry.sdk.trace.export import SpanExporter as _Exporter
+    except ImportError:
+        _Exporter = object
+
+__all__ = [
+    "BACKEND_KIND",
+    "MAX_HELD",
+    "SHOWN",
+    "ConsoleTreeExporter",
+    "render_spans",
+    "span_columns",
+]
+
+#: Spans the console exporter holds while waiting for their trace's root to end.
+MAX_HELD = 10_000
 
 # (label, key suffixes) in display order: the attributes a person reads first.
 SHOWN: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -112,8 +138,8 @@ def span_columns(span: Any) -> list[str]:
     return parts
 
 
-def _glyphs() -> tuple[str, str, str, str]:
-    enc = getattr(sys.stdout, "encoding", None) or "ascii"
+def _glyphs(out: TextIO | None = None) -> tuple[str, str, str, str]:
+    enc = getattr(out or sys.stdout, "encoding", None) or "ascii"
     try:
         "├└│─".encode(enc)
     except (LookupError, UnicodeEncodeError):
@@ -121,11 +147,13 @@ def _glyphs() -> tuple[str, str, str, str]:
     return "├─", "└─", "│ ", "  "
 
 
-def render(spans: Sequence[Any]) -> list[str]:
+def render_spans(spans: Sequence[Any], *, out: TextIO | None = None) -> list[str]:
     """Return the spans as tree lines (one per span, plus one per span event).
 
     Args:
         spans: SDK ``ReadableSpan`` objects, e.g. ``InMemorySpanExporter().get_finished_spans()``.
+        out: The stream the lines are for (its encoding picks Unicode or ASCII branches;
+            default ``sys.stdout``).
 
     Returns:
         Lines without newlines; empty for no spans.
@@ -137,7 +165,7 @@ def render(spans: Sequence[Any]) -> list[str]:
         kids.setdefault(parent if parent in ids else None, []).append(s)
     for group in kids.values():
         group.sort(key=lambda s: (s.start_time or 0, s.end_time or 0))
-    tee, last, bar, gap = _glyphs()
+    tee, last, bar, gap = _glyphs(out)
     rows: list[list[str]] = []
 
     def walk(span: Any, prefix: str, is_last: bool, top: bool) -> None:
@@ -164,3 +192,60 @@ def render(spans: Sequence[Any]) -> list[str]:
         cells = [cell.ljust(w) for cell, w in zip(row[:3], widths, strict=False)] + row[3:]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+class ConsoleTreeExporter(_Exporter):
+    """An SDK ``SpanExporter`` that prints each finished trace as a tree (see module doc).
+
+    Args:
+        out: Where to print (default ``sys.stdout`` at export time).
+    """
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._held: dict[int, list[Any]] = {}
+        self._count = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        """Hold the spans; print every trace whose root span is among them."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        ready: list[list[Any]] = []
+        with self._lock:
+            for span in spans:
+                trace_id = span.context.trace_id
+                self._held.setdefault(trace_id, []).append(span)
+                self._count += 1
+                if span.parent is None or span.parent.is_remote:
+                    ready.append(self._held.pop(trace_id))
+            while self._count - sum(len(g) for g in ready) > MAX_HELD and self._held:
+                oldest = next(iter(self._held))
+                ready.append(self._held.pop(oldest))
+            self._count -= sum(len(g) for g in ready)
+        for group in ready:
+            self._print(group)
+        return SpanExportResult.SUCCESS
+
+    def _print(self, spans: list[Any]) -> None:
+        out = self._out or sys.stdout
+        try:
+            text = "\n".join(render_spans(spans, out=out))
+            out.write(text + "\n")
+            out.flush()
+        except Exception as exc:  # a closed or broken stream must not break the app
+            report("console exporter", exc)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Print the traces still held (their roots have not ended yet)."""
+        with self._lock:
+            groups = list(self._held.values())
+            self._held.clear()
+            self._count = 0
+        for group in groups:
+            self._print(group)
+        return True
+
+    def shutdown(self) -> None:
+        """Print what is held; the exporter keeps working (it holds no resources)."""
+        self.force_flush()
