@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -413,3 +414,74 @@ class TestEffectKeysUnchanged:
             out = run.call(tool, call_id="B", input={"to": "ana"})
         assert out.deduplicated_from is None
         assert len(payments.done) == 2
+
+
+# -- what counts as seen: a model turn a journaled client completed --------------------------
+
+
+def _anthropic_turn(call_id: str, text: str) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": call_id, "name": "pay", "input": {"to": "ana"}}
+    result = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    return [
+        {"role": "user", "content": "Pay Ana."},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def _openai_turn(call_id: str, text: str) -> list[dict[str, Any]]:
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "pay", "arguments": '{"to":"ana"}'},
+    }
+    return [
+        {"role": "user", "content": "Pay Ana."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": text},
+    ]
+
+
+def _ask(provider: str, run: toolledger.Run, call_id: str, text: str, status: int) -> None:
+    """Send one model request carrying ``call_id``'s result through a journaled client."""
+    from ..integrations._llm_wire import anthropic_client, openai_client
+
+    if provider == "anthropic":
+        from toolledger.integrations.anthropic import journaled
+
+        client = journaled(anthropic_client(status=status), run)
+        client.messages.create(
+            model="claude-x", max_tokens=64, messages=_anthropic_turn(call_id, text)
+        )
+    else:
+        from toolledger.integrations.openai import journaled
+
+        client = journaled(openai_client(), run)
+        client.chat.completions.create(model="gpt-x", messages=_openai_turn(call_id, text))
+
+
+class TestSeenByAJournaledClient:
+    @pytest.mark.parametrize("provider", ["anthropic", "openai"])
+    def test_completed_model_turn_carrying_the_result_marks_it_seen(
+        self, store, payments, provider
+    ) -> None:
+        """A journaled request that carried the result and completed: the model saw it."""
+        with toolledger.run("r", db=store) as run:
+            first = run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            _ask(provider, run, "A", json.dumps(first.payload), status=200)
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.replayed is False
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    @NEEDS_RULES
+    def test_failed_model_turn_leaves_the_result_unseen(self, store, payments) -> None:
+        """A request that carried the result but failed was not seen: the result is served."""
+        import anthropic
+
+        with toolledger.run("r", db=store) as run:
+            first = run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            with pytest.raises(anthropic.InternalServerError):
+                _ask("anthropic", run, "A", json.dumps(first.payload), status=500)
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.deduplicated_from == "A"
+        assert len(payments.done) == 1

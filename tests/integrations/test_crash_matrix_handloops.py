@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -127,3 +128,22 @@ def test_hand_loop_sigkill_then_restart_pays_each_invoice_once(
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1]) == {"answer": "Done."}
     assert _effects(folder) == EXPECTED[scenario]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="needs the settled-outcome wording (issue 29)")
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_model_is_told_the_payment_may_have_happened_and_not_to_retry(
+    crashed: Callable[[str, str], Path], tmp_path: Path, provider: str
+) -> None:
+    """The restarted loop's unknown outcomes reach the model as a final, plain tool result."""
+    folder = tmp_path / "copy"
+    shutil.copytree(crashed(provider, "after-effect"), folder)
+    again = _child(provider, folder, "resume", "after-effect")
+    assert again.returncode == 0, again.stderr
+    texts = [text for request in _seen(folder) for _, text in request]
+    unknown = [t for t in texts if "payment_id" not in t]
+    assert unknown, texts  # the first payment's outcome is unknown after the kill
+    for text in unknown:
+        assert re.search(r"may (already )?have (happened|taken effect)", text, re.I), text
+        assert re.search(r"(do not|don't|not to) retry", text, re.I), text
