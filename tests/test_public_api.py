@@ -125,6 +125,8 @@ def test_checkpoint_package_exports_transitions_table() -> None:
         "claim_delivery",
         "release_delivery",
         "complete_delivery",
+        "resolve_not_executed",
+        "resolve_completed",
     }
 
 

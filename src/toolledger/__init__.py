@@ -10,6 +10,7 @@ from .checkpoint import (
     Binding,
     CheckpointRecord,
     Decision,
+    Resolution,
     Result,
     Status,
     Transition,
@@ -23,6 +24,8 @@ from .checkpoint import (
     mark_execution_uncertain,
     release_delivery,
     release_execution,
+    resolve_completed,
+    resolve_not_executed,
     validate_checkpoint,
 )
 from .copy import CopyReport, copy_ledger
@@ -118,6 +121,7 @@ __all__ = [
     "RecoverContext",
     "Recovered",
     "Replayer",
+    "Resolution",
     "Result",
     "Run",
     "RunView",
@@ -163,6 +167,8 @@ __all__ = [
     "reexport",
     "release_delivery",
     "release_execution",
+    "resolve_completed",
+    "resolve_not_executed",
     "run",
     "search",
     "tool",

@@ -85,6 +85,11 @@ STATUS_RECORDS = {s.value: RECORDS[s.value] for s in tl.Status}
 def owner_kwargs(name: str, when: datetime) -> dict[str, Any]:
     """Arguments with which the owning attempt/delivery calls transition ``name``."""
     kwargs: dict[str, Any] = {"at": when}
+    if name.startswith("resolve_"):
+        kwargs.update(by="ana", reason=REASON, force=True)
+        if name == "resolve_completed":
+            kwargs["result"] = RESULT
+        return kwargs
     if name in ("claim_delivery", "release_delivery", "complete_delivery"):
         kwargs["delivery_id"] = "d1"
     else:

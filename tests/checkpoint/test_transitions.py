@@ -78,6 +78,68 @@ LEGAL: dict[tuple[str, str], tuple[dict[str, Any], str]] = {
         {"status": "delivered", "delivered_at": LATER},
         "none",
     ),
+    ("executing", "resolve_not_executed"): (
+        {
+            "status": "ready",
+            "execution_fence": None,
+            "execution_claimed_at": None,
+            "resolution": {
+                "outcome": "not_executed",
+                "by": "ana",
+                "reason": REASON,
+                "at": LATER,
+                "forced": True,
+            },
+        },
+        "execute",
+    ),
+    ("uncertain", "resolve_not_executed"): (
+        {
+            "status": "ready",
+            "execution_fence": None,
+            "execution_claimed_at": None,
+            "uncertain_reason": None,
+            "resolution": {
+                "outcome": "not_executed",
+                "by": "ana",
+                "reason": REASON,
+                "at": LATER,
+                "forced": False,
+            },
+        },
+        "execute",
+    ),
+    ("executing", "resolve_completed"): (
+        {
+            "status": "completed",
+            "result": {"payload": RESULT, "is_error": False},
+            "completed_at": LATER,
+            "resolution": {
+                "outcome": "completed",
+                "by": "ana",
+                "reason": REASON,
+                "at": LATER,
+                "forced": True,
+            },
+        },
+        "deliver",
+    ),
+    ("uncertain", "resolve_completed"): (
+        {
+            "status": "completed",
+            "uncertain_reason": None,
+            "result": {"payload": RESULT, "is_error": False},
+            "completed_at": LATER,
+            "resolution": {
+                "outcome": "completed",
+                "by": "ana",
+                "reason": REASON,
+                "at": LATER,
+                "forced": False,
+            },
+        },
+        "deliver",
+    ),
 }
 
 FENCE_CONFLICT_PAIRS = {("executing", "claim_execution"), ("delivering", "claim_delivery")}
@@ -89,6 +151,8 @@ ILLEGAL_PAIRS = [p for p in ALL_PAIRS if p not in LEGAL]
 def _stored(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    if isinstance(value, dict):
+        return {k: _stored(v) for k, v in value.items()}
     return value
 
 

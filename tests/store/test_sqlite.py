@@ -553,15 +553,48 @@ def test_sqlite_cas_history_names_every_edge_of_the_transition_table(store: SQLi
             lambda r, at: tl.release_execution(r, attempt_id="a", at=at, evidence="journal-empty"),
         ],
     )
+    _walk(
+        store,
+        "settled",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.resolve_completed(
+                r, at=at, by="ana", reason="seen", result=1, force=True
+            ),
+        ],
+    )
+    _walk(
+        store,
+        "resettled",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.resolve_not_executed(r, at=at, by="ana", reason="no", force=True),
+            lambda r, at: tl.claim_execution(r, attempt_id="b", at=at),
+            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="b", at=at, reason="lost"),
+            lambda r, at: tl.resolve_completed(r, at=at, by="ana", reason="seen", result=1),
+        ],
+    )
+    _walk(
+        store,
+        "unsettled",
+        [
+            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="a", at=at, reason="lost"),
+            lambda r, at: tl.resolve_not_executed(r, at=at, by="ana", reason="no"),
+        ],
+    )
     seen = set()
-    for call_id in ("long", "short", "released"):
+    for call_id in ("long", "short", "released", "settled", "resettled", "unsettled"):
         hist = store.history("ns", call_id)
         for i in range(1, len(hist)):
             before, after = hist[i - 1], hist[i]
-            name, action = transition_between(before.status, after.status)
+            decision = after.record.resolution is not None
+            name, action = transition_between(before.status, after.status, decision=decision)
             assert (after.transition, after.action) == (name, action)
-            seen.add((before.status, after.status))
-    assert seen == {(s, rule.target) for rule in TRANSITIONS.values() for s in rule.sources}
+            seen.add((before.status, after.status, decision))
+    assert seen == {
+        (s, rule.target, rule.decision) for rule in TRANSITIONS.values() for s in rule.sources
+    }
 
 
 def _history_rows(db: Path) -> int:

@@ -6,6 +6,7 @@ from .model import (
     Binding,
     CheckpointRecord,
     Decision,
+    Resolution,
     Result,
     Status,
     Transition,
@@ -23,6 +24,8 @@ from .transitions import (
     mark_execution_uncertain,
     release_delivery,
     release_execution,
+    resolve_completed,
+    resolve_not_executed,
     transition_between,
 )
 from .validate import validate_checkpoint
@@ -36,6 +39,7 @@ __all__ = [
     "Binding",
     "CheckpointRecord",
     "Decision",
+    "Resolution",
     "Result",
     "Status",
     "Transition",
@@ -50,6 +54,8 @@ __all__ = [
     "mark_execution_uncertain",
     "release_delivery",
     "release_execution",
+    "resolve_completed",
+    "resolve_not_executed",
     "transition_between",
     "validate_checkpoint",
 ]

@@ -29,6 +29,8 @@ __all__ = [
     "Binding",
     "CheckpointRecord",
     "Decision",
+    "RESOLUTION_OUTCOMES",
+    "Resolution",
     "Result",
     "Status",
     "Transition",
@@ -289,6 +291,37 @@ class Result:
         return {"payload": self.payload, "is_error": self.is_error}
 
 
+#: What a person may settle a stuck call as (``toolledger.resolve``).
+RESOLUTION_OUTCOMES = ("not_executed", "completed", "failed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolution:
+    """A person's decision that settled a stuck call: the outcome, who, why and when.
+
+    Set only on the record a ``resolve_*`` transition made (``at`` is its ``updated_at``);
+    the next transition clears it, so the decision stays in the checkpoint's history.
+    ``outcome`` is one of ``RESOLUTION_OUTCOMES``; ``forced``: the call was ``executing``
+    (a live attempt may have held it) and the person overrode that.
+    """
+
+    outcome: str
+    by: str
+    reason: str
+    at: datetime
+    forced: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form."""
+        return {
+            "outcome": self.outcome,
+            "by": self.by,
+            "reason": self.reason,
+            "at": format_time(self.at),
+            "forced": self.forced,
+        }
+
+
 class _WeakReferenceable:
     """Lets slotted records be weakly referenced (for the known-valid registry below)."""
 
@@ -316,6 +349,7 @@ class CheckpointRecord(_WeakReferenceable):
     delivery_fence: str | None = None
     delivery_attempts: int = 0
     delivered_at: datetime | None = None
+    resolution: Resolution | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -328,7 +362,7 @@ class CheckpointRecord(_WeakReferenceable):
         def t(value: datetime | None) -> str | None:
             return None if value is None else format_time(value)
 
-        return {
+        out: dict[str, Any] = {
             "schema_version": self.schema_version,
             "binding": self.binding.to_dict(),
             "status": self.status.value,
@@ -344,6 +378,10 @@ class CheckpointRecord(_WeakReferenceable):
             "delivery_attempts": self.delivery_attempts,
             "delivered_at": t(self.delivered_at),
         }
+        # Only when set: a record no person settled keeps the stored form it always had.
+        if self.resolution is not None:
+            out["resolution"] = self.resolution.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, *, max_payload_bytes: int | None = None) -> CheckpointRecord:
@@ -384,7 +422,7 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(CheckpointRecord))
 if _FIELDS != (  # pragma: no cover
     "schema_version", "binding", "status", "revision", "created_at", "updated_at",
     "execution_fence", "execution_claimed_at", "uncertain_reason", "result", "completed_at",
-    "delivery_fence", "delivery_attempts", "delivered_at",
+    "delivery_fence", "delivery_attempts", "delivered_at", "resolution",
 ) or any(hasattr(c, "__post_init__") for c in (CheckpointRecord, Result)):  # fmt: skip
     raise AssertionError("with_result must set every field of CheckpointRecord, in order")
 # with_result spells out each field (a loop over the slots costs about a half more).
@@ -403,6 +441,7 @@ if _FIELDS != (  # pragma: no cover
     _SET_DELIVERY_FENCE,
     _SET_DELIVERY_ATTEMPTS,
     _SET_DELIVERED_AT,
+    _SET_RESOLUTION,
 ) = (set_ for _, _, set_ in _SLOTS)
 # Result has no __post_init__ either: its slots are set as a record's are.
 _SET_PAYLOAD = vars(Result)["payload"].__set__
@@ -431,6 +470,7 @@ def with_result(rec: CheckpointRecord, payload: Any, is_error: bool) -> Checkpoi
     _SET_DELIVERY_FENCE(out, rec.delivery_fence)
     _SET_DELIVERY_ATTEMPTS(out, rec.delivery_attempts)
     _SET_DELIVERED_AT(out, rec.delivered_at)
+    _SET_RESOLUTION(out, rec.resolution)
     return out
 
 

@@ -11,9 +11,15 @@ Order of checks, the same in every transition: the record is validated
 then the status (``INVALID_TRANSITION``, or ``FENCE_CONFLICT`` when the fence is already
 held), then the fence (``FENCE_CONFLICT``), then payload bounds (``PAYLOAD_LIMIT``).
 
-There is no automatic way back to ``ready`` and no lease expiry. The one way back,
-``release_execution``, exists for the guard alone: it needs the owning attempt and the
-evidence ``"journal-empty"`` (the operation journal proves the failure was pre-effect).
+There is no automatic way back to ``ready`` and no lease expiry. The guard's one way back,
+``release_execution``, needs the owning attempt and the evidence ``"journal-empty"`` (the
+operation journal proves the failure was pre-effect). The other way back is a person's:
+the ``resolve_*`` transitions (decision rules of the table) settle an ``executing`` or
+``uncertain`` call by someone's word, recorded on the new record as its ``resolution``
+(who, why, when); an ``executing`` call may be held by a live attempt, so they refuse it
+(``FENCE_CONFLICT``) unless forced. A decision rule may share an edge with a machine
+rule: stores tell them apart by the new record's ``resolution``
+(``transition_between(..., decision=True)``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from .model import (
     Binding,
     CheckpointRecord,
     Decision,
+    Resolution,
     Result,
     Status,
     Transition,
@@ -57,9 +64,12 @@ __all__ = [
     "complete_execution",
     "create_checkpoint",
     "decide_checkpoint",
+    "edges_to",
     "mark_execution_uncertain",
     "release_delivery",
     "release_execution",
+    "resolve_completed",
+    "resolve_not_executed",
     "transition_between",
 ]
 
@@ -72,6 +82,8 @@ class TransitionRule(NamedTuple):
     action: Action
     #: A source status on which the move fails with FENCE_CONFLICT (the fence is held).
     fenced: Status | None = None
+    #: A person's decision (the new record carries its ``resolution``), not the guard's.
+    decision: bool = False
 
 
 #: The legal moves. A test renders this table to Mermaid and compares it with the docs.
@@ -97,6 +109,15 @@ TRANSITIONS: dict[str, TransitionRule] = {
     "complete_delivery": TransitionRule(
         frozenset({Status.DELIVERING}), Status.DELIVERED, Action.NONE
     ),
+    "resolve_not_executed": TransitionRule(
+        frozenset({Status.EXECUTING, Status.UNCERTAIN}), Status.READY, Action.EXECUTE, decision=True
+    ),
+    "resolve_completed": TransitionRule(
+        frozenset({Status.EXECUTING, Status.UNCERTAIN}),
+        Status.COMPLETED,
+        Action.DELIVER,
+        decision=True,
+    ),
 }
 
 #: What ``decide_checkpoint`` answers for each status.
@@ -109,30 +130,51 @@ DECISIONS: dict[Status, Action] = {
     Status.DELIVERED: Action.NONE,
 }
 
-_BY_EDGE: dict[tuple[Status, Status], str] = {
-    (source, rule.target): name for name, rule in TRANSITIONS.items() for source in rule.sources
+_BY_EDGE: dict[tuple[Status, Status, bool], str] = {
+    (source, rule.target, rule.decision): name
+    for name, rule in TRANSITIONS.items()
+    for source in rule.sources
 }
+if len(_BY_EDGE) != sum(len(r.sources) for r in TRANSITIONS.values()):  # pragma: no cover
+    raise AssertionError("one machine and one decision rule at most per (source, target)")
 
 
-def transition_between(source: Status | None, target: Status) -> tuple[str, Action]:
+def transition_between(
+    source: Status | None, target: Status, *, decision: bool = False
+) -> tuple[str, Action]:
     """Name the transition from ``source`` to ``target`` (``None``: creation) and its action.
 
-    Stores use this to label history rows without being told which function ran.
+    Stores use this to label history rows without being told which function ran:
+    ``decision`` is whether the new record carries a ``resolution`` (a person's decision).
 
     Raises:
         InvalidTransitionError: ``INVALID_TRANSITION`` when no transition joins the two.
     """
     if source is None:
-        if target is Status.READY:
+        if target is Status.READY and not decision:
             return ("create_checkpoint", Action.EXECUTE)
     else:
-        name = _BY_EDGE.get((source, target))
+        name = _BY_EDGE.get((source, target, decision))
         if name is not None:
             return (name, TRANSITIONS[name].action)
     raise InvalidTransitionError(
-        message=f"no transition leads from {source} to {target}",
+        message=f"no {'decision ' if decision else ''}transition leads from {source} to {target}",
         details={"from": None if source is None else source.value, "to": target.value},
     )
+
+
+def edges_to(target: Status, *, decision: bool = False) -> dict[Status, tuple[str, Action]]:
+    """Return ``{source: (name, action)}`` of the rules of one kind leading to ``target``.
+
+    The SQL stores render these into their statements (machine rules for the guard's hot
+    path, decision rules for a person's ``resolve``).
+    """
+    return {
+        source: (name, rule.action)
+        for name, rule in TRANSITIONS.items()
+        if rule.target is target and rule.decision is decision
+        for source in sorted(rule.sources, key=lambda s: s.value)
+    }
 
 
 def create_checkpoint(binding: Binding, *, at: datetime) -> CheckpointRecord:
@@ -349,6 +391,113 @@ def complete_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetim
     return _move(rec, "complete_delivery", when, delivered_at=when)
 
 
+def resolve_not_executed(
+    record: CheckpointRecord, *, at: datetime, by: str, reason: str, force: bool = False
+) -> Transition:
+    """A person's word that the call never took effect: executing/uncertain → ready.
+
+    The claim is released (the next call executes) and the decision is recorded on the new
+    record as its ``resolution``.
+
+    Raises:
+        InvalidArgumentError: ``by``/``reason`` not a str of 1-1024 characters.
+        InvalidTransitionError: from any status other than executing/uncertain.
+        FenceConflictError: ``FENCE_CONFLICT`` from ``executing`` without ``force`` (a
+            live attempt may hold the claim).
+    """
+    rec, when, resolution = _begin_resolve(
+        record, "resolve_not_executed", at, by, reason, force, "not_executed"
+    )
+    return _move(
+        rec,
+        "resolve_not_executed",
+        when,
+        execution_fence=None,
+        execution_claimed_at=None,
+        uncertain_reason=None,
+        resolution=resolution,
+    )
+
+
+def resolve_completed(
+    record: CheckpointRecord,
+    *,
+    at: datetime,
+    by: str,
+    reason: str,
+    result: Any,
+    is_error: bool = False,
+    force: bool = False,
+    max_payload_bytes: int | None = None,
+) -> Transition:
+    """A person's word on the call's outcome: executing/uncertain → completed with ``result``.
+
+    ``result`` is stored and delivered like any result (``is_error``: the call failed).
+    The decision (outcome ``completed`` or ``failed``) is the new record's ``resolution``.
+
+    Raises:
+        InvalidArgumentError: bad ``by``/``reason``/``is_error``, or a result that is not
+            exact JSON.
+        InvalidTransitionError: from any status other than executing/uncertain.
+        FenceConflictError: ``FENCE_CONFLICT`` from ``executing`` without ``force``.
+        PayloadLimitError: ``PAYLOAD_LIMIT`` when the result exceeds its bounds.
+    """
+    _begin(record, at)  # the record is checked before the arguments, as everywhere
+    if type(is_error) is not bool:
+        raise InvalidArgumentError(message="is_error must be a bool")
+    outcome = "failed" if is_error else "completed"
+    limit = _payload_limit(max_payload_bytes)
+    shape = check_types(result, what="result")
+    rec, when, resolution = _begin_resolve(
+        record, "resolve_completed", at, by, reason, force, outcome
+    )
+    text = check_bounds(result, shape, max_bytes=limit, what="result")
+    return _move(
+        rec,
+        "resolve_completed",
+        when,
+        uncertain_reason=None,
+        result=Result(payload=json.loads(text), is_error=is_error),
+        completed_at=when,
+        resolution=resolution,
+    )
+
+
+def _begin_resolve(
+    record: CheckpointRecord,
+    name: str,
+    at: datetime,
+    by: str,
+    reason: str,
+    force: bool,
+    outcome: str,
+) -> tuple[CheckpointRecord, datetime, Resolution]:
+    rec, when = _begin(record, at)
+    check_reason(by, "by")
+    check_reason(reason)
+    if type(force) is not bool:
+        raise InvalidArgumentError(message="force must be a bool", details={"argument": "force"})
+    _check_status(rec, name)
+    if rec.status is Status.EXECUTING and not force:
+        claimed = rec.execution_claimed_at
+        raise FenceConflictError(
+            message=f"call {rec.binding.namespace}/{rec.binding.call_id} is executing: a live "
+            f"attempt may hold it (attempt {rec.execution_fence}, claimed "
+            f"{claimed.isoformat() if claimed else '?'}); settle it only when no process "
+            "runs it any more (force=True, --force)",
+            details={
+                "namespace": rec.binding.namespace,
+                "call_id": rec.binding.call_id,
+                "transition": name,
+                "status": rec.status.value,
+                "revision": rec.revision,
+                "attempt_id": rec.execution_fence,
+            },
+        )
+    forced = rec.status is Status.EXECUTING  # reached only with force=True
+    return rec, when, Resolution(outcome=outcome, by=by, reason=reason, at=when, forced=forced)
+
+
 def _begin(record: CheckpointRecord, at: datetime) -> tuple[CheckpointRecord, datetime]:
     rec = validate_checkpoint(record)
     when = check_time(at)
@@ -414,6 +563,8 @@ def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> T
     rule = TRANSITIONS[name]
     changes["status"] = rule.target
     changes["revision"] = rec.revision + 1
+    if rec.resolution is not None and "resolution" not in changes:
+        changes["resolution"] = None  # a decision belongs to the revision that made it
     changes["updated_at"] = when
     nxt = replaced_record(rec, changes)
     # Valid by construction (a valid record, checked arguments, the table's move). Its

@@ -28,6 +28,10 @@ Rules (schema version 1):
   ========== ===== ======= ========= ====== ========= ====== ==========
 
   ``delivery_attempts`` is 0 before completion and at least 1 while delivering/delivered.
+- ``resolution`` (optional; absent means none) is a person's decision, set only on the
+  record a ``resolve_*`` transition made: its ``at`` is the record's ``updated_at``; an
+  outcome ``not_executed`` is on a ``ready`` record, ``completed``/``failed`` on a
+  ``completed`` one whose result's ``is_error`` is false/true.
 - times: ``created_at <= execution_claimed_at <= completed_at <= delivered_at`` and every
   time ``<= updated_at``.
 - the result payload is exact JSON within the depth and value bounds, and within
@@ -43,9 +47,11 @@ from typing import Any
 from ..errors import CheckpointError, InvalidCheckpointError, UnsupportedSchemaError
 from ._json import HARD_MAX_PAYLOAD_BYTES, check_bounds, check_types
 from .model import (
+    RESOLUTION_OUTCOMES,
     SCHEMA_VERSION,
     Binding,
     CheckpointRecord,
+    Resolution,
     Result,
     Status,
     check_identifier,
@@ -243,7 +249,7 @@ def _from_dict(data: dict[str, Any]) -> CheckpointRecord:
     missing = [f for f in _FIELDS if f not in data]
     if missing:
         raise ValueError(f"missing fields: {', '.join(missing)}")
-    extra = sorted(set(data) - set(_FIELDS))
+    extra = sorted(set(data) - set(_FIELDS) - {"resolution"})
     if extra:
         raise ValueError(f"unknown fields: {', '.join(map(str, extra))}")
     raw_result = data["result"]
@@ -276,7 +282,45 @@ def _from_dict(data: dict[str, Any]) -> CheckpointRecord:
         delivery_fence=data["delivery_fence"],
         delivery_attempts=data["delivery_attempts"],
         delivered_at=_opt_time(data, "delivered_at"),
+        resolution=_resolution(data.get("resolution")),
     )
+
+
+def _resolution(raw: Any) -> Resolution | None:
+    if raw is None:
+        return None
+    keys = {"outcome", "by", "reason", "at", "forced"}
+    if not isinstance(raw, dict) or set(raw) != keys:
+        raise ValueError(f"resolution must be null or {{{', '.join(sorted(keys))}}}")
+    return Resolution(
+        outcome=raw["outcome"],
+        by=raw["by"],
+        reason=raw["reason"],
+        at=parse_time(raw["at"], "resolution.at"),
+        forced=raw["forced"],
+    )
+
+
+def _check_resolution(rec: CheckpointRecord) -> None:
+    res = rec.resolution
+    if not isinstance(res, Resolution):
+        raise ValueError("resolution must be a Resolution or None")
+    if res.outcome not in RESOLUTION_OUTCOMES:
+        raise ValueError(f"resolution.outcome must be one of {', '.join(RESOLUTION_OUTCOMES)}")
+    check_reason(res.by, "resolution.by")
+    check_reason(res.reason, "resolution.reason")
+    _aware(res.at, "resolution.at", required=True)
+    if type(res.forced) is not bool:
+        raise ValueError("resolution.forced must be a bool")
+    if res.at != rec.updated_at:
+        raise ValueError("resolution.at must be the updated_at of the record it settled")
+    if res.outcome == "not_executed":
+        if rec.status is not Status.READY:
+            raise ValueError("a not_executed resolution is on a ready record only")
+    elif rec.status is not Status.COMPLETED or rec.result is None:
+        raise ValueError(f"a {res.outcome} resolution is on a completed record only")
+    elif rec.result.is_error != (res.outcome == "failed"):
+        raise ValueError(f"a {res.outcome} resolution's result has the wrong is_error")
 
 
 def _check_fields(rec: CheckpointRecord) -> None:
@@ -316,6 +360,8 @@ def _check_fields(rec: CheckpointRecord) -> None:
         raise ValueError(f"delivery_attempts must be >= 1 when status is {rec.status.value}")
     if rec.status is Status.READY and rec.revision == 0 and rec.created_at != rec.updated_at:
         raise ValueError("a ready record at revision 0 must have created_at == updated_at")
+    if rec.resolution is not None:
+        _check_resolution(rec)
 
     chain = [rec.created_at, rec.execution_claimed_at, rec.completed_at, rec.delivered_at]
     names = ["created_at", "execution_claimed_at", "completed_at", "delivered_at"]

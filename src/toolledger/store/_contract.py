@@ -28,6 +28,7 @@ from ..checkpoint import (
 from ..checkpoint.model import CheckpointRecord
 from ..errors import CheckpointError
 from ._approval_record import ApprovalRecord, ApprovalStatus
+from ._contract_resolve import RESOLVE_CHECKS
 from ._contract_search import SEARCH_CHECKS
 from ._rows import dump_record
 from ._tombstone import build_tombstone
@@ -768,6 +769,8 @@ def check_effect_key_threads_race_one_winner(store: Store) -> None:
     assert [r.binding.call_id for r in claimed] == wins
 
 
-CHECKS: list[Callable[[Store], None]] = [
-    value for name, value in sorted(globals().items()) if name.startswith("check_")
-] + SEARCH_CHECKS
+CHECKS: list[Callable[[Store], None]] = (
+    [value for name, value in sorted(globals().items()) if name.startswith("check_")]
+    + SEARCH_CHECKS
+    + RESOLVE_CHECKS
+)

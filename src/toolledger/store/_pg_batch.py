@@ -317,11 +317,14 @@ $fn$
 """
 
 # The legal edges into each target: {target: {source: [transition, action]}}.
+# A record carrying a person's resolution takes the decision rules' edges (_DECISION_EDGES).
 _EDGES: dict[str, dict[str, list[str]]] = {}
+_DECISION_EDGES: dict[str, dict[str, list[str]]] = {}
 for _name, _rule in TRANSITIONS.items():
     for _source in _rule.sources:
-        _into = _EDGES.setdefault(_rule.target.value, {})
-        assert _source.value not in _into, "one transition per (source, target)"
+        _edges = _DECISION_EDGES if _rule.decision else _EDGES
+        _into = _edges.setdefault(_rule.target.value, {})
+        assert _source.value not in _into, "one transition per (source, target) of a kind"
         _into[_source.value] = [_name, _rule.action.value]
 
 
@@ -393,7 +396,9 @@ def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
                 "status": nxt.status.value,
                 "at": format_time(nxt.updated_at),
                 "rec": extra,
-                "edges": _EDGES.get(nxt.status.value, {}),
+                "edges": (_EDGES if nxt.resolution is None else _DECISION_EDGES).get(
+                    nxt.status.value, {}
+                ),
             }
         elif isinstance(op, WriteOperation):
             item = {

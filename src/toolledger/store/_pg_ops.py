@@ -59,13 +59,50 @@ __all__ = [
 
 _EVENT_FIELDS = tuple(c.strip() for c in EVENT_COLUMNS.split(","))
 
-_EDGES = ", ".join(
-    f"('{source.value}', '{rule.target.value}', '{name}', '{rule.action.value}')"
-    for name, rule in sorted(TRANSITIONS.items())
-    for source in sorted(rule.sources, key=lambda s: s.value)
-)
+
+def _edges(decision: bool) -> str:
+    """The ``VALUES`` rows of the swap's edge table: machine rules, or decision rules."""
+    return ", ".join(
+        f"('{source.value}', '{rule.target.value}', '{name}', '{rule.action.value}')"
+        for name, rule in sorted(TRANSITIONS.items())
+        if rule.decision is decision
+        for source in sorted(rule.sources, key=lambda s: s.value)
+    )
+
+
+_EDGES = _edges(False)
+
+
+def _swap_template(edges: str) -> str:
+    return (
+        """
+        WITH u AS (
+            UPDATE {s}.checkpoints c
+            SET status = %(status)s, revision = %(rev)s, updated_at = %(at)s, record = %(rec)s
+            FROM (
+                SELECT v.name, v.action FROM {s}.checkpoints o
+                JOIN (VALUES """
+        + edges
+        + """) AS v (src, dst, name, action)
+                ON v.src = o.status AND v.dst = %(status)s
+                WHERE o.namespace = %(ns)s AND o.call_id = %(cid)s AND o.revision = %(exp)s
+            ) e
+            WHERE c.namespace = %(ns)s AND c.call_id = %(cid)s AND c.revision = %(exp)s
+            RETURNING e.name, e.action
+        )
+        INSERT INTO {s}.checkpoint_history
+            (namespace, call_id, revision, status, transition, action, at, record)
+        SELECT %(ns)s, %(cid)s, %(rev)s, %(status)s, u.name, u.action, %(at)s, %(rec)s
+        FROM u
+    """
+    )
+
 
 _TEMPLATES: dict[str, str] = {
+    # A swap is labelled by the table's machine rules; a record carrying a person's
+    # resolution by its decision rules (``transition_between(..., decision=True)``).
+    "swap": _swap_template(_EDGES),
+    "swap_decision": _swap_template(_edges(True)),
     "create": """
         WITH t AS (SELECT data FROM {s}.tombstones WHERE namespace = %(ns)s AND call_id = %(cid)s),
         ins AS (
@@ -88,26 +125,6 @@ _TEMPLATES: dict[str, str] = {
     "select_record": "SELECT revision, record FROM {s}.checkpoints "
     "WHERE namespace = %s AND call_id = %s",
     "select_tombstone": "SELECT data FROM {s}.tombstones WHERE namespace = %s AND call_id = %s",
-    "swap": """
-        WITH u AS (
-            UPDATE {s}.checkpoints c
-            SET status = %(status)s, revision = %(rev)s, updated_at = %(at)s, record = %(rec)s
-            FROM (
-                SELECT v.name, v.action FROM {s}.checkpoints o
-                JOIN (VALUES """
-    + _EDGES
-    + """) AS v (src, dst, name, action)
-                ON v.src = o.status AND v.dst = %(status)s
-                WHERE o.namespace = %(ns)s AND o.call_id = %(cid)s AND o.revision = %(exp)s
-            ) e
-            WHERE c.namespace = %(ns)s AND c.call_id = %(cid)s AND c.revision = %(exp)s
-            RETURNING e.name, e.action
-        )
-        INSERT INTO {s}.checkpoint_history
-            (namespace, call_id, revision, status, transition, action, at, record)
-        SELECT %(ns)s, %(cid)s, %(rev)s, %(status)s, u.name, u.action, %(at)s, %(rec)s
-        FROM u
-    """,
     "select_state": "SELECT status, revision FROM {s}.checkpoints "
     "WHERE namespace = %s AND call_id = %s",
     "op_write": """
@@ -172,8 +189,9 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
     if isinstance(op, SwapCheckpoint):
         nxt = op.next
         ns, cid = nxt.key
+        decision = nxt.resolution is not None
         cur.execute(
-            q["swap"],
+            q["swap_decision" if decision else "swap"],
             {
                 "ns": ns,
                 "cid": cid,
@@ -191,7 +209,7 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
         cur.execute(q["select_state"], (ns, cid))
         row = cur.fetchone()
         if row is not None and row[1] == op.expected_revision:
-            transition_between(Status(row[0]), nxt.status)  # raises INVALID_TRANSITION
+            transition_between(Status(row[0]), nxt.status, decision=decision)  # raises
             raise AssertionError("unreachable: the edge table and transition_between disagree")
         return False
     if isinstance(op, WriteOperation):

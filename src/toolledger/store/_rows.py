@@ -101,7 +101,8 @@ def dump_record(record: CheckpointRecord) -> str:
             f'"completed_at":{_time_json(record.completed_at)},'
             f'"delivery_fence":{_id_json(record.delivery_fence)},'
             f'"delivery_attempts":{record.delivery_attempts:d},'
-            f'"delivered_at":{_time_json(record.delivered_at)}}}'
+            f'"delivered_at":{_time_json(record.delivered_at)}'
+            + ("}" if record.resolution is None else _resolution_json(record))
         )
     except (ValueError, TypeError, RecursionError) as exc:
         ns, cid = record.key
@@ -161,6 +162,12 @@ def swap_facts(before: str, after: str) -> str | None:
     return "{" + after[a_start + 1 :]
 
 
+def _resolution_json(record: CheckpointRecord) -> str:
+    """``,"resolution":{…}}``: the rare tail of a record a person settled."""
+    assert record.resolution is not None
+    return ',"resolution":' + compact_json(record.resolution.to_dict()) + "}"
+
+
 def _history_doc(text: Any, namespace: str, call_id: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
@@ -206,6 +213,8 @@ def expand_history(
                 "facts and no record before them",
                 details={"namespace": namespace, "call_id": call_id, "reason": "history gap"},
             )
+        # A resolution belongs to the revision that made it: it is never inherited.
+        prev.pop("resolution", None)
         merged = {**prev, **doc, "status": status, "revision": revision, "updated_at": at}
         try:
             merged_text = compact_json(merged)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
-from ..checkpoint.transitions import TRANSITIONS, transition_between
+from ..checkpoint.transitions import TRANSITIONS, edges_to, transition_between
 from ..errors import InvalidCheckpointError, InvalidTransitionError, NotFoundError
 from ._rows import FACTS_INHERIT, FACTS_OMIT, load_record, swap_facts, transition_facts
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
@@ -53,7 +53,7 @@ _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
 _FROM_READY: dict[Status, tuple[str, str]] = {
     rule.target: (name, rule.action.value)
     for name, rule in TRANSITIONS.items()
-    if Status.READY in rule.sources
+    if Status.READY in rule.sources and not rule.decision
 }
 
 
@@ -204,12 +204,7 @@ def _swap_history_sql(target: Status) -> str:
     transition leads from to ``target``, and its JSON agrees with its columns; the
     transition's name and action are read off the stored status in SQL.
     """
-    edges = [
-        (source, name, rule.action.value)
-        for name, rule in TRANSITIONS.items()
-        if rule.target is target
-        for source in sorted(rule.sources, key=lambda s: s.value)
-    ]
+    edges = [(source, name, action.value) for source, (name, action) in edges_to(target).items()]
     names = " ".join(f"WHEN '{s.value}' THEN '{n}'" for s, n, _ in edges)
     actions = " ".join(f"WHEN '{s.value}' THEN '{a}'" for s, _, a in edges)
     sources = ", ".join(f"'{s.value}'" for s, _, _ in edges)
@@ -224,7 +219,8 @@ def _swap_history_sql(target: Status) -> str:
 
 
 _SWAP_HISTORY = {
-    target: _swap_history_sql(target) for target in {rule.target for rule in TRANSITIONS.values()}
+    target: _swap_history_sql(target)
+    for target in {rule.target for rule in TRANSITIONS.values() if not rule.decision}
 }
 _UPDATE = (
     "UPDATE checkpoints SET status = ?, revision = ?, updated_at = ?, record = ? "
@@ -251,7 +247,9 @@ def _swap_known(
     if stored.revision != op.expected_revision:
         return False
     try:
-        name, action = transition_between(stored.status, nxt.status)
+        name, action = transition_between(
+            stored.status, nxt.status, decision=nxt.resolution is not None
+        )
     except InvalidTransitionError:
         return False
     facts = swap_facts(before, text)
@@ -289,7 +287,8 @@ def _swap(
     nxt = op.next
     ns, cid = nxt.key
     at = format_time(nxt.updated_at)
-    sql = _SWAP_HISTORY.get(nxt.status)
+    # A person's decision (rare) takes the slow path, which labels it in Python.
+    sql = _SWAP_HISTORY.get(nxt.status) if nxt.resolution is None else None
     if sql is not None:
         # Fast path, two statements: the history row (inserted only if every check holds),
         # then the CAS itself. Anything else (lost CAS, damaged row, illegal move) takes the
@@ -340,7 +339,9 @@ def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool
             "(left untouched)",
             details={"namespace": ns, "call_id": cid, "reason": "unknown status column"},
         ) from exc
-    name, action = transition_between(stored_status, nxt.status)
+    name, action = transition_between(
+        stored_status, nxt.status, decision=nxt.resolution is not None
+    )
     cur = conn.execute(
         _UPDATE,
         (

@@ -194,7 +194,9 @@ class MemoryStore(ApplyShortcuts):
             stored = load_record(text, *key)  # a damaged row raises and stays as it is
             if stored.revision != op.expected_revision:
                 return False
-            name, action = transition_between(stored.status, op.next.status)
+            name, action = transition_between(
+                stored.status, op.next.status, decision=op.next.resolution is not None
+            )
             self.rows[key] = extra
             self._history.setdefault(key, []).append((name, action.value, extra))
             return True
