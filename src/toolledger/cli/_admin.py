@@ -112,6 +112,12 @@ def migrate_command(ctx: click.Context) -> None:
     try:
         applied = getattr(store, "applied_migrations", None)
         rows = applied() if applied is not None else []
+        if getattr(store, "schema", None) == "public":
+            click.echo(
+                "note: toolledger's tables are in schema 'public', as --db asked, beside "
+                "any other tables there; ?schema=NAME keeps them in a schema of their own",
+                err=True,
+            )
     finally:
         store.close()
     for version, name in rows:

@@ -128,7 +128,9 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
     Args:
         dsn: A libpq connection string or ``postgresql://`` URL; a URL may name the schema
             as ``?schema=NAME`` (used unless ``schema`` is given).
-        schema: The schema holding every table (created and migrated on open).
+        schema: The schema holding every table (created and migrated on open): not a
+            PostgreSQL system schema (``information_schema``, ``pg_*``). ``public`` is
+            allowed when named (``toolledger migrate`` notes it on stderr).
         durability: ``"full"`` (durable writes wait for the WAL flush) or ``"normal"``
             (every write uses ``synchronous_commit = off``).
         min_size, max_size: Connection-pool bounds for this process.
@@ -140,7 +142,8 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             migrated and every session refuses writes (``default_transaction_read_only``).
 
     Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad option.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad option, a system schema, or
+            two ``?schema=`` parameters in the URL.
         NotFoundError: ``NOT_FOUND``: with ``readonly``, the schema holds no toolledger tables.
         UnsupportedSchemaError: ``UNSUPPORTED_SCHEMA``: with ``readonly``, an older schema.
         StoreSchemaTooNewError: ``STORE_SCHEMA_TOO_NEW``: a newer toolledger wrote the schema.
@@ -170,8 +173,6 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             raise InvalidArgumentError(message='durability must be "full" or "normal"')
         if not isinstance(dsn, str) or not dsn:
             raise InvalidArgumentError(message="dsn must be a non-empty str")
-        if not (isinstance(schema, str) and 0 < len(schema) <= 63):
-            raise InvalidArgumentError(message="schema must be a name of 1-63 characters")
         if not (isinstance(min_size, int) and isinstance(max_size, int) and min_size >= 0):
             raise InvalidArgumentError(message="min_size and max_size must be ints")
         if max_size < max(min_size, 1):
@@ -189,6 +190,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         dsn, url_schema = _split_schema(dsn)
         if url_schema is not None and schema == "toolledger":
             schema = url_schema
+        _check_schema(schema)
         self.dsn = dsn
         self.schema = schema
         self.durability = durability
@@ -699,7 +701,12 @@ def _no_approval() -> None:
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
-    """Take ``?schema=NAME`` out of a URL DSN (libpq would refuse it)."""
+    """Take ``?schema=NAME`` out of a URL DSN (libpq would refuse it).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for two ``schema`` parameters (which
+            one was meant cannot be told).
+    """
     if not dsn.startswith(("postgresql://", "postgres://")) or "?" not in dsn:
         return dsn, None
     from urllib.parse import parse_qsl, urlencode
@@ -707,8 +714,44 @@ def _split_schema(dsn: str) -> tuple[str, str | None]:
     base, _, query = dsn.partition("?")
     params = parse_qsl(query, keep_blank_values=True)
     schema = [v for k, v in params if k == "schema"]
+    if len(schema) > 1:
+        raise InvalidArgumentError(
+            message=f"the URL names {len(schema)} schemas ({', '.join(map(repr, schema))[:200]}): "
+            "give ?schema= once",
+            details={"argument": "dsn", "reason": "duplicate schema parameter"},
+        )
     rest = [(k, v) for k, v in params if k != "schema"]
-    return (base + ("?" + urlencode(rest) if rest else "")), (schema[-1] if schema else None)
+    return (base + ("?" + urlencode(rest) if rest else "")), (schema[0] if schema else None)
+
+
+def _check_schema(schema: object) -> None:
+    """Refuse a schema toolledger must not create its tables in: PostgreSQL's own.
+
+    ``information_schema`` and every ``pg_`` name (``pg_catalog``, ``pg_toast``,
+    ``pg_temp_3``: the prefix is reserved for system schemas) are PostgreSQL's; names are
+    quoted, so ``"Information_Schema"`` is another, ordinary schema. ``public`` is allowed
+    when asked for: ``toolledger migrate`` says on stderr that it is in use.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a system schema, or a name that is
+            empty, over 63 bytes (PostgreSQL would truncate it) or holds a NUL.
+    """
+    try:
+        size = len(schema.encode("utf-8")) if isinstance(schema, str) else 0
+    except UnicodeEncodeError:
+        size = 0
+    if not isinstance(schema, str) or not (0 < size <= 63) or "\0" in schema:
+        raise InvalidArgumentError(
+            message=f"schema must be a name of 1-63 bytes (UTF-8) without NUL, not {schema!r:.80}",
+            details={"argument": "schema"},
+        )
+    if schema == "information_schema" or schema.startswith("pg_"):
+        raise InvalidArgumentError(
+            message=f"schema {schema!r} is a PostgreSQL system schema: toolledger never "
+            "creates its tables there (use ?schema=toolledger, the default, or a name of "
+            "your own)",
+            details={"argument": "schema", "schema": schema, "reason": "system schema"},
+        )
 
 
 def _quote_ident(name: str) -> str:
