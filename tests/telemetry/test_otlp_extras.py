@@ -10,6 +10,7 @@ from toolledger.errors import InvalidArgumentError
 from toolledger.telemetry import configure
 
 
+@pytest.mark.usefixtures("otel_globals")
 def test_make_exporter_grpc_without_the_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -22,6 +23,7 @@ def test_make_exporter_grpc_without_the_extra_names_the_install_command(
     assert info.value.details["extra"] == "otlp-grpc"
 
 
+@pytest.mark.usefixtures("otel_globals")
 def test_make_exporter_http_needs_no_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
     """HTTP/protobuf (the [otlp] extra) builds an exporter with the gRPC package absent."""
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc", None)

@@ -131,6 +131,7 @@ class Run(Recorder):
         self._telemetry_warned = False
         self._finished: str | None = None  # the event id of run.finish(...)
         self._token: Token[Run | None] | None = None
+        self._active: contextlib.AbstractContextManager[None] | None = None
         self._writer: ChainWriter | None = None
         self._doc: dict[str, Any] = {}
         self.telemetry: TelemetryHooks = NOOP_TELEMETRY
@@ -154,6 +155,11 @@ class Run(Recorder):
     def __enter__(self: _R) -> _R:
         self.start()
         self._token = _CURRENT.set(self)
+        # The run's span is current for the block: spans a framework (or its
+        # instrumentation) starts inside nest under it, one trace without an extra call.
+        active = self.span.activate()
+        active.__enter__()
+        self._active = active
         return self
 
     def __exit__(
@@ -162,6 +168,9 @@ class Run(Recorder):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._active is not None:
+            self._active.__exit__(None, None, None)  # never raises (telemetry)
+            self._active = None
         if self._token is not None:
             with contextlib.suppress(ValueError):  # exited in another context
                 _CURRENT.reset(self._token)
