@@ -57,6 +57,7 @@ from .journal._values import encoded_json as encoded_json
 from .journal._values import exact_floats as exact_floats
 from .journal._values import to_json as to_json
 from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
+from .store import _search as _store_search
 from .store import _sqlite_search
 from .store._contract import CHECKS as STORE_CHECKS
 from .store._rows import dump_record as dump_record
@@ -166,6 +167,8 @@ journal_new_id = _journal_new_id
 walk_types = _walk_types
 #: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
 sqlite_search = _sqlite_search
+#: The backends' shared search module (tokens, index literals, ``EventQuery``).
+store_search = _store_search
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).
 TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
 #: The guard's ``Tool.is_async`` answers, kept per tool object, and their bound.

@@ -203,7 +203,9 @@ class TestSearchQueue:
                 with toolledger.run("Weekly report", db=store) as second:
                     second.note("another parcel")
                     second.flush()
-                    assert sorted(_pending(store)) == sorted([run.run_id, second.run_id])
+                    # The first run's wait ended in a later migration (search_own_tokens),
+                    # which indexes every record again.
+                    assert _pending(store) == [second.run_id]
                 found = toolledger.search(store, "parcel")
                 assert sorted(e.run_id for e in found) == sorted([run.run_id, second.run_id])
                 rows = len(store.read_events(run.run_id)) + len(store.read_events(second.run_id))

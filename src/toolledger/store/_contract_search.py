@@ -3,6 +3,9 @@
 Each check takes a fresh, empty store; ``_contract.CHECKS`` includes them.
 """
 
+# The Unicode battery's look-alike letters are what it tests.
+# ruff: noqa: RUF001, RUF003
+
 from __future__ import annotations
 
 import json
@@ -160,9 +163,104 @@ def check_search_forgets_erased_content(store: Store) -> None:
     assert _ids(store, "customer") == ["r1/s1"]  # other records keep theirs
 
 
+#: Stored words in many scripts and forms, and queries that must find each (the same
+#: event, and only it, on every backend): text is NFKC-normalised and case-folded on both
+#: sides, then split into runs of letters and digits.
+UNICODE_BATTERY: list[tuple[str, tuple[str, ...]]] = [
+    ("cafe\u0301", ("café", "CAFÉ", "cafe\u0301")),  # decomposed é
+    ("İstanbul", ("İstanbul", "i\u0307stanbul", "İSTANBUL")),
+    ("ᏣᎳᎩ", ("ᏣᎳᎩ", "ꮳꮃꭹ")),  # Cherokee (folds to its capitals)
+    ("ᲥᲐᲠᲗᲣᲚᲘ", ("ᲥᲐᲠᲗᲣᲚᲘ", "ქართული")),  # Georgian Mtavruli / Mkhedruli
+    ("𞤀𞤣𞤤𞤢𞤥", ("𞤀𞤣𞤤𞤢𞤥", "𞤢𞤣𞤤𞤢𞤥")),  # Adlam
+    ("𐒰𐓏𐓘𐓀𐓘𐓍𐓇", ("𐒰𐓏𐓘𐓀𐓘𐓍𐓇", "𐓘𐓷𐓘𐓨𐓘𐓵𐓯")),  # Osage
+    ("½", ("½",)),
+    ("ﬁligree", ("filigree", "FILIGREE")),  # the ligature
+    ("Straße", ("strasse", "STRASSE", "straße", "Straß*")),
+    ("Οδός", ("ΟΔΌΣ", "οδόσ")),  # final sigma
+    ("ＡＢＣ１２３", ("abc123", "ABC123")),  # full width
+    ("𝐁𝐨𝐥𝐝", ("bold",)),  # mathematical bold
+    ("東京", ("東京",)),
+    ("हिन्दी", ("हिन्दी",)),
+    ("العربية", ("العربية",)),
+    ("ılık", ("ılık", "ILIK*")),  # dotless i: ILIK folds to ilik, not ılık
+    ("Ǆemal", ("ǅemal", "ǆemal")),  # a titlecase digraph
+    ("Ａ-1001", ("a-1001", '"a 1001"')),
+]
+
+
+def check_search_folds_every_script_alike(store: Store) -> None:
+    store.create_run(
+        RunRow(
+            run_id="u1",
+            namespace="ns",
+            agent="unicode",
+            goal="Reise nach Zu\u0308rich",
+            status="completed",
+            started_at=_at(0),
+            data=json.dumps({"header": {}, "content": {"goal": "Reise nach Zu\u0308rich"}}),
+        )
+    )
+    rows = [
+        EventRow(
+            run_id="u1",
+            seq=seq,
+            event_id=f"w{seq}",
+            parent_id=None,
+            kind="step",
+            name="word",
+            status="completed",
+            at=_at(1 + seq),
+            prev_hash=None if seq == 0 else f"u1-h{seq - 1}",
+            hash=f"u1-h{seq}",
+            data=_data({"outputs": {"text": f"the word {word} is stored"}}, phase="point"),
+        )
+        for seq, (word, _) in enumerate(UNICODE_BATTERY)
+    ]
+    assert store.append_events("u1", rows, expected_count=0)
+    missed = []
+    for seq, (word, queries) in enumerate(UNICODE_BATTERY):
+        for text in queries:
+            got = _ids(store, text)
+            ilik = text == "ILIK*"
+            if got != ([] if ilik else [f"u1/w{seq}"]):
+                missed.append((word, text, got))
+    assert not missed, missed
+    assert len(_ids(store, "istanbul")) == 0  # İ folds to i + a combining dot: two tokens
+    assert len(_ids(store, "reise ZÜRICH")) == len(UNICODE_BATTERY)  # the goal (decomposed)
+
+
+def check_search_indexes_an_oversized_record(store: Store) -> None:
+    """A record over every backend's index limit (1 MB of distinct words) is stored whole
+    and found by its first words; nothing else of the run is lost."""
+    _seed(store)
+    words = " ".join(f"w{i:07d}" for i in range(140_000))  # 1.1 MB of distinct words
+    data = _data({"outputs": {"log": "needle " + words}}, phase="point")
+    row = EventRow(
+        run_id="r2",
+        seq=2,
+        event_id="big",
+        parent_id=None,
+        kind="step",
+        name="dump",
+        status="completed",
+        at=_at(40),
+        prev_hash="r2-h1",
+        hash="r2-h2",
+        data=data,
+    )
+    assert store.append_events("r2", [row], expected_count=2)
+    assert [e.data for e in store.read_events("r2", after_seq=1)] == [data]
+    assert _ids(store, "needle") == ["r2/big"]
+    assert _ids(store, "w0000001") == ["r2/big"]
+    assert _ids(store, "dump") == ["r2/big"]
+    assert _ids(store, "weekly totals") == ["r2/s2"]
+
+
 SEARCH_CHECKS: list[Callable[[Store], None]] = [
     check_search_text_matches_every_part_of_an_event,
     check_search_goal_matches_every_event_of_its_run,
     check_search_filters_combine,
     check_search_forgets_erased_content,
+    check_search_folds_every_script_alike,
+    check_search_indexes_an_oversized_record,
 ]

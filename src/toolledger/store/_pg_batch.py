@@ -47,6 +47,7 @@ __all__ = [
     "CALL",
     "FUNCTION",
     "FUNCTION_6",
+    "FUNCTION_7",
     "SLOW_SQLSTATE",
     "encode_ops",
     "fits",
@@ -178,10 +179,11 @@ END
 $fn$
 """
 
-#: The migration step creating the current function (``{s}``: the schema): each op is one
-#: statement, and a create with the claim that follows it (``then``) inserts the claimed
-#: row at once, with both history rows (the rows op by op writes, without the update).
-FUNCTION = """
+#: The migration step (version 7) creating the function (``{s}``: the schema): each op is
+#: one statement, and a create with the claim that follows it (``then``) inserts the
+#: claimed row at once, with both history rows (the rows op by op writes, without the
+#: update).
+FUNCTION_7 = """
 CREATE OR REPLACE FUNCTION {s}.apply_ops(ops jsonb) RETURNS int[]
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -315,6 +317,11 @@ BEGIN
 END
 $fn$
 """
+
+#: The migration step (version 8) creating the current function: ``FUNCTION_7`` with each
+#: record's index given as a ``tsvector`` literal (``_search.tsvector_text``), never parsed.
+FUNCTION = FUNCTION_7.replace("to_tsvector('simple', t.body)", "t.body::tsvector")
+assert FUNCTION != FUNCTION_7
 
 # The legal edges into each target: {target: {source: [transition, action]}}.
 # A record carrying a person's resolution takes the decision rules' edges (_DECISION_EDGES).

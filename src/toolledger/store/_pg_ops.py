@@ -11,7 +11,8 @@ Rules:
   row count, and updates only along a legal transition: the label comes from a table
   rendered from ``checkpoint.transitions.TRANSITIONS`` (the labels ``transition_between``
   gives) and the history row is inserted by the same statement. An append advances the
-  run's count (a CAS) and inserts its events in one statement.
+  run's count (a CAS), inserts its events and their search index rows in one statement
+  (records are never stored unfound).
 - ``probe`` / ``probe_one`` / ``probe_batch`` say whether a write whose commit got no
   answer landed, by reading what only that write could have stored (the history row with
   the exact record text, the event with the exact hash, the exact entry). They are asked
@@ -137,6 +138,13 @@ _TEMPLATES: dict[str, str] = {
         WITH r AS (
             UPDATE {s}.runs SET event_count = %(new)s, head_hash = %(head)s
             WHERE run_id = %(rid)s AND event_count = %(exp)s RETURNING 1
+        ), ix AS (
+            INSERT INTO {s}.event_search (run_id, seq, event_id, tsv)
+            SELECT u.r, u.s, u.e, u.t::tsvector FROM unnest(%(run_id)s::text[],
+                %(seq)s::bigint[], %(event_id)s::text[], %(tsv)s::text[]) AS u(r, s, e, t)
+            WHERE EXISTS (SELECT 1 FROM r)
+            ON CONFLICT (run_id, seq)
+            DO UPDATE SET tsv = EXCLUDED.tsv, event_id = EXCLUDED.event_id
         )
         INSERT INTO {s}.events ("""
     + EVENT_COLUMNS
@@ -293,18 +301,16 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
     params: dict[str, Any] = {
         name: list(values) for name, values in zip(_EVENT_FIELDS, columns, strict=True)
     }
+    *_, texts = event_index_params((r.run_id, r.seq, r.event_id, r.name, r.data) for r in op.rows)
     params.update(
         new=op.expected_count + len(op.rows),
         head=op.rows[-1].hash,
         rid=op.run_id,
         exp=op.expected_count,
+        tsv=texts,
     )
     cur.execute(q["append"], params)
     if cur.rowcount == len(op.rows):
-        cur.execute(
-            q["index_events"],
-            event_index_params((r.run_id, r.seq, r.event_id, r.name, r.data) for r in op.rows),
-        )
         return True
     cur.execute(q["run_count"], (op.run_id,))
     if cur.fetchone() is None:

@@ -21,6 +21,7 @@ from psycopg import sql
 
 from ._pg_batch import FUNCTION as _APPLY_OPS_FUNCTION
 from ._pg_batch import FUNCTION_6 as _APPLY_OPS_FUNCTION_6
+from ._pg_batch import FUNCTION_7 as _APPLY_OPS_FUNCTION_7
 from ._pg_search import MIGRATION as _SEARCH_MIGRATION
 from ._pg_search import backfill as _search_backfill
 
@@ -143,7 +144,10 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     # One statement per batch (``_pg_batch``): a transaction's ops in one round trip.
     (6, "apply_ops_function", [_APPLY_OPS_FUNCTION_6]),
     # Each op one statement; a create and its claim one insert (``_pg_batch.FUNCTION``).
-    (7, "apply_ops_fused_claim", [_APPLY_OPS_FUNCTION]),
+    (7, "apply_ops_fused_claim", [_APPLY_OPS_FUNCTION_7]),
+    # The index holds toolledger's own tokens (NFKC, case-folded) as tsvector literals
+    # instead of what to_tsvector('simple') made of them: every row is indexed again.
+    (8, "search_own_tokens", [_APPLY_OPS_FUNCTION, _search_backfill]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -2,12 +2,16 @@
 
 Rules this module keeps:
 
-- ``event_search`` holds one ``tsvector`` per record (``to_tsvector('simple', …)`` of the
-  token text ``_search.search_body`` returns: names and content values, split as SQLite's
-  ``unicode61`` splits them); ``run_search`` one per run (its goal). Both carry GIN indexes.
-- The store's own write paths (appends, run creation and updates, retention's rewrites)
-  write them in the same transaction as the rows they index; the migration that creates
-  them indexes the rows already there.
+- ``event_search`` holds one ``tsvector`` per record: the tokens ``_search.search_body``
+  returns (names and content values, folded and split by ``_search.tokens``) stored as a
+  literal (``_search.tsvector_text``), never through PostgreSQL's parser or dictionaries,
+  which split and fold their own way; ``run_search`` one per run (its goal). Both carry
+  GIN indexes. A query is a ``tsquery`` literal of the same tokens.
+- The store's own write paths write them in the same statement or transaction as the rows
+  they index: an append is one statement (the index rows in a CTE of the events'
+  ``INSERT``, ``_pg_ops``; in ``apply_ops``, the same op), so the records are never stored
+  without their index. The migration that creates them indexes the rows already there;
+  the one that moved to the literals (version 8) indexes every row again.
 - The text is computed in Python, not by a SQL function: a damaged record (not JSON) is
   indexed by its name instead of failing the write.
 """
@@ -28,6 +32,7 @@ from ._search import (
     search_body,
     search_sql,
     tsquery_text,
+    tsvector_text,
 )
 from ._sqlcommon import EVENT_COLUMNS, event_row
 from .base import EventRow
@@ -62,10 +67,10 @@ MIGRATION = [
 #: Statements the store runs (rendered per schema by ``_pg_ops.Queries``).
 TEMPLATES = {
     "index_events": "INSERT INTO {s}.event_search (run_id, seq, event_id, tsv) "
-    "SELECT u.r, u.s, u.e, to_tsvector('simple', u.t) FROM unnest(%s::text[], %s::bigint[], "
+    "SELECT u.r, u.s, u.e, u.t::tsvector FROM unnest(%s::text[], %s::bigint[], "
     "%s::text[], %s::text[]) AS u(r, s, e, t) "
     "ON CONFLICT (run_id, seq) DO UPDATE SET tsv = EXCLUDED.tsv, event_id = EXCLUDED.event_id",
-    "index_run": "INSERT INTO {s}.run_search (run_id, tsv) VALUES (%s, to_tsvector('simple', %s)) "
+    "index_run": "INSERT INTO {s}.run_search (run_id, tsv) VALUES (%s, %s::tsvector) "
     "ON CONFLICT (run_id) DO UPDATE SET tsv = EXCLUDED.tsv",
     "event_names": "SELECT seq, event_id, name FROM {s}.events WHERE run_id = %s AND seq = ANY(%s)",
     "backfill_events": "SELECT run_id, seq, event_id, name, data FROM {s}.events "
@@ -90,13 +95,13 @@ def event_index_params(
         runs.append(run_id)
         seqs.append(seq)
         ids.append(event_id)
-        texts.append(search_body(name, data))
+        texts.append(tsvector_text(search_body(name, data)))
     return runs, seqs, ids, texts
 
 
 def run_index_params(run_id: str, data: str) -> tuple[str, str]:
     """Return the ``index_run`` parameters of a run."""
-    return run_id, run_goal(data)
+    return run_id, tsvector_text(run_goal(data))
 
 
 def backfill(cur: Any, q: Any) -> None:
@@ -131,14 +136,12 @@ def search_select(
     """
     events, runs = schema_sql("{s}.events"), schema_sql("{s}.runs")
     event_hits = schema_sql(
-        "SELECT run_id, event_id FROM {s}.event_search WHERE tsv @@ to_tsquery('simple', %s)"
+        "SELECT run_id, event_id FROM {s}.event_search WHERE tsv @@ %s::tsquery"
     )
-    goal_hits = schema_sql(
-        "SELECT run_id FROM {s}.run_search WHERE tsv @@ to_tsquery('simple', %s)"
-    )
+    goal_hits = schema_sql("SELECT run_id FROM {s}.run_search WHERE tsv @@ %s::tsquery")
     count_hits = schema_sql(
         "SELECT count(*) FROM (SELECT 1 FROM {s}.event_search "
-        "WHERE tsv @@ to_tsquery('simple', %s) LIMIT %s) AS hits"
+        "WHERE tsv @@ %s::tsquery LIMIT %s) AS hits"
     )
 
     def statement(query: EventQuery, columns: str) -> tuple[str, list[Any]]:

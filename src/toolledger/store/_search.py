@@ -2,11 +2,16 @@
 
 Rules this module keeps:
 
-- One tokenizer for all backends: a token is a run of Unicode letters and digits,
-  lower-cased; everything else separates tokens. SQLite's FTS5 index uses ``unicode61``
-  with diacritics kept (the same split), PostgreSQL indexes the text ``search_body``
-  returns with the ``simple`` configuration, and ``MemoryStore`` (and the scan used where
-  a SQLite build lacks FTS5) match with ``event_matches``.
+- One tokenizer for all backends, applied to the indexed text and to the query alike:
+  the text is normalised (NFKC) and case-folded (``str.casefold``), then a token is a run
+  of Unicode letters and digits; everything else separates tokens (``tokens``). No backend
+  splits or folds text its own way: SQLite's FTS5 indexes the folded tokens
+  (``index_text``; ASCII text, which folds and splits the same in FTS5's ``unicode61``, is
+  passed as it is), PostgreSQL stores them as a ``tsvector`` literal (``tsvector_text``,
+  no parser or dictionary) and queries them as a ``tsquery`` literal, and ``MemoryStore``
+  (and the scan used where a SQLite build lacks FTS5) match them with ``event_matches``.
+- A record too large for PostgreSQL's ``tsvector`` (1 MB of distinct words, a 2 KB word)
+  is indexed in part: its words up to that size, in order; a longer word is left out.
 - What is indexed for a record: its ``name`` and every string and number under its
   ``content`` (inputs, outputs, justification, approval, error, note text, artifacts, meta),
   in document order; for a run, its goal. Erased records keep only their name.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import json
 import json.scanner
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,12 +37,15 @@ from ..errors import InvalidArgumentError
 __all__ = [
     "MAX_TERMS",
     "OPEN_END",
+    "TSVECTOR_BYTES",
+    "TSVECTOR_WORD_BYTES",
     "EventQuery",
     "SearchTerm",
     "SearchWarning",
     "broad_runs_where",
     "event_matches",
     "fts5_expression",
+    "index_text",
     "newest_runs_first",
     "parse_query",
     "run_goal",
@@ -46,6 +55,7 @@ __all__ = [
     "select_in_memory",
     "tokens",
     "tsquery_text",
+    "tsvector_text",
 ]
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -59,8 +69,23 @@ class SearchWarning(UserWarning):
 
 
 def tokens(text: str) -> list[str]:
-    """Return the search tokens of ``text`` (letters and digits, lower-cased)."""
-    return [t.lower() for t in _TOKEN.findall(text)]
+    """Return the search tokens of ``text``: letters and digits, NFKC and case-folded."""
+    if text.isascii():  # NFKC leaves ASCII alone; its case folding is lower()
+        return _TOKEN.findall(text.lower())
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def index_text(text: str | None) -> str:
+    """Return what FTS5 indexes of ``text``: its ``tokens``, or ASCII text as it is.
+
+    FTS5's ``unicode61`` splits and folds ASCII as ``tokens`` does; any other text is
+    folded here, so the index never depends on FTS5's own Unicode tables.
+    """
+    if text is None:
+        return ""
+    if text.isascii():
+        return text
+    return " ".join(tokens(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +236,51 @@ def fts5_expression(term: SearchTerm) -> str:
     return '"' + " ".join(term.tokens) + '"' + ("*" if term.prefix else "")
 
 
+def _lexeme(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def tsquery_text(term: SearchTerm) -> str:
-    """Return the ``to_tsquery('simple', …)`` text of a term."""
-    last = term.tokens[-1] + (":*" if term.prefix else "")
-    return " <-> ".join([*term.tokens[:-1], last])
+    """Return the ``tsquery`` literal of a term: its tokens as lexemes, in a phrase."""
+    last = _lexeme(term.tokens[-1]) + (":*" if term.prefix else "")
+    return " <-> ".join([*map(_lexeme, term.tokens[:-1]), last])
+
+
+#: PostgreSQL's limits on a ``tsvector``: the bytes of its lexemes and positions
+#: (``MAXSTRPOS``), one lexeme's bytes (``MAXSTRLEN``), positions kept per lexeme.
+TSVECTOR_BYTES = (1 << 20) - 1
+TSVECTOR_WORD_BYTES = 2047
+_TSVECTOR_POSITIONS = 256
+
+
+def tsvector_text(body: str) -> str:
+    """Return the ``tsvector`` literal of ``search_body`` text (tokens and positions).
+
+    Only what PostgreSQL can store is kept: the tokens in order until the lexemes and their
+    positions would pass ``TSVECTOR_BYTES`` (the rest of the record is left out of the
+    index, the record itself is stored whole), and never a token over
+    ``TSVECTOR_WORD_BYTES`` (its position still counts, so no phrase spans it).
+    """
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    size = 0
+    for position, token in enumerate(body.split(), 1):
+        count = seen.get(token)
+        if count is None:
+            n = len(token.encode())
+            if n > TSVECTOR_WORD_BYTES:
+                continue
+            cost = n + (n & 1) + 4  # the lexeme, its alignment, the count and a position
+        elif count >= _TSVECTOR_POSITIONS:
+            continue  # PostgreSQL keeps no more positions of it: nothing to add
+        else:
+            cost = 2
+        if size + cost > TSVECTOR_BYTES:
+            break
+        size += cost
+        seen[token] = (count or 0) + 1
+        out.append(f"{_lexeme(token)}:{position}")
+    return " ".join(out)
 
 
 def search_sql(

@@ -17,7 +17,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import Union
 
-from ._sqlite_search import create_search_index, create_search_queue, mark_per_append
+from ._sqlite_search import (
+    create_search_index,
+    create_search_queue,
+    mark_per_append,
+    reindex_own_tokens,
+)
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "MigrationStep"]
 
@@ -177,6 +182,9 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     # empty BLOB meaning "the hash of the record before it" (``_sqlite_ops.PREV_MARKER``),
     # which an older toolledger would read as a broken link; the version keeps it out.
     (9, "prev_hash_of_the_record_before", [_nothing_to_change]),
+    # The index holds toolledger's own tokens (NFKC, case-folded), not what FTS5's
+    # unicode61 made of the raw text: every run and record is indexed again.
+    (10, "search_own_tokens", [reindex_own_tokens]),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -20,10 +20,16 @@ Rules this module keeps:
   it fails on exactly the records the guard turns away, and then the batch runs again with
   the guard (SQLite undoes the failed statement alone, inside the transaction).
 - ``events_fts`` holds one row per record: its name and every string and number under its
-  ``content``, tokenized by ``unicode61`` with diacritics kept (``_search.tokens`` mirrors
-  it). Its rowid is ``rid << 32 | seq``, where ``rid`` is the run's number in
-  ``search_runs`` (an ``INTEGER PRIMARY KEY``, so ``VACUUM`` keeps it); ``runs_fts`` holds
-  each run's goal under ``rid``. A record whose JSON is damaged is indexed by its name.
+  ``content``, folded and split by ``_search.tokens`` (the SQL function
+  ``toolledger_index_text``, ``_search.index_text``, registered on every connection:
+  ``register``) before FTS5 sees it, so FTS5's own Unicode tables (older than Python's,
+  and folding less) decide nothing; ``unicode61`` then splits on the spaces between the
+  tokens (its ``categories`` count letters, digits and code points it does not know as
+  token characters). Since version 10 (``reindex_own_tokens``); before, FTS5 indexed the
+  raw text and missed words the query folded differently. Its rowid is
+  ``rid << 32 | seq``, where ``rid`` is the run's number in ``search_runs`` (an
+  ``INTEGER PRIMARY KEY``, so ``VACUUM`` keeps it); ``runs_fts`` holds each run's goal
+  under ``rid``. A record whose JSON is damaged is indexed by its name.
 - A build without FTS5 creates no index, and a process without FTS5 writes none: search
   then scans and warns (``SearchWarning``).
 """
@@ -41,6 +47,7 @@ from ._search import (
     EventQuery,
     broad_runs_where,
     fts5_expression,
+    index_text,
     newest_runs_first,
     run_goal,
     scan_search,
@@ -57,14 +64,28 @@ __all__ = [
     "index_pending",
     "index_run",
     "mark_per_append",
+    "register",
     "reindex_events",
+    "reindex_own_tokens",
     "reindex_run",
     "search_events",
     "stage_pending",
 ]
 
-_TOKENIZE = "tokenize = 'unicode61 remove_diacritics 0'"
+# The tables as version 5 created them (FTS5 split and folded the raw text).
+_TOKENIZE_V5 = "tokenize = 'unicode61 remove_diacritics 0'"
+# Since version 10: the text is toolledger's tokens; FTS5 splits it at the spaces (``Cn``:
+# a letter FTS5's tables do not know yet is still part of its token).
+_TOKENIZE = "tokenize = \"unicode61 remove_diacritics 0 categories 'L* N* Co Cn'\""
 _SEQ_BITS = 32
+#: The SQL function folding text as ``_search.tokens`` does (``register``).
+FOLD = "toolledger_index_text"
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the ``toolledger_index_text`` function the index's SQL calls."""
+    conn.create_function(FOLD, 1, index_text, deterministic=True)
+
 
 # A damaged record (JSON that json_valid rejects) is indexed by its name: json_tree reads
 # ``{}`` instead.
@@ -84,14 +105,23 @@ _GOAL = (
     "THEN json_extract({data}, '$.content.goal') END, '')"
 )
 
-_INSERT_EVENT = (
-    f"INSERT INTO events_fts (rowid, body) VALUES (?1, {_BODY.format(name='?2', data='?3')})"
-)
-_INSERT_GOAL = f"INSERT INTO runs_fts (rowid, goal) VALUES (:rid, {_GOAL.format(data=':data')})"
 
+def _folded(text_sql: str) -> str:
+    return f"{FOLD}({text_sql})"
+
+
+_INSERT_EVENT = (
+    "INSERT INTO events_fts (rowid, body) VALUES "
+    f"(?1, {_folded(_BODY.format(name='?2', data='?3'))})"
+)
+_INSERT_GOAL = (
+    f"INSERT INTO runs_fts (rowid, goal) VALUES (:rid, {_folded(_GOAL.format(data=':data'))})"
+)
+
+# Version 5's migration (never edited: it runs before version 10 rebuilds the tables).
 _DDL = [
-    f"CREATE VIRTUAL TABLE events_fts USING fts5(body, {_TOKENIZE}, columnsize = 0)",
-    f"CREATE VIRTUAL TABLE runs_fts USING fts5(goal, {_TOKENIZE}, columnsize = 0)",
+    f"CREATE VIRTUAL TABLE events_fts USING fts5(body, {_TOKENIZE_V5}, columnsize = 0)",
+    f"CREATE VIRTUAL TABLE runs_fts USING fts5(goal, {_TOKENIZE_V5}, columnsize = 0)",
     "CREATE TABLE search_runs (rid INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
     # Existing rows (a database written before the index existed).
     "INSERT INTO search_runs (run_id) SELECT run_id FROM runs ORDER BY started_at, run_id",
@@ -160,6 +190,45 @@ def mark_per_append(conn: sqlite3.Connection) -> None:
         return
     for statement in _MARK_PER_APPEND_DDL:
         conn.execute(statement)
+
+
+_REINDEX = [
+    "DROP TABLE events_fts",
+    "DROP TABLE runs_fts",
+    f"CREATE VIRTUAL TABLE events_fts USING fts5(body, {_TOKENIZE}, columnsize = 0)",
+    f"CREATE VIRTUAL TABLE runs_fts USING fts5(goal, {_TOKENIZE}, columnsize = 0)",
+    "INSERT OR IGNORE INTO search_runs (run_id) SELECT run_id FROM runs "
+    "ORDER BY started_at, run_id",
+    "INSERT INTO runs_fts (rowid, goal) SELECT k.rid, "
+    f"{_folded(_GOAL.format(data='r.data'))} FROM runs r JOIN search_runs k "
+    "ON k.run_id = r.run_id",
+]
+# Every record, pending ones included (the marks are cleared after).
+_INDEX_ALL = (
+    f"INSERT INTO events_fts (rowid, body) SELECT (k.rid << {_SEQ_BITS}) | e.seq, "
+    "{body} FROM search_runs k CROSS JOIN events e ON e.run_id = k.run_id"
+)
+
+
+def reindex_own_tokens(conn: sqlite3.Connection) -> None:
+    """Index every run and record again as toolledger's tokens (a migration step).
+
+    Nothing without the index; a process without FTS5 leaves the tables (it cannot drop
+    them) and this version recorded, and such a process searches by scanning anyway.
+    """
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events_fts'"
+    ).fetchone()
+    if row is None or not fts5_available(conn):
+        return
+    for statement in _REINDEX:
+        conn.execute(statement)
+    _insert_bodies(conn, _INDEX_ALL)
+    conn.execute(
+        "UPDATE search_runs SET indexed = coalesce((SELECT max(e.seq) + 1 FROM events e "
+        "WHERE e.run_id = search_runs.run_id), 0)"
+    )
+    conn.execute("DELETE FROM search_pending")
 
 
 def has_search_index(conn: sqlite3.Connection) -> bool:
@@ -233,11 +302,11 @@ def _insert_bodies(conn: sqlite3.Connection, sql: str) -> int:
     if _json_tree_is_strict():
         in_transaction = conn.in_transaction
         try:
-            return conn.execute(sql.format(body=_BODY_UNGUARDED.format(**body))).rowcount
+            return conn.execute(sql.format(body=_folded(_BODY_UNGUARDED.format(**body)))).rowcount
         except sqlite3.OperationalError:
             if conn.in_transaction != in_transaction:
                 raise  # it ended the transaction: no damaged record but a failing database
-    return conn.execute(sql.format(body=_BODY.format(**body))).rowcount
+    return conn.execute(sql.format(body=_folded(_BODY.format(**body)))).rowcount
 
 
 def index_pending(conn: sqlite3.Connection) -> int:

@@ -223,6 +223,7 @@ class SQLiteStore(ApplyShortcuts):
         except sqlite3.Error as exc:
             raise _map_error(exc, f"cannot open {self.path}") from exc
         try:
+            _sqlite_search.register(conn)
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             # Refuse a newer file before anything (even the journal mode) touches it.
             (version,) = self._retry_locked(lambda: conn.execute("PRAGMA user_version").fetchone())
@@ -258,6 +259,7 @@ class SQLiteStore(ApplyShortcuts):
             except sqlite3.Error as exc:
                 raise _map_error(exc, f"opening {self.path} read-only") from exc
             try:
+                _sqlite_search.register(conn)
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
                 if version > LATEST_VERSION:

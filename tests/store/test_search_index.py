@@ -1,0 +1,227 @@
+"""The search index is written with the records it indexes, from toolledger's own tokens."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import toolledger
+from toolledger.errors import StoreError
+from toolledger.store import SQLiteStore
+from toolledger.store import sqlite as sqlite_module
+from toolledger.store.base import EventRow, RunRow
+from toolledger.testing import sqlite_search
+from toolledger.testing import store_search as search_module
+
+from .._pg_dsn import pg_dsn_or_skip
+
+# Words whose old index (FTS5's or to_tsvector's own folding of the raw text) missed them.
+WORDS = {"cafe\u0301": "café", "ᏣᎳᎩ": "ꮳꮃꭹ", "ᲥᲐᲠᲗᲣᲚᲘ": "ქართული", "½": "½"}
+
+
+def _old_tokens(text: str) -> str:
+    """The text the index was given before version 10 / 8: lower-cased, not folded."""
+    return " ".join(t.lower() for t in re.findall(r"[^\W_]+", text))
+
+
+class TestTokens:
+    def test_tokens_fold_case_and_compatibility_forms(self) -> None:
+        """Text is NFKC-normalised and case-folded before it is split."""
+        assert search_module.tokens("Straße \uff21\uff22\uff23 cafe\u0301 A-1001") == [
+            "strasse",
+            "abc",
+            "café",
+            "a",
+            "1001",
+        ]
+        assert search_module.tokens("½ ﬁle ᏣᎳᎩ") == ["1", "2", "file", "ᏣᎳᎩ"]
+
+    def test_tsvector_text_keeps_what_postgresql_can_store_in_order(self) -> None:
+        """Past the byte budget the rest is left out; a too-long word is skipped."""
+        long_word = "x" * (search_module.TSVECTOR_WORD_BYTES + 1)
+        assert search_module.tsvector_text(f"a {long_word} b a") == "'a':1 'b':3 'a':4"
+        words = " ".join(f"w{i:07d}" for i in range(100_000))  # 12 bytes each in a tsvector
+        kept = search_module.tsvector_text(words).split()
+        assert len(kept) == search_module.TSVECTOR_BYTES // 12
+        assert kept[0] == "'w0000000':1"
+
+
+class TestSQLiteMigration:
+    def test_file_of_version_9_is_indexed_again_with_folded_tokens(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A file the previous schema indexed (FTS5 folding the raw text) finds every word
+        after the migration, pending records included, each record indexed once."""
+        db = tmp_path / "v9.db"
+        names = [name for _, name, _ in sqlite_module.MIGRATIONS]
+        before = sqlite_module.MIGRATIONS[: names.index("search_own_tokens")]
+        monkeypatch.setattr(sqlite_module, "MIGRATIONS", before)
+        monkeypatch.setattr(sqlite_module, "LATEST_VERSION", before[-1][0])
+        # The previous writer handed FTS5 the raw text.
+        monkeypatch.setattr(sqlite_search, "index_text", lambda text: text)
+        with toolledger.run("Trip to Zu\u0308rich", db=db) as run:
+            for word in WORDS:
+                run.note(f"the word {word} is stored")
+        pending = SQLiteStore(db)  # left open: its last run stays pending
+        with toolledger.run("Second trip", db=pending) as second:
+            second.note("ᏣᎳᎩ again")
+        old = sqlite3_rows(db, "SELECT count(*) FROM events_fts WHERE events_fts MATCH ?", "café")
+        assert old == 0  # the old index missed it
+        monkeypatch.undo()
+        store = SQLiteStore(db)
+        try:
+            assert (10, "search_own_tokens") in store.applied_migrations()
+            for query in WORDS.values():
+                found = toolledger.search(store, query)
+                assert run.run_id in {e.run_id for e in found}, query
+            assert {e.run_id for e in toolledger.search(store, "ꮳꮃꭹ")} == {
+                run.run_id,
+                second.run_id,
+            }
+            assert {e.run_id for e in toolledger.search(store, "zürich")} == {run.run_id}
+            records = len(store.read_events(run.run_id)) + len(store.read_events(second.run_id))
+            assert store._read("SELECT count(*) FROM events_fts")[0][0] == records
+        finally:
+            store.close()
+            pending.close()
+
+
+def sqlite3_rows(db: Path, query: str, arg: str) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute(query, (arg,)).fetchone()[0])
+    finally:
+        conn.close()
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    dsn = pg_dsn_or_skip()
+    name = f"tl_search_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _row(run_id: str, seq: int, text: str) -> EventRow:
+    return EventRow(
+        run_id=run_id,
+        seq=seq,
+        event_id=f"e{seq}",
+        parent_id=None,
+        kind="step",
+        name="work",
+        status="completed",
+        at=f"2026-01-01T00:00:{seq:02d}.000000+00:00",
+        prev_hash=None if seq == 0 else f"h{seq - 1}",
+        hash=f"h{seq}",
+        data=json.dumps({"header": {}, "content": {"outputs": {"text": text}}}),
+    )
+
+
+def _run(run_id: str) -> RunRow:
+    return RunRow(
+        run_id=run_id,
+        namespace="ns",
+        agent="a",
+        goal="g",
+        status="running",
+        started_at="2026-01-01T00:00:00.000000+00:00",
+        data=json.dumps({"header": {}, "content": {"goal": "g"}}),
+    )
+
+
+class TestPostgres:
+    def test_append_killed_while_indexing_stores_nothing(self, pg_schema: str) -> None:
+        """The index rides the records' own statement: a connection killed while it is
+        written leaves neither (before, the records were stored and never found)."""
+        from toolledger.store.postgres import PostgresStore
+
+        dsn = pg_dsn_or_skip()
+        store = PostgresStore(dsn, schema=pg_schema, max_size=2)
+        try:
+            store.create_run(_run("r1"))
+            assert store.append_events("r1", [_row("r1", 0, "fine words")], expected_count=0)
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL(
+                        "CREATE FUNCTION {s}.die() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                        "BEGIN IF NEW.tsv @@ 'killme'::tsquery THEN "
+                        "PERFORM pg_terminate_backend(pg_backend_pid()); "
+                        "PERFORM pg_sleep(5); END IF; RETURN NEW; END $$"
+                    ).format(s=sql.Identifier(pg_schema))
+                )
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TRIGGER die BEFORE INSERT ON {s}.event_search "
+                        "FOR EACH ROW EXECUTE FUNCTION {s}.die()"
+                    ).format(s=sql.Identifier(pg_schema))
+                )
+            with pytest.raises(StoreError) as caught:
+                store.append_events("r1", [_row("r1", 1, "killme please")], expected_count=1)
+            assert caught.value.details.get("outcome") == "not-committed"
+            assert [e.seq for e in store.read_events("r1")] == [0]
+            run = store.get_run("r1")
+            assert run is not None
+            assert run.event_count == 1
+            # The run goes on: the next append lands with its index.
+            assert store.append_events("r1", [_row("r1", 1, "later words")], expected_count=1)
+            found = store.search_events(
+                search_module.EventQuery(terms=search_module.parse_query("later"))
+            )
+            assert [g[0].seq for g in found] == [1]
+        finally:
+            store.close()
+
+    def test_schema_of_version_7_is_indexed_again_with_folded_tokens(
+        self, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Rows the previous schema indexed with to_tsvector('simple') are indexed again as
+        toolledger's tokens by the migration: every word found."""
+        from toolledger.store import postgres as postgres_module
+
+        dsn = pg_dsn_or_skip()
+        names = [name for _, name, _ in postgres_module.MIGRATIONS]
+        before = postgres_module.MIGRATIONS[: names.index("search_own_tokens")]
+        monkeypatch.setattr(postgres_module, "MIGRATIONS", before)
+        monkeypatch.setattr(postgres_module, "LATEST_VERSION", before[-1][0])
+        old = postgres_module.PostgresStore(dsn, schema=pg_schema)
+        texts = [f"the word {word} is stored" for word in WORDS]
+        try:
+            old.create_run(_run("r1"))
+            rows = [_row("r1", i, text) for i, text in enumerate(texts)]
+            assert old.append_events("r1", rows, expected_count=0)
+        finally:
+            old.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:  # what version 7 stored
+            for i, text in enumerate(texts):
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {}.event_search SET tsv = to_tsvector('simple', %s) "
+                        "WHERE run_id = 'r1' AND seq = %s"
+                    ).format(sql.Identifier(pg_schema)),
+                    (_old_tokens(f"work {text}"), i),
+                )
+        monkeypatch.undo()
+        store = postgres_module.PostgresStore(dsn, schema=pg_schema)
+        try:
+            assert (8, "search_own_tokens") in store.applied_migrations()
+            for seq, query in enumerate(WORDS.values()):
+                found = store.search_events(
+                    search_module.EventQuery(terms=search_module.parse_query(query))
+                )
+                assert [g[0].seq for g in found] == [seq], query
+        finally:
+            store.close()
