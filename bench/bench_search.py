@@ -246,8 +246,8 @@ def print_index_cost(cost: IndexCost) -> None:
 def pg_index_cost(steps: int, repeat: int) -> dict[str, list[float]] | None:
     """PostgreSQL's index cost per step (``$TOOLLEDGER_PG_DSN``): written in the append's
     own transaction, so there is no deferred batch. Runs into a fresh schema with the index
-    and into one whose appends index nothing (``event_index_params`` made empty for those
-    runs), alternating; the client's CPU and the wall time per step (the server's work is in
+    and into one whose appends index nothing (``event_index_params`` giving an empty
+    tsvector per record for those runs), alternating; the client's CPU and the wall time per step (the server's work is in
     the wall time)."""
     dsn = os.environ.get("TOOLLEDGER_PG_DSN")
     if not dsn:
