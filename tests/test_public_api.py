@@ -271,12 +271,40 @@ def test_journal_seam_is_one_protocol_the_run_implements() -> None:
     assert all(callable(getattr(toolledger.Run, m)) for m in methods)
 
 
+#: The guard layer's own options of ``toolledger.run`` (model-call content and replay).
+RUN_GUARD_OPTIONS = [
+    ("journal_content", True),
+    ("replay_of", None),
+    ("fork_at", None),
+    ("on_divergence", None),
+    ("resume_turns", True),
+]
+
+
 def test_run_factory_takes_exactly_the_journal_runs_options() -> None:
-    """toolledger.run(...) (guard layer) mirrors journal.Run's constructor, option for option."""
+    """toolledger.run(...) (guard layer) mirrors journal.Run's constructor, option for option,
+    then adds its own; its namespace defaults to None (a replay's source's, else default)."""
     from toolledger.journal import Run as JournalRun
 
     factory = inspect.signature(toolledger.run).parameters
     init = inspect.signature(JournalRun.__init__).parameters
-    assert [(p.name, p.default) for p in factory.values()] == [
-        (p.name, p.default) for p in list(init.values())[1:]
+    journal = [
+        (p.name, None if p.name == "namespace" else p.default) for p in list(init.values())[1:]
     ]
+    assert [(p.name, p.default) for p in factory.values()] == journal + RUN_GUARD_OPTIONS
+
+
+#: Replay, fork and resume from a run's record (``docs/replay.md``).
+REPLAY_API = {
+    "ReplayDivergedError",
+    "ReplayDivergence",
+    "ReplayReport",
+    "ReplayUnavailableError",
+    "Replayer",
+}
+
+
+def test_replay_names_are_exported() -> None:
+    """Replay's error, its divergence, the report and the unavailable error are public."""
+    assert set(toolledger.__all__) >= REPLAY_API
+    assert toolledger.ReplayDivergedError("REPLAY_DIVERGED").code == "REPLAY_DIVERGED"

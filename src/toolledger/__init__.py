@@ -42,6 +42,9 @@ from .errors import (
     NotFoundError,
     OutcomeUnknownError,
     PayloadLimitError,
+    ReplayDivergedError,
+    ReplayDivergence,
+    ReplayUnavailableError,
     StoreBusyError,
     StoreError,
     StoreSchemaTooNewError,
@@ -58,6 +61,7 @@ from .export import (
     export_site,
     reexport,
 )
+from .guard._replay import ReplayReport
 from .guard._run import Run, run
 from .journal import (
     Event,
@@ -120,6 +124,10 @@ __all__ = [
     "Pending",
     "RecoverContext",
     "Recovered",
+    "ReplayDivergedError",
+    "ReplayDivergence",
+    "ReplayReport",
+    "ReplayUnavailableError",
     "Replayer",
     "Resolution",
     "Result",

@@ -18,6 +18,8 @@ to handle one condition. Codes are API: they never change meaning and are pinned
     ├── DeliveryUncertainError          DELIVERY_UNCERTAIN
     ├── TombstonedError                 TOMBSTONED
     ├── ApprovalDeniedError             APPROVAL_DENIED (alias ApprovalDenied)
+    ├── ReplayDivergedError             REPLAY_DIVERGED
+    ├── ReplayUnavailableError          REPLAY_UNAVAILABLE
     └── StoreError
         ├── StoreBusyError              STORE_BUSY
         ├── StoreUnavailableError       STORE_UNAVAILABLE
@@ -30,6 +32,7 @@ original, so ``__cause__`` keeps the driver's detail.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
@@ -46,6 +49,9 @@ __all__ = [
     "NotFoundError",
     "OutcomeUnknownError",
     "PayloadLimitError",
+    "ReplayDivergedError",
+    "ReplayDivergence",
+    "ReplayUnavailableError",
     "StoreBusyError",
     "StoreError",
     "StoreSchemaTooNewError",
@@ -172,6 +178,60 @@ class ApprovalDeniedError(CheckpointError):
 ApprovalDenied = ApprovalDeniedError
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayDivergence:
+    """Where a replayed run first asked for something its record does not hold.
+
+    ``index``: the position of the request among the run's model calls (``llm_call``) or
+    tool calls (``tool_call``), from 0; ``kind`` and ``name``: the event kind and name
+    (the model, the tool); ``field``: what differs (``model``, ``system``,
+    ``messages[2]``, ``tools``, ``parameters.temperature``, ``input``, ``call_id``, or
+    ``event`` when the record holds no such request); ``recorded`` and ``now``: both values.
+    """
+
+    index: int
+    kind: str
+    name: str | None
+    field: str
+    recorded: Any
+    now: Any
+
+
+class ReplayDivergedError(CheckpointError):
+    """A replayed run made a request that differs from its record; nothing was sent.
+
+    ``divergence`` (a ``ReplayDivergence``) names the request and the field; ``details``
+    holds the same facts (``index``, ``kind``, ``name``, ``field``, ``recorded``, ``now``).
+    Use ``on_divergence="live"`` to go live from there instead.
+    """
+
+    default_code = "REPLAY_DIVERGED"
+
+    @property
+    def divergence(self) -> ReplayDivergence:
+        """The first divergence, from ``details``."""
+        d = self.details
+        index = d.get("index")
+        return ReplayDivergence(
+            index=index if isinstance(index, int) else -1,
+            kind=str(d.get("kind")),
+            name=d.get("name"),
+            field=str(d.get("field")),
+            recorded=d.get("recorded"),
+            now=d.get("now"),
+        )
+
+
+class ReplayUnavailableError(CheckpointError):
+    """A run cannot be replayed: its record lacks what replay needs.
+
+    ``details`` holds ``run_id`` and ``event_id`` (the first event lacking its content,
+    e.g. a run recorded with ``journal_content=False``).
+    """
+
+    default_code = "REPLAY_UNAVAILABLE"
+
+
 class StoreError(CheckpointError):
     """Base for storage-layer failures."""
 
@@ -209,6 +269,8 @@ _BY_CODE: dict[str, type[CheckpointError]] = {
         DeliveryUncertainError,
         TombstonedError,
         ApprovalDeniedError,
+        ReplayDivergedError,
+        ReplayUnavailableError,
         StoreBusyError,
         StoreUnavailableError,
         StoreSchemaTooNewError,

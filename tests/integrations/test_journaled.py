@@ -20,6 +20,7 @@ from toolledger.integrations.anthropic import journaled  # noqa: E402
 
 from ._llm_wire import (  # noqa: E402
     ANTHROPIC_CONTENT,
+    ANTHROPIC_MESSAGE,
     CHAT_CONTENT,
     RESPONSE,
     anthropic_client,
@@ -69,6 +70,7 @@ ANTHROPIC_META = {
     "finish_reasons": ["tool_use"],
     "usage": {"input_tokens": 10, "output_tokens": 25},
     "tool_call_ids": ["toolu_1"],
+    "tool_calls": [{"id": "toolu_1", "name": "send_email"}],
     "content_sha256": sha(MESSAGES, ANTHROPIC_CONTENT),
     "justification_source": "developer",
 }
@@ -79,6 +81,7 @@ CHAT_META = {
     "finish_reasons": ["tool_calls"],
     "usage": {"input_tokens": 9, "output_tokens": 4},
     "tool_call_ids": ["call_1"],
+    "tool_calls": [{"id": "call_1", "name": "send_email"}],
     "content_sha256": sha(MESSAGES, CHAT_CONTENT),
     "justification_source": "developer",
 }
@@ -86,8 +89,9 @@ CHAT_META = {
 
 class TestAnthropic:
     def test_create_records_llm_call_facts_without_content(self, db: Path) -> None:
-        """A plain completion is one llm_call; content is hashed, not stored (capture off)."""
-        with toolledger.run("llm", db=db) as run:
+        """``journal_content=False``: one llm_call; content hashed, not stored; the tool
+        calls' ids and names still are."""
+        with toolledger.run("llm", db=db, journal_content=False) as run:
             msg = journaled(anthropic_client(), run).messages.create(
                 model="claude-x-1", max_tokens=64, messages=MESSAGES
             )
@@ -98,26 +102,47 @@ class TestAnthropic:
         assert call["inputs"] is None
         assert call["outputs"] is None
 
-    def test_create_capture_on_stores_messages_and_content(self, db: Path) -> None:
-        """With content capture on, the request messages and response content are kept."""
+    def test_create_stores_request_and_response_by_default(self, db: Path) -> None:
+        """By default the request (messages, system, tools, parameters) and the response
+        (content, and the whole SDK response) are kept; transport options are not."""
+        tools = [{"name": "send_email", "input_schema": {"type": "object"}}]
         with toolledger.run("llm", db=db) as run:
-            journaled(anthropic_client(), run, capture_content=True).messages.create(
-                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            journaled(anthropic_client(), run).messages.create(
+                model="claude-x-1",
+                max_tokens=64,
+                messages=MESSAGES,
+                system="Be brief.",
+                tools=tools,
+                stop_sequences=["END"],
+                extra_headers={"x-secret": "s"},
+                timeout=3,
             )
         (call,) = llm_calls(db, run.run_id)
-        assert call["inputs"] == {"messages": MESSAGES}
-        assert call["outputs"] == {"content": ANTHROPIC_CONTENT}
+        assert call["inputs"] == {
+            "messages": MESSAGES,
+            "system": "Be brief.",
+            "tools": tools,
+            "parameters": {"max_tokens": 64, "stop_sequences": ["END"]},
+        }
+        response = {k: v for k, v in ANTHROPIC_MESSAGE.items() if v is not None}
+        assert call["outputs"] == {"content": ANTHROPIC_CONTENT, "response": response}
 
-    def test_create_capture_from_env_when_unset(
+    def test_journal_content_off_even_with_telemetry_capture_on(
         self, db: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """``capture_content=None`` follows the GenAI capture environment variable."""
+        """The journal's content is ``journal_content``'s alone: the telemetry capture
+        setting (env or ``capture_content=``) neither turns it on nor off."""
         monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-        with toolledger.run("llm", db=db) as run:
+        with toolledger.run("llm", db=db, journal_content=False, capture_content=True) as run:
             journaled(anthropic_client(), run).messages.create(
                 model="claude-x-1", max_tokens=64, messages=MESSAGES
             )
-        assert llm_calls(db, run.run_id)[0]["outputs"] == {"content": ANTHROPIC_CONTENT}
+        with toolledger.run("llm", db=db, capture_content=False) as run2:
+            journaled(anthropic_client(), run2).messages.create(
+                model="claude-x-1", max_tokens=64, messages=MESSAGES
+            )
+        assert llm_calls(db, run.run_id)[0]["outputs"] is None
+        assert llm_calls(db, run2.run_id)[0]["outputs"]["content"] == ANTHROPIC_CONTENT
 
     def test_create_stream_written_when_consumed_same_facts(self, db: Path) -> None:
         """``stream=True``: the event ends when the stream is consumed, with the same facts."""
@@ -220,7 +245,7 @@ class TestOpenAI:
         assert len(chunks) == 7
         (call,) = llm_calls(db, run.run_id)
         assert core(call["meta"]) == CHAT_META
-        assert call["outputs"] == {"content": CHAT_CONTENT}
+        assert call["outputs"]["content"] == CHAT_CONTENT
 
     def test_chat_stream_helper_written_at_exit(self, db: Path) -> None:
         """``chat.completions.stream``: the event is written when the block exits."""

@@ -8,17 +8,25 @@ Rules this module keeps:
   guard's drivers as their journal seam. No import runs up a layer.
 - Tool calls a journaled model call requested are remembered here (``remember_request``,
   bounded): the guard makes that model call the parent of the call's ``tool_call`` event.
+- Replay, fork and resume (``guard._replay``): the run holds the controller the journaled
+  clients ask before a model call is sent; a guarded call is checked against the record
+  before the guard runs it, and its checkpoint answers a call id the record holds.
+- ``run()`` reads ``TOOLLEDGER_REPLAY_OF``, ``TOOLLEDGER_FORK_AT`` and
+  ``TOOLLEDGER_ON_DIVERGENCE`` when the arguments are not given.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
 from ..tools import Tool, ToolOutcome
 from . import _drivers
+from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport
 
 __all__ = ["MAX_REMEMBERED", "Run", "run"]
 
@@ -33,9 +41,101 @@ class Run(JournalRun):
     guarded calls below (``toolledger.guard``). See ``journal.Run`` for the attributes.
     """
 
-    def __init__(self, goal: str, **options: Any) -> None:
+    def __init__(
+        self,
+        goal: str,
+        *,
+        journal_content: bool = True,
+        replay_of: str | None = None,
+        fork_at: str | None = None,
+        on_divergence: str = "raise",
+        resume_turns: bool = True,
+        inherit_namespace: bool = False,
+        **options: Any,
+    ) -> None:
+        if on_divergence not in ON_DIVERGENCE:
+            raise InvalidArgumentError(
+                message=f"on_divergence must be 'raise' or 'live'; got {on_divergence!r}"
+            )
+        if fork_at is not None and replay_of is None:
+            raise InvalidArgumentError(message="fork_at needs replay_of (the run to fork)")
         super().__init__(goal, **options)
+        #: Model calls through journaled clients store their content (request, response).
+        self.journal_content = bool(journal_content)
         self._requests: dict[str, EventHandle] = {}
+        self._replay_args = (replay_of, fork_at, on_divergence, resume_turns)
+        #: Answers model calls from a recorded run (replay, fork, resume); set at start.
+        self.replay: ReplayController | None = None
+        if replay_of is not None and inherit_namespace:
+            source = self.store.get_run(replay_of)
+            if source is not None:
+                self.namespace = source.namespace
+
+    # -- replay, fork, resume ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Store (or resume) the run; a replay reads its source first (``guard._replay``).
+
+        Raises:
+            NotFoundError: ``NOT_FOUND`` for an unknown ``replay_of`` run or ``fork_at``.
+            ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` for a source recorded without
+                content.
+        """
+        replay_of, fork_at, on_divergence, resume_turns = self._replay_args
+        if replay_of is not None:
+            self.replay = ReplayController(
+                self.store,
+                replay_of,
+                mode="replay" if fork_at is None else "fork",
+                on_divergence=on_divergence,
+                fork_at=fork_at,
+            )
+        elif resume_turns and self.status == "created":
+            try:
+                if self.store.get_run(self.run_id) is not None:
+                    self.replay = ReplayController(self.store, self.run_id, mode="resume")
+            except CheckpointError as exc:  # a resume without its record: live, as before
+                self.record_failure(exc)
+        super().start()
+
+    def header_facts(self) -> dict[str, Any]:
+        """``replay_of`` or ``forked_from`` (``run_id``, ``event_id``) in the hashed header."""
+        ctl = self.replay
+        if ctl is None or ctl.mode == "resume":
+            return {}
+        if ctl.mode == "fork":
+            return {"forked_from": {"run_id": ctl.source_run_id, "event_id": ctl.fork_at}}
+        return {"replay_of": {"run_id": ctl.source_run_id}}
+
+    @property
+    def replay_report(self) -> ReplayReport | None:
+        """What the run took from its record (``None``: not replayed, forked or resumed)."""
+        return None if self.replay is None else self.replay.report()
+
+    def _before_call(self, call_id: Any, tool: Any) -> None:
+        ctl = self.replay
+        if ctl is None or not isinstance(call_id, str):
+            return
+        ctl.tool_call(call_id, getattr(tool, "name", "?"))
+        if ctl.live or ctl.mode == "resume" or not ctl.holds_call(call_id):
+            return
+        if self.store.get(self.namespace, call_id) is None:
+            raise ReplayUnavailableError(
+                message=f"run {ctl.source_run_id}'s tool call {call_id!r} has no checkpoint "
+                f"in namespace {self.namespace!r} (gc, or another namespace): replaying it "
+                "would execute it",
+                details={"run_id": ctl.source_run_id, "call_id": call_id},
+            )
+
+    def _after_call(self, outcome: Any) -> None:
+        ctl = self.replay
+        if (
+            ctl is not None
+            and isinstance(outcome, ToolOutcome)
+            and outcome.replayed
+            and ctl.holds_call(outcome.call_id)
+        ):
+            ctl.served_tool()
 
     # -- who requested a tool call -------------------------------------------------------
 
@@ -67,7 +167,8 @@ class Run(JournalRun):
 
         ``gate`` takes ``approval=`` and ``approver=`` (see ``toolledger.approvals``).
         """
-        return _drivers.call(
+        self._before_call(call_id, tool)
+        outcome = _drivers.call(
             self,
             tool,
             call_id=call_id,
@@ -77,6 +178,8 @@ class Run(JournalRun):
             on_error=on_error,
             **gate,
         )
+        self._after_call(outcome)
+        return outcome
 
     async def acall(
         self,
@@ -90,7 +193,8 @@ class Run(JournalRun):
         **gate: Any,
     ) -> ToolOutcome:
         """Async ``call`` (``guard.acall``): ``execute``/``recover``/the approver may be async."""
-        return await _drivers.acall(
+        self._before_call(call_id, tool)
+        outcome = await _drivers.acall(
             self,
             tool,
             call_id=call_id,
@@ -100,6 +204,8 @@ class Run(JournalRun):
             on_error=on_error,
             **gate,
         )
+        self._after_call(outcome)
+        return outcome
 
     def call_many(
         self,
@@ -113,9 +219,14 @@ class Run(JournalRun):
         Returns:
             One ``ToolOutcome`` per call (or its exception with ``return_exceptions``).
         """
-        return _drivers.call_many(
+        for spec in calls:
+            self._before_call(spec.get("call_id"), spec.get("tool"))
+        outcomes = _drivers.call_many(
             self, calls, on_error=on_error, return_exceptions=return_exceptions
         )
+        for outcome in outcomes:
+            self._after_call(outcome)
+        return outcomes
 
     def deliver(self, call_id: str, post: Callable[[Any], Any], *, redeliver: bool = False) -> Any:
         """Post a call's stored result through its checkpoint (``guard.deliver``).
@@ -152,7 +263,7 @@ def run(
     agent: str | None = None,
     db: Any = None,
     run_id: str | None = None,
-    namespace: str = "default",
+    namespace: str | None = None,
     strict: bool = False,
     tracer_provider: Any = None,
     capture_content: bool | None = None,
@@ -161,6 +272,11 @@ def run(
     conversation_id: str | None = None,
     user_id: str | None = None,
     key: str | bytes | None = None,
+    journal_content: bool = True,
+    replay_of: str | None = None,
+    fork_at: str | None = None,
+    on_divergence: str | None = None,
+    resume_turns: bool = True,
 ) -> Run:
     """Return a ``Run`` to use as ``with toolledger.run(goal, ...) as run:``.
 
@@ -169,8 +285,11 @@ def run(
         agent: The agent's name.
         db: A path, a ``sqlite:///`` URL, a ``postgresql://`` DSN or a ``Store``; default
             ``$TOOLLEDGER_DB`` or ``.toolledger.db``.
-        run_id: Resume or name the run (default: a new 128-bit id).
-        namespace: Checkpoint namespace for the run's tool calls.
+        run_id: Resume or name the run (default: a new 128-bit id). A resumed run answers
+            a model request equal to the next recorded, unanswered one from its record
+            (``resume_turns``).
+        namespace: Checkpoint namespace for the run's tool calls (default ``default``; a
+            replay or fork: its source run's).
         strict: Raise storage failures instead of recording them in ``run.errors``.
         tracer_provider, capture_content, capture_intent, redact: Telemetry options.
         conversation_id: The conversation (session, thread) this run belongs to: telemetry's
@@ -180,16 +299,46 @@ def run(
         key: A secret journal key (default ``$TOOLLEDGER_JOURNAL_KEY``): the run's chain is
             then HMAC-SHA256 keyed, so a full re-chain without the key is detected;
             ``verify`` needs the same key. See ``docs/journal.md``.
+        journal_content: Store what journaled model clients send and receive (messages,
+            system, tools, parameters; the response), local to the journal like tool
+            inputs and outputs; ``False`` keeps ids, names and usage only (such a run
+            cannot be replayed). Telemetry content is ``capture_content``'s alone.
+        replay_of: Re-drive this code from that run's record (default
+            ``$TOOLLEDGER_REPLAY_OF``): model calls through journaled clients are
+            answered from it, guarded tool calls by their checkpoints. See
+            ``docs/replay.md``.
+        fork_at: With ``replay_of``: answer up to that event of the source, then go live
+            (default ``$TOOLLEDGER_FORK_AT``).
+        on_divergence: ``raise`` (``ReplayDivergedError``) or ``live`` (go live) at the
+            first request that differs from the record (default
+            ``$TOOLLEDGER_ON_DIVERGENCE``, else ``raise``).
+        resume_turns: A resumed run answers recorded model turns from its record (default);
+            ``False``: it asks the model again.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments.
+        NotFoundError: ``NOT_FOUND`` (on entering) for an unknown ``replay_of``/``fork_at``.
+        ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` (on entering) for a source recorded
+            with ``journal_content=False``.
     """
+    if replay_of is None:
+        replay_of = os.environ.get("TOOLLEDGER_REPLAY_OF") or None
+        if fork_at is None:
+            fork_at = os.environ.get("TOOLLEDGER_FORK_AT") or None
+    if on_divergence is None:
+        on_divergence = os.environ.get("TOOLLEDGER_ON_DIVERGENCE") or "raise"
     return Run(
         goal,
+        journal_content=journal_content,
+        replay_of=replay_of,
+        fork_at=fork_at,
+        on_divergence=on_divergence,
+        resume_turns=resume_turns,
+        inherit_namespace=namespace is None,
         agent=agent,
         db=db,
         run_id=run_id,
-        namespace=namespace,
+        namespace=namespace or "default",
         strict=strict,
         tracer_provider=tracer_provider,
         capture_content=capture_content,

@@ -18,10 +18,15 @@ Rules this module keeps:
   canonical JSON (RFC 8785 style) of ``{"messages": <request messages>, "response":
   <response content>}``, where the response content is the provider-neutral form built in
   ``_journaled_facts`` (so a streamed and a plain completion of the same answer hash alike).
-- Message content (``inputs.messages``, ``inputs.system``: Anthropic's ``system`` or the
-  Responses API's ``instructions``, ``outputs.content``) is stored only when content
-  capture is on: ``journaled(..., capture_content=True)``, else the run's telemetry policy,
-  else ``toolledger.configure()`` / ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+- Content is journaled by default, like tool inputs and outputs (``docs/replay.md``): the
+  request (``inputs``: ``messages``, ``system``: Anthropic's ``system`` or the Responses
+  API's ``instructions``, ``tools``, ``parameters``: every other argument sent to the
+  model, never the transport's options) and the response (``outputs``: ``content``, the
+  provider-neutral form; ``response``, the whole SDK response; ``stream``, a
+  ``stream=True`` response's events, stored once, whole). ``toolledger.run(...,
+  journal_content=False)`` or ``journaled(..., capture_content=False)`` turn it off; the
+  telemetry capture setting governs spans only. ``meta.tool_calls`` (ids and names) is
+  stored either way.
 - Streams: the event is begun when the request is sent and ended when the stream is
   consumed, closed, or fails; a stream closed early records what was received
   (``meta.stream_closed_early``).
@@ -72,7 +77,10 @@ class ResponseFacts:
     cache_creation_input_tokens: int | None = None
     reasoning_output_tokens: int | None = None
     tool_call_ids: list[str] = field(default_factory=list)
+    tool_call_names: list[str] = field(default_factory=list)
     content: Any = None
+    #: The whole response as the SDK dumps it (stored with content, served by replay).
+    response: Any = None
 
 
 def content_sha256(messages: Any, content: Any) -> str:
@@ -90,14 +98,56 @@ def content_sha256(messages: Any, content: Any) -> str:
 
 
 def _capture(run: Run, explicit: bool | None) -> bool:
+    """Journal content: ``journaled(..., capture_content=)`` when given, else the run's
+    ``journal_content`` (on unless ``toolledger.run(..., journal_content=False)``)."""
     if explicit is not None:
         return bool(explicit)
-    policy = getattr(getattr(run, "telemetry", None), "policy", None)
-    if policy is not None:
-        return bool(getattr(policy, "capture_content", False))
-    from ..telemetry._policy import resolve_policy
+    return run.journal_content
 
-    return resolve_policy(capture_content=None, capture_intent=True, redact=None).capture_content
+
+#: SDK call arguments that are not part of the model request: the transport's options
+#: (headers may hold secrets), and the arguments stored apart (``request_doc``).
+_NOT_PARAMETERS = frozenset(
+    {
+        "model",
+        "messages",
+        "input",
+        "system",
+        "instructions",
+        "tools",
+        "stream",
+        "extra_headers",
+        "extra_query",
+        "timeout",
+    }
+)
+
+
+def _given(value: Any) -> bool:
+    """False for the SDKs' ``NOT_GIVEN``/``omit`` sentinels (and ``None``)."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def request_doc(
+    messages: Any, system: Any, kwargs: dict[str, Any], *, stream: bool
+) -> dict[str, Any]:
+    """The model request as the journal stores it (``inputs``) and replay compares it.
+
+    ``{"messages", "system"?, "tools"?, "parameters"}``: ``parameters`` are every other
+    argument sent to the model (``stream: true`` for a streamed request, whichever way it
+    was asked for), never the transport's options (``extra_headers``, ``timeout``, …).
+    """
+    doc: dict[str, Any] = {"messages": as_plain(messages)}
+    if _given(system):
+        doc["system"] = as_plain(system)
+    tools = kwargs.get("tools")
+    if _given(tools):
+        doc["tools"] = as_plain(tools)
+    params = {k: as_plain(v) for k, v in kwargs.items() if k not in _NOT_PARAMETERS and _given(v)}
+    if stream:
+        params["stream"] = True
+    doc["parameters"] = params
+    return doc
 
 
 #: Request parameters kept in ``meta.request`` (the SDK argument names).
@@ -189,23 +239,45 @@ class Recorder:
         api: str | None = None,
         request: dict[str, Any] | None = None,
         system: Any = None,
+        stream: bool = False,
+        served: dict[str, Any] | None = None,
     ) -> LLMCall:
         """Write the event's start record; return the call to end.
 
         Args:
             model: The requested model.
-            messages: The request's messages (stored under content capture).
+            messages: The request's messages (stored with journal content).
             api: The shape of the stored content (default: the provider's name).
             request: The SDK call's keyword arguments (parameters and ``stream`` are kept).
-            system: Instructions given apart from the messages (stored under capture).
+            system: Instructions given apart from the messages (stored with content).
+            stream: The request is streamed (``stream=True`` or a ``stream`` helper).
+            served: Where a replayed or resumed answer came from (``meta``).
         """
-        return LLMCall(self, model, messages, api=api, request=request, system=system)
+        return LLMCall(
+            self,
+            model,
+            messages,
+            api=api,
+            request=request,
+            system=system,
+            stream=stream,
+            served=served,
+        )
 
 
 class LLMCall:
     """One completion in flight; ``end(facts)`` or ``fail(exc)`` exactly once."""
 
-    __slots__ = ("_done", "_first", "_started", "handle", "messages", "model", "recorder")
+    __slots__ = (
+        "_done",
+        "_first",
+        "_started",
+        "handle",
+        "messages",
+        "model",
+        "recorder",
+        "stream_items",
+    )
 
     def __init__(
         self,
@@ -216,6 +288,8 @@ class LLMCall:
         api: str | None = None,
         request: dict[str, Any] | None = None,
         system: Any = None,
+        stream: bool = False,
+        served: dict[str, Any] | None = None,
     ) -> None:
         self.recorder = recorder
         self.model = model if isinstance(model, str) and model else "unknown"
@@ -224,26 +298,31 @@ class LLMCall:
         self._started = time.monotonic()
         self._first: float | None = None
         self.handle: Any = None
+        #: A stream's items as the SDK dumps them (kept with journal content, stored whole).
+        self.stream_items: list[Any] | None = None
         run = recorder.run
         try:
+            kwargs = request or {}
+            stream = stream or kwargs.get("stream") is True
             inputs: dict[str, Any] | None = None
             if recorder.capture:
-                inputs = {"messages": as_plain(messages)}
-                if system is not None and isinstance(system, (str, list)):
-                    inputs["system"] = as_plain(system)
+                inputs = request_doc(messages, system, kwargs, stream=stream)
+                if stream:
+                    self.stream_items = []
             meta: dict[str, Any] = {
                 "provider": recorder.provider,
                 "api": api or recorder.provider,
                 "model": self.model,
             }
-            kwargs = request or {}
             params = request_params(kwargs)
             if params:
                 meta["request"] = params
-            if kwargs.get("stream") is True:
+            if stream:
                 meta["stream"] = True
             if recorder.server is not None:
                 meta["server"] = dict(recorder.server)
+            if served is not None:
+                meta.update(served)
             self.handle = run.begin_event("llm_call", self.model[:256], inputs=inputs, meta=meta)
         except Exception as exc:  # recording never breaks the agent (strict re-raises)
             self._failed(exc)
@@ -296,13 +375,25 @@ class LLMCall:
             "tool_call_ids": list(facts.tool_call_ids),
             "content_sha256": digest,
         }
+        if facts.tool_call_names and len(facts.tool_call_names) == len(facts.tool_call_ids):
+            # Ids and names are not content: stored with or without journal content.
+            meta["tool_calls"] = [
+                {"id": i, "name": n}
+                for i, n in zip(facts.tool_call_ids, facts.tool_call_names, strict=True)
+            ]
         if facts.response_id is not None:
             meta["response_id"] = facts.response_id
         if self._first is not None:
             meta["time_to_first_chunk"] = round(self._first, 6)
         if closed_early:
             meta["stream_closed_early"] = True
-        outputs = {"content": facts.content} if self.recorder.capture else None
+        outputs: dict[str, Any] | None = None
+        if self.recorder.capture:
+            outputs = {"content": facts.content}
+            if self.stream_items is not None and not closed_early and self.stream_items:
+                outputs["stream"] = self.stream_items
+            elif facts.response is not None:
+                outputs["response"] = facts.response
         try:
             self.handle.end("completed", outputs=outputs, meta=meta)
         except Exception as exc:
@@ -350,6 +441,11 @@ class _Stream:
             raise AttributeError(name)
         return getattr(self._inner, name)
 
+    def _keep(self, item: Any) -> None:
+        items = self._call.stream_items
+        if items is not None:
+            items.append(as_plain(item))
+
     def _finish(self, error: BaseException | None, *, early: bool) -> None:
         if self._finished:
             return
@@ -381,6 +477,7 @@ class SyncStream(_Stream):
         self._call.first_chunk()
         with contextlib.suppress(Exception):  # a shape we do not know costs facts only
             self._acc.add(item)
+            self._keep(item)
         return item
 
     def close(self) -> None:
@@ -419,6 +516,7 @@ class AsyncStream(_Stream):
         self._call.first_chunk()
         with contextlib.suppress(Exception):
             self._acc.add(item)
+            self._keep(item)
         return item
 
     async def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from ._journaled import Recorder, ResponseFacts
 from ._journaled_endpoint import AsyncEndpoint, Endpoint
 from ._journaled_facts import AnthropicAccumulator, anthropic_facts
+from ._journaled_replay import ReplayAnswers
 
 __all__ = ["JournaledAnthropic", "wrap_anthropic"]
 
@@ -34,7 +35,8 @@ class JournaledAnthropic:
         self._client = client
         self._recorder = recorder
         messages = client.messages
-        endpoint = AsyncEndpoint if type(messages).__name__.startswith("Async") else Endpoint
+        is_async = type(messages).__name__.startswith("Async")
+        endpoint = AsyncEndpoint if is_async else Endpoint
         self.messages = endpoint(
             messages,
             recorder,
@@ -45,6 +47,8 @@ class JournaledAnthropic:
             _complete,
             api="anthropic",
             system_key="system",
+            answers=ReplayAnswers(client, is_async=is_async),
+            resource=lambda c: c.messages,
         )
 
     def __getattr__(self, name: str) -> Any:

@@ -84,6 +84,7 @@ def _anthropic_block(block: Any) -> dict[str, Any]:
 def anthropic_facts(message: Any) -> ResponseFacts:
     """Facts of an Anthropic ``Message`` (or a stream helper's snapshot)."""
     blocks = [_anthropic_block(b) for b in field(message, "content") or []]
+    ids, names = _anthropic_calls(blocks)
     usage = field(message, "usage")
     stop = field(message, "stop_reason")
     return ResponseFacts(
@@ -94,9 +95,23 @@ def anthropic_facts(message: Any) -> ResponseFacts:
         output_tokens=_int(field(usage, "output_tokens")),
         cache_read_input_tokens=_int(field(usage, "cache_read_input_tokens")),
         cache_creation_input_tokens=_int(field(usage, "cache_creation_input_tokens")),
-        tool_call_ids=[b["id"] for b in blocks if b.get("type") == "tool_use" and b.get("id")],
+        tool_call_ids=ids,
+        tool_call_names=names,
         content=blocks,
+        response=as_plain(message),
     )
+
+
+def _anthropic_calls(blocks: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The requested tool calls' ids and names."""
+    calls = [b for b in blocks if b.get("type") == "tool_use" and b.get("id")]
+    return [b["id"] for b in calls], [str(b.get("name")) for b in calls]
+
+
+def _chat_calls(content: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The requested tool calls' ids and names."""
+    calls = [t for m in content for t in m.get("tool_calls", []) if t["id"]]
+    return [t["id"] for t in calls], [str(t["function"]["name"]) for t in calls]
 
 
 class AnthropicAccumulator:
@@ -161,6 +176,7 @@ class AnthropicAccumulator:
     def facts(self) -> ResponseFacts:
         """The facts so far."""
         blocks = [self.blocks[i] for i in sorted(self.blocks)]
+        ids, names = _anthropic_calls(blocks)
         return ResponseFacts(
             response_id=self.response_id,
             response_model=self.model,
@@ -169,7 +185,8 @@ class AnthropicAccumulator:
             output_tokens=self.output_tokens,
             cache_read_input_tokens=self.cache_read,
             cache_creation_input_tokens=self.cache_creation,
-            tool_call_ids=[b["id"] for b in blocks if b.get("type") == "tool_use" and b.get("id")],
+            tool_call_ids=ids,
+            tool_call_names=names,
             content=blocks,
         )
 
@@ -198,14 +215,17 @@ def chat_facts(completion: Any) -> ResponseFacts:
     """Facts of an OpenAI ``ChatCompletion`` (or a stream helper's snapshot)."""
     choices = sorted(field(completion, "choices") or [], key=lambda c: field(c, "index") or 0)
     content = [_chat_message(field(c, "message")) for c in choices]
+    ids, names = _chat_calls(content)
     usage = field(completion, "usage")
     return ResponseFacts(
         response_id=_str(field(completion, "id")),
         response_model=field(completion, "model"),
         finish_reasons=[r for r in (field(c, "finish_reason") for c in choices) if r],
         **_openai_usage(usage, "prompt", "completion"),
-        tool_call_ids=[t["id"] for m in content for t in m.get("tool_calls", []) if t["id"]],
+        tool_call_ids=ids,
+        tool_call_names=names,
         content=content,
+        response=as_plain(completion),
     )
 
 
@@ -260,12 +280,14 @@ class ChatAccumulator:
             if calls:
                 message["tool_calls"] = calls
             content.append(message)
+        ids, names = _chat_calls(content)
         return ResponseFacts(
             response_id=self.response_id,
             response_model=self.model,
             finish_reasons=[self.finish[i] for i in sorted(self.finish)],
             **_openai_usage(self.usage, "prompt", "completion"),
-            tool_call_ids=[t["id"] for m in content for t in m.get("tool_calls", []) if t["id"]],
+            tool_call_ids=ids,
+            tool_call_names=names,
             content=content,
         )
 
@@ -294,7 +316,9 @@ def responses_facts(response: Any) -> ResponseFacts:
         finish_reasons=reasons,
         **_openai_usage(usage, "input", "output"),
         tool_call_ids=[c["call_id"] for c in calls if c.get("call_id")],
+        tool_call_names=[str(c.get("name")) for c in calls if c.get("call_id")],
         content=output,
+        response=as_plain(response),
     )
 
 

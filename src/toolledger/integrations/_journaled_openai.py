@@ -17,6 +17,7 @@ from typing import Any
 from ._journaled import Recorder, ResponseFacts
 from ._journaled_endpoint import AsyncEndpoint, Endpoint, Proxy
 from ._journaled_facts import ChatAccumulator, ResponsesAccumulator, chat_facts, responses_facts
+from ._journaled_replay import ReplayAnswers
 
 __all__ = ["JournaledOpenAI", "wrap_openai"]
 
@@ -43,7 +44,9 @@ class JournaledOpenAI(Proxy):
         super().__init__(client)
         self._recorder = recorder
         completions = client.chat.completions
-        endpoint = AsyncEndpoint if type(completions).__name__.startswith("Async") else Endpoint
+        is_async = type(completions).__name__.startswith("Async")
+        endpoint = AsyncEndpoint if is_async else Endpoint
+        answers = ReplayAnswers(client, is_async=is_async)
         self.chat = _Chat(
             client.chat,
             endpoint(
@@ -55,6 +58,8 @@ class JournaledOpenAI(Proxy):
                 _chat_snapshot,
                 _chat_complete,
                 api="openai",
+                answers=answers,
+                resource=lambda c: c.chat.completions,
             ),
         )
         self.responses = endpoint(
@@ -65,6 +70,8 @@ class JournaledOpenAI(Proxy):
             ResponsesAccumulator,
             api="openai.responses",
             system_key="instructions",
+            answers=answers,
+            resource=lambda c: c.responses,
         )
 
     def with_options(self, **kwargs: Any) -> JournaledOpenAI:

@@ -213,6 +213,7 @@ class Run(Recorder):
             header["conversation_id"] = self.conversation_id
         if self.user_id is not None:
             header["user_id"] = self.user_id
+        header.update(self.header_facts())
         if self._key is not None:
             header["mac"] = MAC_HMAC_SHA256
             header["key_id"] = key_id(self._key)
@@ -243,6 +244,11 @@ class Run(Recorder):
             pending_row=pending,
             key=self._key,
         )
+
+    def header_facts(self) -> dict[str, Any]:
+        """Facts a subclass adds to the run's hashed header (none here; a replayed or
+        forked run names its source: ``replay_of``/``forked_from``)."""
+        return {}
 
     def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int, RunRow | None]:
         """Store (or resume) the run; return ``(head, count, row still to store)``."""
