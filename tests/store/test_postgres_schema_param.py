@@ -88,7 +88,8 @@ def scratch_dsn() -> Iterator[str]:
     dsn = pg_dsn_or_skip()
     name = f"tl_public_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        # template0 takes no connections: another session on template1 cannot fail this.
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
     info = psycopg.conninfo.conninfo_to_dict(dsn)
     info["dbname"] = name
     host, port = info.get("host", "127.0.0.1"), info.get("port", "5432")
