@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,8 @@ def in_memory_spans() -> tuple[Any, Any] | None:
 def agent(db: Path, tracer_provider: Any) -> toolledger.Run:
     """The recorded run: what the agent did and why."""
     index = FlakyIndex()
+    # The demo starts from a fresh file on purpose: no "created a new ledger" warning.
+    warnings.simplefilter("ignore", toolledger.NewLedgerWarning)
     with toolledger.run(
         "Explain why beta users can open the admin page",
         agent="demo-agent",

@@ -80,7 +80,7 @@ from .journal import (
 from .readiness import Diagnostic, check_tool
 from .replay import Replayer
 from .retention import GcReport, gc
-from .store import SQLiteStore, Store, open_store
+from .store import NewLedgerWarning, SQLiteStore, Store, open_store
 from .store._search import SearchWarning
 from .store.base import Tombstone
 from .telemetry import configure
@@ -117,6 +117,7 @@ __all__ = [
     "InvalidCheckpointError",
     "InvalidTransitionError",
     "JournalWarning",
+    "NewLedgerWarning",
     "NotFoundError",
     "NotRecovered",
     "OutcomeUnknownError",

@@ -288,7 +288,7 @@ def tool(
 def tool(
     name: str | None = None,
     *,
-    revision: str,
+    revision: str | None = None,
     execute: Callable[..., Any] | None = None,
     recover: Callable[..., Any] | None = None,
     description: str | None = None,
@@ -324,8 +324,19 @@ def tool(
         A ``Tool``, or a decorator that makes one.
 
     Raises:
-        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad name, revision or option.
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad name, revision or option,
+            and for a missing ``revision`` (a bare ``@toolledger.tool`` included).
     """
+    if callable(name) or revision is None:
+        # ``@toolledger.tool`` without parentheses, or no revision: say what and why.
+        raise InvalidArgumentError(
+            message=(
+                'toolledger.tool needs revision=, e.g. @toolledger.tool(revision="1"): the '
+                "revision is part of every call's binding, so a changed tool (bump it) never "
+                "receives a result stored by the old code"
+            ),
+            details={"argument": "revision"},
+        )
 
     def build(fn: Callable[..., Any], tool_name: str | None, doc: str | None) -> Tool:
         if tool_name is None:

@@ -1,6 +1,6 @@
 """Stores: where checkpoints, the operation journal, runs and journal events live."""
 
-from ._open import DEFAULT_DB, open_store
+from ._open import DEFAULT_DB, NewLedgerWarning, open_store
 from .base import (
     AppendEvents,
     CreateCheckpoint,
@@ -29,6 +29,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "SwapCheckpoint",
+    "NewLedgerWarning",
     "WriteOperation",
     "open_store",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,17 @@ from urllib.parse import unquote
 from ..errors import InvalidArgumentError
 from .base import Store
 
-__all__ = ["DEFAULT_DB", "open_store", "store_for", "using_store"]
+__all__ = ["DEFAULT_DB", "NewLedgerWarning", "open_store", "store_for", "using_store"]
+
+
+class NewLedgerWarning(UserWarning):
+    """``open_store`` created a new SQLite ledger file (filter it once you expect that).
+
+    A mistyped ``db=`` path quietly made a fresh ledger before, and a call the old ledger
+    had completed ran again (to the new file it was a new call): this warning names the
+    file, once per file created.
+    """
+
 
 DEFAULT_DB = ".toolledger.db"
 
@@ -59,6 +70,7 @@ def open_store(db: Any = None, *, readonly: bool = False, **options: Any) -> Sto
     match = _SCHEME.match(db)
     scheme = match.group(1).lower() if match else None
     if scheme in _POSTGRES:
+        _require_psycopg()
         from .postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
         # libpq reads the scheme case-sensitively; URL schemes are case-insensitive.
@@ -80,7 +92,36 @@ def open_store(db: Any = None, *, readonly: bool = False, **options: Any) -> Sto
         )
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(Path(db), **options)
+    path = Path(db)
+    new = not readonly and db != ":memory:" and not db.startswith("file:") and not path.exists()
+    opened = SQLiteStore(path, **options)
+    if new:
+        warnings.warn(
+            NewLedgerWarning(
+                f"created a new ledger at {path.resolve()} (no file was there: "
+                "check db= or TOOLLEDGER_DB if you meant an existing one)"
+            ),
+            stacklevel=3,
+        )
+    return opened
+
+
+def _require_psycopg() -> None:
+    """Name the ``postgres`` extra and its install command when psycopg is missing."""
+    try:
+        import psycopg  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise InvalidArgumentError(
+            message=(
+                "a postgresql:// database needs the [postgres] extra (psycopg 3): "
+                "pip install 'toolledger[postgres]'"
+            ),
+            details={
+                "argument": "db",
+                "extra": "postgres",
+                "install": "pip install 'toolledger[postgres]'",
+            },
+        ) from exc
 
 
 def store_for(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
