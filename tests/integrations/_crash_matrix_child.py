@@ -235,8 +235,8 @@ def run_openai_agents(run: toolledger.Run, s: Step) -> None:
     if s.phase == "restart" and s.restart == "replan":
         s.lost("session.db")
     model = ScriptedModel([ModelStep(responder=respond) for _ in range(8)])
-    agent = Agent(name="payer", model=model, tools=guarded_tools(run, [pay]))
     session = SQLiteSession(CONVERSATION, db_path=s.folder / "session.db")
+    agent = Agent(name="payer", model=model, tools=guarded_tools(run, [pay], session=session))
     # Resume: the session holds the conversation so far; the run continues from it.
     prompt: Any = [] if s.phase == "restart" and s.restart == "resume" else PROMPT
     asyncio.run(Runner.run(agent, prompt, session=session))

@@ -21,6 +21,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 import toolledger
+from toolledger.integrations import ConversationWarning
 from toolledger.integrations.langgraph import (
     DurabilityWarning,
     ToolledgerMiddleware,
@@ -78,6 +79,7 @@ def tool_messages(out: dict[str, Any]) -> list[ToolMessage]:
     return [m for m in out["messages"] if isinstance(m, ToolMessage)]
 
 
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
 def test_tool_node_runs_a_call_once_and_replays_it(run: toolledger.Run) -> None:
     """Two threads whose model issues the same id: one email, the same message twice."""
     box = Outbox()
@@ -108,6 +110,7 @@ def test_resuming_from_the_checkpoint_twice_runs_the_tool_once(
         ] * 2
 
 
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
 def test_async_tool_node_runs_a_call_once(run: toolledger.Run) -> None:
     """``awrap_tool_call`` + ``ainvoke``: once, then the stored result."""
     sent: list[str] = []
@@ -139,6 +142,7 @@ class FakeModel(GenericFakeChatModel):
         return self
 
 
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
 def test_middleware_guards_create_agent(run: toolledger.Run) -> None:
     """``create_agent(..., middleware=[ToolledgerMiddleware(run)])``: one email for one id."""
     box = Outbox()
@@ -166,6 +170,37 @@ def test_durability_async_warns_once(run: toolledger.Run) -> None:
     (warning,) = [w for w in caught if w.category is DurabilityWarning]
     assert 'durability="async"' in str(warning.message)
     assert box.sent == ["ana@example.com"]
+
+
+def test_thread_id_becomes_the_runs_conversation(run: toolledger.Run) -> None:
+    """A run the app named no conversation takes the graph's ``thread_id`` at its first call."""
+    assert run.conversation_id is None
+    app = graph(ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    app.invoke({"messages": [("user", "go")]}, thread("chat-7"), durability="sync")
+    assert run.conversation_id == "chat-7"
+
+
+def test_conversation_the_app_named_wins_over_the_thread(tmp_path: Path) -> None:
+    """``toolledger.run(conversation_id=...)`` keeps its name; no warning for any thread."""
+    with toolledger.run("t", db=str(tmp_path / "l.db"), conversation_id="chat-1") as named:
+        node = ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(named))
+        app = graph(node, InMemorySaver())
+        for t in "ab":
+            app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync")
+        assert named.conversation_id == "chat-1"
+
+
+def test_second_thread_on_a_bound_run_warns_once(run: toolledger.Run) -> None:
+    """A run bound to a first thread stays bound to it; other threads are told, once."""
+    app = graph(ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    app.invoke({"messages": [("user", "go")]}, thread("a"), durability="sync")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in "bc":
+            app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync")
+    (warning,) = [w for w in caught if w.category is ConversationWarning]
+    assert "conversation 'b' is not the run's ('a')" in str(warning.message)
+    assert run.conversation_id == "a"
 
 
 def test_no_checkpointer_warns(run: toolledger.Run) -> None:
@@ -209,6 +244,7 @@ def test_unhandled_tool_error_propagates_released(run: toolledger.Run) -> None:
     assert run.store.get(run.namespace, "call_1").status.value == "ready"
 
 
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
 def test_tool_error_as_result_is_stored_and_replayed(run: toolledger.Run) -> None:
     """``on_error="result"``: the node's error text is stored and sent again, not re-run."""
     box = Outbox()
@@ -226,6 +262,7 @@ def test_tool_error_as_result_is_stored_and_replayed(run: toolledger.Run) -> Non
     assert first.status == second.status == "error"
 
 
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
 def test_command_results_are_stored_and_rebuilt(run: toolledger.Run) -> None:
     """A tool returning a ``Command``: its update is stored and rebuilt on replay."""
     sent: list[str] = []

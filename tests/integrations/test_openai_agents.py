@@ -13,6 +13,7 @@ from agents import (
     FunctionTool,
     Runner,
     RunState,
+    SQLiteSession,
     WebSearchTool,
     function_tool,
     set_trace_processors,
@@ -199,6 +200,16 @@ def test_models_justification_is_journaled(run: toolledger.Run) -> None:
     (event,) = [e for e in stored_run(run.store, run.run_id).events if e["kind"] == "tool_call"]
     assert event["justification"] == "Ana asked to be told."
     assert event["inputs"] == {"to": "ana@example.com"}
+
+
+def test_session_id_becomes_the_runs_conversation(run: toolledger.Run) -> None:
+    """``guarded_tools(..., session=)``: the session's id is the run's conversation."""
+    session = SQLiteSession("chat-9")
+    tools = guarded_tools(run, [Outbox().tool()], session=session)
+    Runner.run_sync(
+        Agent(name="mailer", model=scripted(), tools=tools), "Tell Ana", session=session
+    )
+    assert run.conversation_id == "chat-9"
 
 
 def test_hosted_tools_are_refused(run: toolledger.Run) -> None:

@@ -6,10 +6,11 @@ loops frameworks run themselves: ``.anthropic_runner`` (the SDK's tool runners, 
 importable from ``.anthropic``), ``.openai_agents``, ``.langgraph``, ``.pydantic_ai``; each
 imports its framework when it is imported (an ``ImportError`` names the extra to install).
 Importing this package imports no SDK. ``ToolCall`` is the provider-neutral parsed call;
-``ToolGate`` an approval gate for a framework tool.
+``ToolGate`` an approval gate for a framework tool; ``ConversationWarning`` says that a
+framework's thread or session is not the run's conversation.
 """
 
 from ._common import NOT_EXECUTED, OUTCOME_UNKNOWN, ToolCall
-from ._framework import ToolGate
+from ._framework import ConversationWarning, ToolGate
 
-__all__ = ["NOT_EXECUTED", "OUTCOME_UNKNOWN", "ToolCall", "ToolGate"]
+__all__ = ["NOT_EXECUTED", "OUTCOME_UNKNOWN", "ConversationWarning", "ToolCall", "ToolGate"]

@@ -15,6 +15,12 @@ Rules this module keeps:
 - The binding's input is the model's arguments without ``justification`` (recorded as the
   model's justification when the tool's schema carries one); the tool itself gets the
   arguments exactly as the framework would have passed them.
+- The framework's own conversation id (LangGraph's ``thread_id``, the Agents SDK's session
+  id) scopes the run when the app gave none (``toolledger.run(conversation_id=...)``): the
+  run takes it at the first call that carries it (:meth:`FrameworkGuard.conversation`), so
+  that a re-plan in the same thread is recognized in a new process. A conversation the app
+  named wins; calls from a second thread on a run bound to a first keep the first, with
+  one ``ConversationWarning``.
 - What the guard answers besides a result is a typed :class:`Answer`: ``unknown``
   (``OUTCOME_UNKNOWN``: never re-run), ``awaiting_approval`` or ``denied``; each adapter
   turns it into what its framework shows the model. Other errors propagate unchanged
@@ -24,6 +30,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_REVISION",
     "Answer",
+    "ConversationWarning",
     "FrameworkGuard",
     "ToolGate",
     "missing",
@@ -50,6 +58,10 @@ DEFAULT_REVISION = "1"
 DENIED = "denied"
 
 Kind = Literal["result", "unknown", "awaiting_approval", "denied"]
+
+
+class ConversationWarning(UserWarning):
+    """The framework's conversation is not the run's: calls stay scoped by the run's."""
 
 
 def missing(adapter: str, package: str, extra: str) -> ImportError:
@@ -114,7 +126,16 @@ class FrameworkGuard:
             returns the first call's result instead of executing (see ``Tool``).
     """
 
-    __slots__ = ("_effect_keys", "_gates", "_recover", "_revisions", "on_error", "run")
+    __slots__ = (
+        "_bound",
+        "_effect_keys",
+        "_gates",
+        "_recover",
+        "_revisions",
+        "_warned_conversation",
+        "on_error",
+        "run",
+    )
 
     def __init__(
         self,
@@ -142,7 +163,31 @@ class FrameworkGuard:
         self._gates = dict(gates or {})
         self._recover = dict(recover or {})
         self._effect_keys = dict(effect_keys or {})
+        self._bound: str | None = None
+        self._warned_conversation = False
         self.on_error = on_error
+
+    def conversation(self, conversation_id: Any) -> None:
+        """Scope the run by the framework's conversation (thread, session) id, if it has none.
+
+        A run the app named a conversation keeps it (the app's name wins). A run this
+        adapter bound to a thread keeps that thread; a call from another thread gets one
+        ``ConversationWarning`` (use one run per thread, or name the conversation).
+        """
+        if not isinstance(conversation_id, str) or not conversation_id:
+            return
+        current = self.run.conversation_id
+        if current is None:
+            self.run.conversation_id = self._bound = conversation_id
+        elif current == self._bound != conversation_id and not self._warned_conversation:
+            self._warned_conversation = True
+            warnings.warn(
+                f"toolledger: the framework's conversation {conversation_id!r:.80} is not the "
+                f"run's ({current!r:.80}); its calls are scoped by the run's conversation. "
+                "Use one toolledger.run per thread or session.",
+                ConversationWarning,
+                stacklevel=2,
+            )
 
     def revision(self, name: str) -> str:
         """The revision bound to tool ``name``."""

@@ -23,6 +23,8 @@ Rules this module keeps:
   (its ``update``, messages as dicts, ``goto``, ``graph``), rebuilt on replay (the
   message's ``tool_call_id`` and ``name`` are the call's). A result ``recover`` proved may
   be any JSON: it becomes the message's content.
+- The graph's ``thread_id`` is the run's conversation when the app named none (a re-plan
+  in the same thread, in a new process, is then recognized; see ``_framework``).
 - The model's tool calls are safe across a crash only if the checkpoint that holds them is
   written before the tools run: a graph without a checkpointer, or with
   ``durability="async"`` (the default) or ``"exit"``, can lose them, and the model then
@@ -173,6 +175,14 @@ def _answer(answer: Answer, tool_call: Mapping[str, Any], fresh: list[Any]) -> A
 # -- the wrappers ---------------------------------------------------------------------------
 
 
+def _configurable(request: ToolCallRequest) -> Mapping[str, Any]:
+    """The graph run's ``config["configurable"]`` (empty outside a graph)."""
+    runtime = getattr(request, "runtime", None)
+    config = getattr(runtime, "config", None) or {}
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    return conf if isinstance(conf, Mapping) else {}
+
+
 class _Wrapper:
     """What ``guard_tool_calls``/``aguard_tool_calls``/the middleware share."""
 
@@ -191,14 +201,13 @@ class _Wrapper:
                 details={"tool": tool_call.get("name")},
             )
         self._warn_durability(request)
+        self._guard.conversation(_configurable(request).get("thread_id"))
         return tool_call, call_id
 
     def _warn_durability(self, request: ToolCallRequest) -> None:
         if self._warned:
             return
-        runtime = getattr(request, "runtime", None)
-        config = getattr(runtime, "config", None) or {}
-        conf = config.get("configurable") or {}
+        conf = _configurable(request)
         if CONFIG_KEY_DURABILITY not in conf and CONFIG_KEY_CHECKPOINTER not in conf:
             return  # not inside a graph run (a ToolNode invoked directly)
         durability = conf.get(CONFIG_KEY_DURABILITY, "async")

@@ -25,6 +25,8 @@ Rules this module keeps:
   stored in toolledger (``toolledger approve``, ``decide_approval``) answers the SDK's
   ``needs_approval`` (no interruption): approved runs, denied is refused by the guard. A
   call the SDK rejected never reaches the tool.
+- ``session=`` (the SDK ``Session`` the agent runs with): its ``session_id`` is the run's
+  conversation when the app named none.
 - Only ``FunctionTool``s can be guarded (``INVALID_ARGUMENT`` otherwise): hosted tools run
   at the provider, not here.
 """
@@ -85,7 +87,7 @@ def _ignore_handled(tool: Any, error: Exception, input_json: str) -> None:
     """The SDK's handled-error callback: the guard has journaled the error already."""
 
 
-def _guard_one(guard: FrameworkGuard, tool: Any) -> Any:
+def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) -> Any:
     if not isinstance(tool, FunctionTool):
         raise InvalidArgumentError(
             message=f"guarded_tools guards FunctionTools only; got {type(tool).__name__} "
@@ -103,6 +105,7 @@ def _guard_one(guard: FrameworkGuard, tool: Any) -> Any:
                 message=f"tool {name}: the call has no tool_call_id; not running it unguarded",
                 details={"tool": name},
             )
+        guard.conversation(conversation_id)
         try:
             arguments = json.loads(input_json) if input_json else {}
         except ValueError:
@@ -156,6 +159,7 @@ def guarded_tools(
     on_error: str = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
+    session: Any = None,
 ) -> list[Any]:
     """Return guarded copies of the SDK's ``FunctionTool``s, for ``Agent(tools=...)``.
 
@@ -169,6 +173,10 @@ def guarded_tools(
         recover: Tool name -> ``recover(ctx)``.
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
             run started again, not resumed, gets new call ids).
+        session: The SDK ``Session`` the agent runs with (``Runner.run(...,
+            session=session)``): its ``session_id`` is the run's conversation when the
+            run has none, so a re-plan in the same session, in a new process, is
+            recognized.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a tool that is not a ``FunctionTool``
@@ -182,4 +190,5 @@ def guarded_tools(
         recover=recover,
         effect_keys=effect_keys,
     )
-    return [_guard_one(guard, t) for t in tools]
+    conversation_id = None if session is None else session.session_id
+    return [_guard_one(guard, t, conversation_id) for t in tools]
