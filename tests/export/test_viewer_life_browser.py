@@ -166,7 +166,7 @@ def test_site_index_searches_and_links_to_pages_offline(browser, tmp_path):  # n
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
         [f"{life}.html", f"{run.run_id}.html", toolledger.export.site.page_name(odd.run_id)]
     )
-    assert toolledger.export.site.page_name(odd.run_id).startswith("run-")  # hashed
+    assert toolledger.export.site.page_name(odd.run_id).startswith("run_")  # hashed
     browser.set_window_size(1200, 700)
     browser.get(index.resolve().as_uri())
     rows = browser.find_elements("css selector", "#runs tr")
