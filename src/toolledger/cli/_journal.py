@@ -1,4 +1,4 @@
-"""Journal commands: runs, show, export, verify, replay, checkpoints.
+"""Journal commands: runs, show, export, verify, checkpoints (``replay``: ``_replay``).
 
 Data goes to stdout, diagnostics to stderr. An unknown run id is a usage error (exit 2);
 a failed verification or a divergent replay exits 1.
@@ -18,7 +18,7 @@ from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
 from . import main
 from ._common import LIMIT, UsageError, clean, fail_check, get_store, json_line
 
-__all__ = ["checkpoints", "export", "replay", "runs", "show", "verify"]
+__all__ = ["checkpoints", "export", "runs", "show", "verify"]
 
 #: Exports of at least this many records show a progress bar (when stderr is a TTY).
 PROGRESS_MIN_RECORDS = 2000
@@ -337,64 +337,6 @@ def verify(
             f"FAILED {bad.source} {bad.run_id}: {bad.reason}"
             + (where if bad.first_bad_seq is not None else "")
         )
-
-
-@main.command()
-@click.argument("run_id")
-@click.option("--from", "from_event", default=None, help="Start at this event id.")
-@click.option("--diff", "other", default=None, help="Name the first divergence from this run.")
-@click.pass_context
-def replay(ctx: click.Context, run_id: str, from_event: str | None, other: str | None) -> None:
-    """Print a run's events in recorded order as JSON lines, or diff two runs.
-
-    Example: toolledger replay 3f2a… --diff 9c41…
-    """
-    from ..replay import Replayer
-
-    store = get_store(ctx)
-    try:
-        replayer = Replayer(store)
-        with _mapped():
-            if other is not None:
-                div = replayer.diff(run_id, other)
-                if div is None:
-                    click.echo(clean(f"no divergence between {run_id} and {other}"))
-                    return
-                click.echo(
-                    _dumps(
-                        {
-                            "index": div.index,
-                            "field": div.field,
-                            "reason": div.reason,
-                            "a": div.a,
-                            "b": div.b,
-                        }
-                    )
-                )
-                fail_check(f"runs diverge: {div.reason}")
-                return
-            for item in replayer.replay(run_id, from_event=from_event):
-                ev = item.event
-                click.echo(
-                    _dumps(
-                        {
-                            k: ev.get(k)
-                            for k in (
-                                "seq",
-                                "event_id",
-                                "parent_id",
-                                "kind",
-                                "name",
-                                "status",
-                                "inputs",
-                                "outputs",
-                                "error",
-                            )
-                        }
-                    )
-                )
-    finally:
-        store.close()
 
 
 @main.command()

@@ -98,6 +98,25 @@ class Run(JournalRun):
                 self.record_failure(exc)
         super().start()
 
+    def close(self, error: BaseException | None = None) -> None:
+        """Record the replay report (a ``replay`` event), then finish the run (see
+        ``journal.Run.close``)."""
+        ctl = self.replay
+        if ctl is not None and self.status == "running":
+            report = ctl.report()
+            if ctl.mode != "resume" or report.served_model_calls or report.live_from:
+                try:
+                    self.record_event(
+                        "replay",
+                        ctl.mode,
+                        "diverged" if report.divergence is not None else "completed",
+                        outputs=report.as_dict(),
+                        parent=None,
+                    )
+                except CheckpointError as exc:  # recording never breaks the run
+                    self.record_failure(exc)
+        super().close(error)
+
     def header_facts(self) -> dict[str, Any]:
         """``replay_of`` or ``forked_from`` (``run_id``, ``event_id``) in the hashed header."""
         ctl = self.replay
