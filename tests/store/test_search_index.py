@@ -225,3 +225,63 @@ class TestPostgres:
                 assert [g[0].seq for g in found] == [seq], query
         finally:
             store.close()
+
+
+# -- a common goal word with a filter few events pass ------------------------------------
+
+
+def _goal_runs(store: object, runs: int) -> None:
+    for r in range(runs):
+        with toolledger.run(f"Handle ticket {r}", db=store) as run:
+            for _ in range(5):
+                with run.step("lookup", justification="the ticket is checked"):
+                    pass
+
+
+class TestGoalWordWithAFilter:
+    def test_visits_a_bounded_number_of_runs_then_one_statement(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A word in every goal and event with a filter no event passes: a few runs one by
+        one, then one statement over every hit (before: one statement per run)."""
+        monkeypatch.setattr(search_module, "FALLBACK_AFTER_RUNS", 4)
+        monkeypatch.setattr(sqlite_search, "FEW_HITS", 1)  # every word counts as common
+        store = SQLiteStore(tmp_path / "goals.db")
+        try:
+            _goal_runs(store, 20)
+            statements: list[str] = []
+            store._conn().set_trace_callback(statements.append)
+            assert toolledger.search(store, "ticket", status="failed") == []
+            searches = [s for s in statements if "cand AS" in s]
+            assert 4 <= len(searches) <= 6
+            found = toolledger.search(store, "ticket", kind="step", limit=3)
+            assert len(found) == 3
+        finally:
+            store.close()
+
+    def test_work_per_run_follows_the_run_not_every_goal_hit(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Run by run, a goal hit expands to that run's events only, filtered first: the
+        work of visiting every run grows with the runs, not with their square."""
+        monkeypatch.setattr(search_module, "FALLBACK_AFTER_RUNS", 10_000)
+        monkeypatch.setattr(sqlite_search, "FEW_HITS", 1)
+        steps = {}
+        for runs in (10, 40):
+            store = SQLiteStore(tmp_path / f"goals{runs}.db")
+            try:
+                _goal_runs(store, runs)
+                toolledger.search(store, "ticket")  # index what is pending first
+                count = [0]
+
+                def tick(count: list[int] = count) -> int:
+                    count[0] += 1
+                    return 0
+
+                store._conn().set_progress_handler(tick, 100)
+                assert toolledger.search(store, "ticket", status="failed") == []
+                store._conn().set_progress_handler(None, 100)
+                steps[runs] = count[0]
+            finally:
+                store.close()
+        assert steps[40] < 8 * steps[10], steps  # 4x the runs: ~4x the work, not ~16x

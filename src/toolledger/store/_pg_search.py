@@ -121,6 +121,8 @@ def backfill(cur: Any, q: Any) -> None:
 
 #: Below this many index hits for the first term, one statement over all hits is cheapest.
 FEW_HITS = 2000
+#: ... and below this many runs whose goal holds it (each stands for all its events).
+FEW_GOAL_RUNS = 20
 
 
 def search_select(
@@ -128,11 +130,13 @@ def search_select(
 ) -> Callable[[EventQuery], list[tuple[str, str]]]:
     """Return the ``(run_id, event_id)`` selector for a schema (``schema_sql`` qualifies).
 
-    A selective query (a run, or fewer than ``FEW_HITS`` index hits for its first term) is
-    one statement driven by the GIN index's hits. A broad one (no text, or a common first
-    term) visits runs newest start first (``_search.newest_runs_first``), each run's hits
-    by ``run_id`` (the key of ``event_search`` and ``events``): ordering every hit of the
-    database to keep the newest ``limit`` would cost as much as the database is large.
+    A selective query (a run, or fewer than ``FEW_HITS`` index hits and ``FEW_GOAL_RUNS``
+    goal hits for its first term) is one statement driven by the GIN index's hits. A broad
+    one (no text, or a common first term) visits runs newest start first
+    (``_search.newest_runs_first``), each run's hits by ``run_id`` (the key of
+    ``event_search`` and ``events``): ordering every hit of the database to keep the newest
+    ``limit`` would cost as much as the database is large. A text query whose matches are
+    rare there goes back to the one statement after ``FALLBACK_AFTER_RUNS`` runs.
     """
     events, runs = schema_sql("{s}.events"), schema_sql("{s}.runs")
     event_hits = schema_sql(
@@ -141,6 +145,10 @@ def search_select(
     goal_hits = schema_sql("SELECT run_id FROM {s}.run_search WHERE tsv @@ %s::tsquery")
     count_hits = schema_sql(
         "SELECT count(*) FROM (SELECT 1 FROM {s}.event_search "
+        "WHERE tsv @@ %s::tsquery LIMIT %s) AS hits"
+    )
+    count_goals = schema_sql(
+        "SELECT count(*) FROM (SELECT 1 FROM {s}.run_search "
         "WHERE tsv @@ %s::tsquery LIMIT %s) AS hits"
     )
 
@@ -163,6 +171,9 @@ def search_select(
     def run_events(run_id: Any, key: Any, q: EventQuery) -> list[Any]:
         return read(*statement(q, "e.at, e.run_id, e.seq, e.event_id"))
 
+    def one_statement(query: EventQuery) -> list[tuple[str, str]]:
+        return [(str(a), str(b)) for a, b in read(*statement(query, "e.run_id, e.event_id"))]
+
     def select(query: EventQuery) -> list[tuple[str, str]]:
         if query.run_id is None and not few_hits(query):
             where, params = broad_runs_where(query, ph="%s")
@@ -172,13 +183,17 @@ def search_select(
                 "ORDER BY r.started_at DESC, r.run_id DESC",
                 params,
             )
-            return newest_runs_first(query, found, run_events)
-        return [(str(a), str(b)) for a, b in read(*statement(query, "e.run_id, e.event_id"))]
+            fallback = one_statement if query.terms else None
+            return newest_runs_first(query, found, run_events, fallback)
+        return one_statement(query)
 
     def few_hits(query: EventQuery) -> bool:
         if not query.terms:
             return False  # a filter alone would visit every record
-        rows = read(count_hits, (tsquery_text(query.terms[0]), FEW_HITS))
+        match = tsquery_text(query.terms[0])
+        if int(read(count_goals, (match, FEW_GOAL_RUNS))[0][0]) >= FEW_GOAL_RUNS:
+            return False
+        rows = read(count_hits, (match, FEW_HITS))
         return int(rows[0][0]) < FEW_HITS
 
     return select

@@ -39,6 +39,7 @@ __all__ = [
     "OPEN_END",
     "TSVECTOR_BYTES",
     "TSVECTOR_WORD_BYTES",
+    "FALLBACK_AFTER_RUNS",
     "EventQuery",
     "SearchTerm",
     "SearchWarning",
@@ -316,18 +317,49 @@ def search_sql(
         ctes.append(f"h{i} AS ({event_hits})")
         ctes.append(f"g{i} AS ({goal_hits})")
         params.extend([match_value(term)] * (hit_params + 1))
+        # IN, not a correlated EXISTS: the hits are looked up, never scanned per event.
         term_checks.append(
-            f"(EXISTS (SELECT 1 FROM h{i} WHERE h{i}.run_id = e.run_id AND "
-            f"h{i}.event_id = e.event_id) OR e.run_id IN (SELECT run_id FROM g{i}))"
+            f"((e.run_id, e.event_id) IN (SELECT run_id, event_id FROM h{i}) "
+            f"OR e.run_id IN (SELECT run_id FROM g{i}))"
         )
+    where, where_params = _filters(query, ph=ph, events=events)
+    if query.terms:
+        # Drive from the index hits (small) rather than from every record. A goal hit
+        # stands for every event of its run: those are filtered before they are taken
+        # (else every event of every run whose goal matches is materialised, per run).
+        ctes.append(
+            "cand AS (SELECT run_id, event_id FROM h0 UNION "
+            f"SELECT e.run_id, e.event_id FROM {events} e JOIN {runs} r ON r.run_id = e.run_id "
+            "WHERE e.run_id IN (SELECT run_id FROM g0) AND " + " AND ".join(where) + ")"
+        )
+        params.extend(where_params)
+        source = (
+            f"cand c JOIN {events} e ON e.run_id = c.run_id AND e.event_id = c.event_id "
+            f"JOIN {runs} r ON r.run_id = e.run_id"
+        )
+    else:
+        source = f"{events} e JOIN {runs} r ON r.run_id = e.run_id"
+    where.extend(term_checks)
+    sql = (
+        ("WITH " + ", ".join(ctes) + " " if ctes else "")
+        + f"SELECT {columns} FROM {source} WHERE "
+        + " AND ".join(where)
+        + f" ORDER BY e.at DESC, e.run_id DESC, e.seq DESC LIMIT {ph} OFFSET {ph}"
+    )
+    return sql, [*params, *where_params, query.limit, query.offset]
+
+
+def _filters(query: EventQuery, *, ph: str, events: str) -> tuple[list[str], list[Any]]:
+    """Return the conditions (and their parameters) on an event's first record ``e`` and
+    its run ``r`` that every field of ``query`` but its terms sets."""
     where = [
         f"NOT EXISTS (SELECT 1 FROM {events} p WHERE p.run_id = e.run_id AND "
         "p.event_id = e.event_id AND p.seq < e.seq)"
     ]
-    where_params: list[Any] = []
+    params: list[Any] = []
     if query.kinds is not None:
         where.append(f"e.kind IN ({', '.join([ph] * len(query.kinds))})")
-        where_params.extend(query.kinds)
+        params.extend(query.kinds)
     for column, value in (
         ("e.name", query.name),
         ("e.run_id", query.run_id),
@@ -336,40 +368,23 @@ def search_sql(
     ):
         if value is not None:
             where.append(f"{column} = {ph}")
-            where_params.append(value)
+            params.append(value)
     if query.since is not None:
         where.append(f"e.at >= {ph}")
-        where_params.append(query.since)
+        params.append(query.since)
     if query.until is not None:
         where.append(f"e.at < {ph}")
-        where_params.append(query.until)
+        params.append(query.until)
     if query.status is not None:
+        # The last record by its key: max(seq) from the (run_id, event_id) index, then
+        # that record (ordering the run's records by seq walks all of them per event).
         where.append(
-            f"(SELECT l.status FROM {events} l WHERE l.run_id = e.run_id AND "
-            f"l.event_id = e.event_id ORDER BY l.seq DESC LIMIT 1) = {ph}"
+            f"(SELECT l.status FROM {events} l WHERE l.run_id = e.run_id AND l.seq = "
+            f"(SELECT max(m.seq) FROM {events} m WHERE m.run_id = e.run_id AND "
+            f"m.event_id = e.event_id)) = {ph}"
         )
-        where_params.append(query.status)
-    where.extend(term_checks)
-    if query.terms:
-        # Drive from the index hits (small) rather than from every record.
-        ctes.append(
-            "cand AS (SELECT run_id, event_id FROM h0 UNION "
-            f"SELECT x.run_id, x.event_id FROM {events} x WHERE x.run_id IN "
-            "(SELECT run_id FROM g0))"
-        )
-        source = (
-            f"cand c JOIN {events} e ON e.run_id = c.run_id AND e.event_id = c.event_id "
-            f"JOIN {runs} r ON r.run_id = e.run_id"
-        )
-    else:
-        source = f"{events} e JOIN {runs} r ON r.run_id = e.run_id"
-    sql = (
-        ("WITH " + ", ".join(ctes) + " " if ctes else "")
-        + f"SELECT {columns} FROM {source} WHERE "
-        + " AND ".join(where)
-        + f" ORDER BY e.at DESC, e.run_id DESC, e.seq DESC LIMIT {ph} OFFSET {ph}"
-    )
-    return sql, [*params, *where_params, query.limit, query.offset]
+        params.append(query.status)
+    return where, params
 
 
 #: Sorts after every stored time: the end of a run that may still be written.
@@ -394,10 +409,15 @@ def broad_runs_where(query: EventQuery, *, ph: str) -> tuple[str, list[Any]]:
     return ("WHERE " + " AND ".join(where) if where else ""), params
 
 
+#: A text query visits at most this many runs one by one before it asks ``fallback``.
+FALLBACK_AFTER_RUNS = 32
+
+
 def newest_runs_first(
     query: EventQuery,
     runs: Sequence[Sequence[Any]],
     run_events: Callable[[Any, Any, EventQuery], Iterable[Sequence[Any]]],
+    fallback: Callable[[EventQuery], list[tuple[str, str]]] | None = None,
 ) -> list[tuple[str, str]]:
     """Answer a broad query run by run, newest start first, stopping once exact.
 
@@ -405,6 +425,11 @@ def newest_runs_first(
     unbounded: ``OPEN_END``), so once ``offset + limit`` candidates are found and the last
     of them is later than every end of the runs not yet visited, no unvisited event can
     displace it. Its cost follows the limit, not the database.
+
+    When matches are rare (a common word with a filter that few events pass), visiting
+    every run would read the word's index hits once per run: after
+    ``FALLBACK_AFTER_RUNS`` runs without the answer, ``fallback`` (one statement over
+    every hit, filters applied first) answers instead.
 
     Args:
         query: The search (no ``run_id``).
@@ -424,6 +449,8 @@ def newest_runs_first(
             continue  # the run ended before the window opened
         if len(found) >= want and found[want - 1][0] > bound[i]:
             break
+        if fallback is not None and i >= FALLBACK_AFTER_RUNS:
+            return fallback(query)
         q = replace(query, run_id=str(run_id), limit=want, offset=0)
         found.extend((str(a), str(r), int(s), str(e)) for a, r, s, e in run_events(run_id, key, q))
         found.sort(reverse=True)

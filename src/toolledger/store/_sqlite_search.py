@@ -408,7 +408,7 @@ def search_events(
         return [(str(a), str(b)) for a, b in read(sql, params)]
 
     if indexed and not staged and query.run_id is None and not _few_hits(query, read):
-        return many(_newest_runs_first(query, read))
+        return many(_newest_runs_first(query, read, select if query.terms else None))
     if query.terms and not indexed:
         warnings.warn(
             _SearchWarning(
@@ -428,24 +428,36 @@ def search_events(
 
 #: Below this many index hits for the first term, one query over all hits is cheapest.
 FEW_HITS = 2000
+#: ... and below this many runs whose goal holds it (each stands for all its events).
+FEW_GOAL_RUNS = 20
 
 
 def _few_hits(query: EventQuery, read: Callable[[str, Sequence[Any]], list[Any]]) -> bool:
     if not query.terms:
         return False  # a filter alone would visit every record
+    match = fts5_expression(query.terms[0])
+    goals = read(
+        "SELECT count(*) FROM (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ? LIMIT ?)",
+        (match, FEW_GOAL_RUNS),
+    )
+    if int(goals[0][0]) >= FEW_GOAL_RUNS:
+        return False
     rows = read(
         "SELECT count(*) FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? LIMIT ?)",
-        (fts5_expression(query.terms[0]), FEW_HITS),
+        (match, FEW_HITS),
     )
     return int(rows[0][0]) < FEW_HITS
 
 
 def _newest_runs_first(
-    query: EventQuery, read: Callable[[str, Sequence[Any]], list[Any]]
+    query: EventQuery,
+    read: Callable[[str, Sequence[Any]], list[Any]],
+    fallback: Callable[[EventQuery], list[tuple[str, str]]] | None,
 ) -> list[tuple[str, str]]:
     """Answer a broad query run by run (``_search.newest_runs_first``).
 
-    Each run's hits come from the index by rowid range (``rid << 32``), never a scan.
+    Each run's hits come from the index by rowid range (``rid << 32``), never a scan, and
+    its goal's by its rowid: a run's statement never reaches another run's events.
     """
     where, params = broad_runs_where(query, ph="?")
     runs = read(
@@ -463,10 +475,10 @@ def _newest_runs_first(
             events="events",
             runs="runs",
             event_hits=f"{_EVENT_HITS} AND f.rowid BETWEEN {low} AND {high}",
-            goal_hits=_GOAL_HITS,
+            goal_hits=f"{_GOAL_HITS} AND runs_fts.rowid = {int(rid)}",
             match_value=fts5_expression,
             columns="e.at, e.run_id, e.seq, e.event_id",
         )
         return read(sql, args)
 
-    return newest_runs_first(query, runs, run_events)
+    return newest_runs_first(query, runs, run_events, fallback)
