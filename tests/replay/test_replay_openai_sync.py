@@ -1,0 +1,108 @@
+"""Replay of the sync OpenAI client: chat create (plain, stream=True), the chat stream
+helper and Responses streams; a resumed run in-process, with and without ``resume_turns``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolledger
+from toolledger.integrations.openai import journaled
+
+openai = pytest.importorskip("openai")
+
+from ..integrations._llm_wire import httpx2, openai_handler  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "Mail a@b.c please."}]
+
+
+class Wire:
+    def __init__(self, *, failing: bool = False) -> None:
+        self.requests = 0
+        self.failing = failing
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests += 1
+        if self.failing:
+            raise AssertionError("a replay reached the network")
+        return openai_handler(request)
+
+    def client(self) -> Any:
+        return openai.OpenAI(
+            api_key="k",
+            base_url="http://test/v1",
+            max_retries=0,
+            http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)),
+        )
+
+
+def loop(run: toolledger.Run, wire: Wire) -> list[Any]:
+    gpt = journaled(wire.client(), run)
+    plain = gpt.chat.completions.create(model="gpt-x", messages=MESSAGES, temperature=0)
+    chunks = list(gpt.chat.completions.create(model="gpt-x", messages=MESSAGES, stream=True))
+    with gpt.chat.completions.stream(model="gpt-x", messages=MESSAGES) as stream:
+        final = stream.get_final_completion()
+    events = list(gpt.responses.create(model="gpt-x", input="Summarize.", stream=True))
+    return [plain, chunks, final.choices[0].message.tool_calls, events]
+
+
+def test_sync_openai_calls_replay_equal_with_no_request(tmp_path: Path) -> None:
+    """Every form is answered from the record with SDK objects equal to the original."""
+    db = tmp_path / "openai.db"
+    live = Wire()
+    with toolledger.run("gpt", db=db) as run:
+        seen = loop(run, live)
+    assert live.requests == 4
+    offline = Wire(failing=True)
+    with toolledger.run("gpt", db=db, replay_of=run.run_id) as again:
+        replayed = loop(again, offline)
+    assert offline.requests == 0
+    assert replayed == seen
+    report = again.replay_report
+    assert report is not None
+    assert report.served_model_calls == 4
+
+
+def test_changed_parameter_names_the_parameter(tmp_path: Path) -> None:
+    """A parameter that differs is named ``parameters.<name>``."""
+    db = tmp_path / "param.db"
+    with toolledger.run("gpt", db=db) as run:
+        journaled(Wire().client(), run).chat.completions.create(
+            model="gpt-x", messages=MESSAGES, temperature=0
+        )
+    with (
+        pytest.raises(toolledger.ReplayDivergedError) as caught,
+        toolledger.run("gpt", db=db, replay_of=run.run_id) as again,
+    ):
+        journaled(Wire(failing=True).client(), again).chat.completions.create(
+            model="gpt-x", messages=MESSAGES, temperature=1
+        )
+    d = caught.value.divergence
+    assert (d.field, d.recorded, d.now) == ("parameters.temperature", 0, 1)
+
+
+@pytest.mark.parametrize(("resume_turns", "requests"), [(True, 1), (False, 2)])
+def test_resumed_run_answers_recorded_turns_unless_turned_off(
+    tmp_path: Path, resume_turns: bool, requests: int
+) -> None:
+    """Resumed under its run id: the recorded turn is answered, a new one goes live;
+    ``resume_turns=False`` asks the model again."""
+    db = tmp_path / "resume.db"
+    with toolledger.run("gpt", db=db, run_id="r1") as run:
+        first = journaled(Wire().client(), run).chat.completions.create(
+            model="gpt-x", messages=MESSAGES
+        )
+    wire = Wire()
+    with toolledger.run("gpt", db=db, run_id="r1", resume_turns=resume_turns) as again:
+        gpt = journaled(wire.client(), again)
+        assert gpt.chat.completions.create(model="gpt-x", messages=MESSAGES) == first
+        gpt.chat.completions.create(model="gpt-x", messages=[*MESSAGES, *MESSAGES])
+    assert wire.requests == requests
+    report = again.replay_report
+    if resume_turns:
+        assert report is not None
+        assert (report.mode, report.served_model_calls, report.divergence) == ("resume", 1, None)
+    else:
+        assert report is None
