@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import anthropic  # noqa: E402
+from tests.integrations._llm_wire import anthropic_handler, httpx2  # noqa: E402
 
 import toolledger  # noqa: E402
-from tests.integrations._llm_wire import anthropic_handler, httpx2  # noqa: E402
 from toolledger.integrations.anthropic import journaled  # noqa: E402
 from toolledger.testing import stored_run  # noqa: E402
 
