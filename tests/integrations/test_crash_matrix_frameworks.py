@@ -91,9 +91,12 @@ class Server:
         return self._read()
 
     def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
