@@ -106,3 +106,32 @@ def test_resumed_run_answers_recorded_turns_unless_turned_off(
         assert (report.mode, report.served_model_calls, report.divergence) == ("resume", 1, None)
     else:
         assert report is None
+
+
+@pytest.mark.usefixtures("clean_telemetry_env")
+def test_replayed_run_span_links_to_the_source_runs_span(
+    tmp_path: Path, provider: Any, exporter: Any
+) -> None:
+    """The replay's ``invoke_agent`` span carries one link: the source run's span; the
+    chat span of a served call has no message content with capture off."""
+    db = tmp_path / "span.db"
+    with toolledger.run("gpt", db=db, tracer_provider=provider) as run:
+        journaled(Wire().client(), run).chat.completions.create(model="gpt-x", messages=MESSAGES)
+    with toolledger.run("gpt", db=db, replay_of=run.run_id, tracer_provider=provider) as again:
+        journaled(Wire(failing=True).client(), again).chat.completions.create(
+            model="gpt-x", messages=MESSAGES
+        )
+    spans = exporter.get_finished_spans()
+    agents = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert len(agents) == 2
+    source, replayed = agents
+    assert source.links == ()
+    (link,) = replayed.links
+    assert (link.context.trace_id, link.context.span_id) == (
+        source.context.trace_id,
+        source.context.span_id,
+    )
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert len(chats) == 2
+    for chat in chats:
+        assert "gen_ai.input.messages" not in (chat.attributes or {})

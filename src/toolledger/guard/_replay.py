@@ -26,6 +26,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +136,20 @@ def _first_difference(recorded: dict[str, Any], now: dict[str, Any]) -> tuple[st
     return "request", None, None
 
 
+def _span_of(store: Store, run_id: str) -> dict[str, str] | None:
+    row = store.get_run(run_id)
+    try:
+        doc = json.loads(row.data) if row is not None else None
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    trace_id, span_id = doc.get("trace_id"), doc.get("span_id")
+    if isinstance(trace_id, str) and isinstance(span_id, str):
+        return {"trace_id": trace_id, "span_id": span_id}
+    return None
+
+
 class ReplayController:
     """Answers a run's requests from a recorded run (see the module's rules).
 
@@ -168,8 +183,10 @@ class ReplayController:
         self.mode = mode
         self.on_divergence = on_divergence
         self.fork_at = fork_at
-        events = load_run(store, source_run_id).events
-        self.namespace: str | None = None
+        view = load_run(store, source_run_id)
+        events = view.events
+        #: The source run's span ids (``trace_id``, ``span_id``) when it had telemetry.
+        self.source_span: dict[str, str] | None = _span_of(store, source_run_id)
         if fork_at is not None and not any(e.event_id == fork_at for e in events):
             raise NotFoundError(
                 message=f"run {source_run_id} has no event {fork_at!r}",

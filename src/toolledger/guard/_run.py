@@ -126,6 +126,13 @@ class Run(JournalRun):
             return {"forked_from": {"run_id": ctl.source_run_id, "event_id": ctl.fork_at}}
         return {"replay_of": {"run_id": ctl.source_run_id}}
 
+    def span_links(self) -> list[dict[str, str]]:
+        """The source run's span (its stored trace ids), for a replayed or forked run."""
+        ctl = self.replay
+        if ctl is None or ctl.mode == "resume" or ctl.source_span is None:
+            return []
+        return [dict(ctl.source_span)]
+
     @property
     def replay_report(self) -> ReplayReport | None:
         """What the run took from its record (``None``: not replayed, forked or resumed)."""

@@ -228,6 +228,7 @@ class Run(Recorder):
                 "started_at": self.started_at,
                 "conversation_id": self.conversation_id,
                 "user_id": self.user_id,
+                "links": self.span_links(),
             },
             default=self.span,
         )
@@ -249,6 +250,11 @@ class Run(Recorder):
         """Facts a subclass adds to the run's hashed header (none here; a replayed or
         forked run names its source: ``replay_of``/``forked_from``)."""
         return {}
+
+    def span_links(self) -> list[dict[str, str]]:
+        """Spans the run's span links to (``{"trace_id", "span_id"}``; none here: a
+        replayed or forked run links to its source run's)."""
+        return []
 
     def _store_run(self, header: dict[str, Any]) -> tuple[str | None, int, RunRow | None]:
         """Store (or resume) the run; return ``(head, count, row still to store)``."""

@@ -484,6 +484,7 @@ class OTelTelemetry:
                 _model.run_start_attributes(run),
                 None,
                 run.get("started_at"),
+                _links(run.get("links")),
             )
             self._run = handle
             return handle
@@ -517,10 +518,10 @@ class OTelTelemetry:
         raw: Mapping[str, Any],
         parent: SpanHandle | None,
         started_at: Any,
+        links: tuple[trace.Link, ...] = (),
     ) -> OTelSpan:
         current = trace.get_current_span().get_span_context()
         under = current.span_id if current.is_valid else 0
-        links: tuple[trace.Link, ...] = ()
         if isinstance(parent, OTelSpan):
             ctx = parent.context if not _inside(under, parent) else None
         elif parent is not None and parent.span_id is not None and parent.trace_id is not None:
@@ -551,6 +552,25 @@ class OTelTelemetry:
             start_time=start_ns,
         )
         return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under, applied)
+
+
+def _links(spans: Any) -> tuple[trace.Link, ...]:
+    """Links to other runs' spans (``[{"trace_id", "span_id"}]``, hex): a replayed or forked
+    run's span links to its source run's."""
+    out = []
+    for ids in spans or ():
+        try:
+            ctx = SpanContext(
+                trace_id=int(ids["trace_id"], 16),
+                span_id=int(ids["span_id"], 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        except (KeyError, TypeError, ValueError):
+            continue  # ids not stored (a run without telemetry): no link
+        if ctx.is_valid:
+            out.append(trace.Link(ctx))
+    return tuple(out)
 
 
 def _inside(under: int, parent: OTelSpan) -> bool:
