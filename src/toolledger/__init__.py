@@ -80,6 +80,7 @@ from .journal import (
 from .readiness import Diagnostic, check_tool
 from .replay import Replayer
 from .retention import GcReport, gc
+from .settle import ReconcileItem, Settled, reconcile, resolve
 from .store import NewLedgerWarning, SQLiteStore, Store, open_store
 from .store._search import SearchWarning
 from .store.base import Tombstone
@@ -123,6 +124,7 @@ __all__ = [
     "OutcomeUnknownError",
     "PayloadLimitError",
     "Pending",
+    "ReconcileItem",
     "RecoverContext",
     "Recovered",
     "ReplayDivergedError",
@@ -136,6 +138,7 @@ __all__ = [
     "RunView",
     "SQLiteStore",
     "SearchWarning",
+    "Settled",
     "SiteInfo",
     "Status",
     "Step",
@@ -173,9 +176,11 @@ __all__ = [
     "load_run",
     "mark_execution_uncertain",
     "open_store",
+    "reconcile",
     "reexport",
     "release_delivery",
     "release_execution",
+    "resolve",
     "resolve_completed",
     "resolve_not_executed",
     "run",

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ERROR_CODES",
+    "SETTLE_HINT",
     "ApprovalDenied",
     "ApprovalDeniedError",
     "BindingConflictError",
@@ -151,6 +152,14 @@ class OutcomeUnknownError(CheckpointError):
     """A tool call may or may not have taken effect; it must not be retried blindly."""
 
     default_code = "OUTCOME_UNKNOWN"
+
+
+#: How an ``OUTCOME_UNKNOWN`` message tells a person to settle the call (its last words).
+SETTLE_HINT = (
+    "settle it with `toolledger reconcile --tools MODULE:ATTR --apply` (the tool's own "
+    "recover) or `toolledger resolve CALL_ID` (a person's decision); do not retry it "
+    "under a new call id"
+)
 
 
 class DeliveryUncertainError(CheckpointError):

@@ -79,6 +79,7 @@ from .telemetry._model import SPAN_ATTRIBUTES as SPAN_ATTRIBUTES
 from .telemetry._model import TRANSITION_ATTRIBUTES as TRANSITION_ATTRIBUTES
 from .telemetry._policy import DEFAULTS as _TELEMETRY_DEFAULTS
 from .telemetry._policy import content_from_env as content_from_env
+from .telemetry._resolution import RESOLUTION_ATTRIBUTES as RESOLUTION_ATTRIBUTES
 from .telemetry._spans import decision_record as decision_record
 
 __all__ = ["CRASH_POINTS", "MemoryStore", "check_store", "crash_at", "stored_run"]

@@ -8,7 +8,12 @@ from pathlib import Path
 import toolledger
 from toolledger.telemetry import METRICS
 from toolledger.telemetry import attributes as a
-from toolledger.testing import SPAN_ATTRIBUTES, TRANSITION_ATTRIBUTES, decision_record
+from toolledger.testing import (
+    RESOLUTION_ATTRIBUTES,
+    SPAN_ATTRIBUTES,
+    TRANSITION_ATTRIBUTES,
+    decision_record,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"
 TEMPLATES = {
@@ -28,6 +33,9 @@ EVENT_ROWS = {
     a.EVENT_TOOL_CALL_DECISION: set(
         decision_record({k: "x" for k in vars(a).values() if isinstance(k, str)})
     ),
+    # A person's decision on a stuck call (settle): its span, and its log record's outcome.
+    a.SPAN_RESOLVE_TOOL.format("{tool}"): set(RESOLUTION_ATTRIBUTES),
+    a.EVENT_TOOL_CALL_RESOLUTION: {a.TL_RESOLUTION_OUTCOME},
 }
 
 

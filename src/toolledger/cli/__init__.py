@@ -31,7 +31,7 @@ def main(ctx: click.Context, db: str | None) -> None:
 
 def _register() -> None:
     # Each area module adds its commands to ``main`` when imported.
-    from . import _admin, _approvals, _journal, _otlp, _replay, _search, _site, _tools  # noqa: F401
+    from . import _admin, _approvals, _journal, _otlp, _replay, _search, _settle, _site, _tools  # noqa: F401
 
 
 _register()

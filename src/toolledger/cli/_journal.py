@@ -1,4 +1,4 @@
-"""Journal commands: runs, show, export, verify, checkpoints (``replay``: ``_replay``).
+"""Journal commands: runs, show, export, verify (``replay``: ``_replay``).
 
 Data goes to stdout, diagnostics to stderr. An unknown run id is a usage error (exit 2);
 a failed verification or a divergent replay exits 1.
@@ -9,16 +9,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 import click
 
-from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
+from ..errors import InvalidArgumentError, NotFoundError
 from . import main
 from ._common import LIMIT, UsageError, clean, fail_check, get_store, json_line
 
-__all__ = ["checkpoints", "export", "runs", "show", "verify"]
+__all__ = ["export", "runs", "show", "verify"]
 
 #: Exports of at least this many records show a progress bar (when stderr is a TTY).
 PROGRESS_MIN_RECORDS = 2000
@@ -337,69 +336,3 @@ def verify(
             f"FAILED {bad.source} {bad.run_id}: {bad.reason}"
             + (where if bad.first_bad_seq is not None else "")
         )
-
-
-@main.command()
-@click.option(
-    "--status",
-    "statuses",
-    multiple=True,
-    type=click.Choice(["ready", "executing", "uncertain", "completed", "delivering", "delivered"]),
-    help="Statuses to list (repeatable; default: the reconcile queue: executing, uncertain, "
-    "completed, delivering).",
-)
-@click.option("--namespace", default=None, help="Only this namespace.")
-@click.option("--limit", type=LIMIT, default=100, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-@click.pass_context
-def checkpoints(
-    ctx: click.Context, statuses: tuple[str, ...], namespace: str | None, limit: int, as_json: bool
-) -> None:
-    """List checkpoints waiting for reconciliation or delivery, oldest first, with ages.
-
-    Example: toolledger checkpoints --status uncertain
-    """
-    wanted = list(statuses) or ["executing", "uncertain", "completed", "delivering"]
-    store = get_store(ctx)
-    now = datetime.now(timezone.utc)
-    try:
-        try:
-            records = store.list(status=wanted, namespace=namespace, limit=limit)
-        except CheckpointError as exc:
-            raise UsageError(exc.message) from exc
-        for rec in records:
-            age = (now - rec.updated_at).total_seconds()
-            ns, call_id = rec.key
-            if as_json:
-                click.echo(
-                    _dumps(
-                        {
-                            "namespace": ns,
-                            "call_id": call_id,
-                            "tool": rec.binding.tool_name,
-                            "status": rec.status.value,
-                            "revision": rec.revision,
-                            "updated_at": rec.updated_at.isoformat(),
-                            "age_seconds": round(age, 3),
-                        }
-                    )
-                )
-            else:
-                click.echo(
-                    clean(
-                        f"{ns}/{call_id}  {rec.binding.tool_name}  {rec.status.value}  "
-                        f"rev {rec.revision}  age {_age(age)}"
-                    )
-                )
-    finally:
-        store.close()
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f}h"
-    return f"{seconds / 86400:.0f}d"

@@ -82,7 +82,7 @@ FORMAT_VERSION = 1
 RUN_FORMAT_VERSION = 2
 
 #: Event kinds the journal writes (readers accept others, for newer writers).
-KINDS = ("step", "tool_call", "approval", "artifact", "note", "finish")
+KINDS = ("step", "tool_call", "approval", "artifact", "note", "finish", "resolution")
 
 HEADER_KEYS = frozenset(
     {

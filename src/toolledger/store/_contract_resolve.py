@@ -26,7 +26,7 @@ from ..checkpoint import (
 )
 from ..checkpoint.model import CheckpointRecord, replaced_record
 from ..errors import CheckpointError
-from .base import Store
+from .base import RemoveOperation, Store, SwapCheckpoint
 
 __all__ = ["RESOLVE_CHECKS"]
 
@@ -116,6 +116,21 @@ def check_decision_edge_without_resolution_is_refused(store: Store) -> None:
     assert got is not None
     assert got.status is Status.UNCERTAIN
     assert got.revision == 2
+
+
+def check_operation_removal_gated_on_a_lost_swap_keeps_the_entry(store: Store) -> None:
+    rec = _executing(store, "r-5")
+    store.operation_write("ns", "r-5", {"order": "o"})
+    stale = resolve_not_executed(rec, at=_t(2), by="ana", reason="r", force=True)
+    moved = mark_execution_uncertain(rec, attempt_id="a1", at=_t(2), reason="lost").next
+    assert store.compare_and_swap(1, moved)
+    out = store.apply([SwapCheckpoint(1, stale.next), RemoveOperation("ns", "r-5", requires=0)])
+    assert out == [False, False]
+    assert store.operation_read("ns", "r-5") == {"order": "o"}
+    won = resolve_not_executed(moved, at=_t(3), by="ana", reason="r")
+    out = store.apply([SwapCheckpoint(2, won.next), RemoveOperation("ns", "r-5", requires=0)])
+    assert out == [True, True]
+    assert store.operation_read("ns", "r-5") is None
 
 
 RESOLVE_CHECKS: list[Callable[[Store], None]] = [

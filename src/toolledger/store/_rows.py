@@ -410,7 +410,7 @@ def parse_stored_time(value: str) -> Any:
     return parse_time(value, "at")
 
 
-_GATED = (AppendEvents, CreateCheckpoint, SwapCheckpoint, ReleaseEffectKey)
+_GATED = (AppendEvents, CreateCheckpoint, SwapCheckpoint, ReleaseEffectKey, RemoveOperation)
 
 
 def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op, Any]]:

@@ -289,10 +289,14 @@ class WriteOperation:
 
 @dataclass(frozen=True, slots=True)
 class RemoveOperation:
-    """``apply`` op: remove the call's operation-journal entry; outcome ``bool`` (existed)."""
+    """``apply`` op: remove the call's operation-journal entry; outcome ``bool`` (existed).
+
+    ``requires``: as for ``CreateCheckpoint`` (the swap that settles the call must win).
+    """
 
     namespace: str
     call_id: str
+    requires: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

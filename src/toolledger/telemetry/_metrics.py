@@ -50,6 +50,11 @@ METRICS: Mapping[str, tuple[str, str, str]] = {
         "{execution}",
         "Tool executions a naive retry would have run again (replays, recoveries).",
     ),
+    "toolledger.tool.resolutions": (
+        "counter",
+        "{call}",
+        "Stuck tool calls settled by a person or by reconcile, by outcome.",
+    ),
     "toolledger.reconcile.queue": (
         "gauge",
         "{checkpoint}",
@@ -90,6 +95,7 @@ class Instruments:
         "_counts",
         "chat_duration",
         "prevented",
+        "resolutions",
         "token_usage",
         "tool_calls",
         "tool_duration",
@@ -112,6 +118,11 @@ class Instruments:
         self.tool_calls = counter("toolledger.tool.calls", self._observe_calls)
         self.tool_duration = histogram("toolledger.tool.duration")
         self.prevented = counter("toolledger.executions.prevented", self._observe_prevented)
+        _, unit, description = METRICS["toolledger.tool.resolutions"]
+        # Rare (a person's decision): a plain counter, added to on the caller's thread.
+        self.resolutions = meter.create_counter(
+            "toolledger.tool.resolutions", unit=unit, description=description
+        )
 
     def _count(self, tool: Any, outcome: Any, error: Any) -> _ToolCount:
         key = (tool, outcome, error)

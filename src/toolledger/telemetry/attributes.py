@@ -25,6 +25,7 @@ __all__ = [
     "CONTENT_ATTRIBUTES",
     "ERROR_TYPE",
     "EVENT_TOOL_CALL_DECISION",
+    "EVENT_TOOL_CALL_RESOLUTION",
     "GEN_AI_AGENT_NAME",
     "GEN_AI_CONVERSATION_ID",
     "GEN_AI_INPUT_MESSAGES",
@@ -107,6 +108,7 @@ __all__ = [
     "SPAN_INVOKE_AGENT",
     "SPAN_RECOVER_TOOL",
     "SPAN_REPLAY_TOOL",
+    "SPAN_RESOLVE_TOOL",
     "SPAN_STEP",
     "TL_APPROVAL_BY",
     "TL_APPROVAL_CALL_ID",
@@ -133,6 +135,9 @@ __all__ = [
     "TL_JOURNAL_EVENT_COUNT",
     "TL_JOURNAL_HEAD_HASH",
     "TL_NOTE_TEXT",
+    "TL_RESOLUTION_BY",
+    "TL_RESOLUTION_FORCED",
+    "TL_RESOLUTION_OUTCOME",
     "TL_RUN_ID",
     "TL_RUN_SUMMARY",
     "TL_STEP_INPUTS",
@@ -159,6 +164,8 @@ SPAN_RECOVER_TOOL: Final = "recover_tool {}"
 SPAN_CHECKPOINT: Final = "checkpoint {}"
 SPAN_STEP: Final = "step {}"
 SPAN_APPROVAL: Final = "approval {}"
+#: A person settled a stuck call (``toolledger.resolve``/``reconcile``); placeholder: the tool.
+SPAN_RESOLVE_TOOL: Final = "resolve_tool {}"
 #: A model call (journal kind ``llm_call``); the placeholder is the requested model.
 SPAN_CHAT: Final = "chat {}"
 
@@ -270,6 +277,15 @@ TL_NOTE_TEXT: Final = "toolledger.note.text"
 TL_ARTIFACT_SHA256: Final = "toolledger.artifact.sha256"
 TL_ARTIFACT_MEDIA_TYPE: Final = "toolledger.artifact.media_type"
 TL_ARTIFACT_SIZE: Final = "toolledger.artifact.size"
+
+# -- toolledger: a person's decision on a stuck call (resolve / reconcile) ------------------
+#: ``not_executed``, ``completed``, ``failed``, or ``recovered`` (reconcile's recover proof).
+TL_RESOLUTION_OUTCOME: Final = "toolledger.resolution.outcome"
+TL_RESOLUTION_BY: Final = "toolledger.resolution.by"
+#: ``true`` when the call was ``executing`` (a live attempt may have held it).
+TL_RESOLUTION_FORCED: Final = "toolledger.resolution.forced"
+#: The log record of a person's decision on a stuck call.
+EVENT_TOOL_CALL_RESOLUTION: Final = "toolledger.tool.call.resolution"
 
 # -- toolledger: approvals -----------------------------------------------------------------
 TL_APPROVAL_OUTCOME: Final = "toolledger.approval.outcome"
