@@ -33,6 +33,14 @@ Rules this module keeps:
   proven pre-effect: the entry is removed and the error re-raised (a retry may send).
 - The stored result is the ``CallToolResult`` in its wire form (``isError`` included):
   a replayed call returns the same result, rebuilt, with the tool not called.
+- A stored approval decision binds every path (``docs/approvals.md``): a read-only call
+  whose call id has a stored approval request or decision goes through the guard like a
+  guarded call (denied: ``APPROVAL_DENIED``; pending: not sent; another binding:
+  ``BINDING_CONFLICT``; approved: sent once and checkpointed, recovered by sending again).
+- A call waiting for a decision is not an exception: ``call_tool`` returns a
+  ``CallToolResult`` with ``isError`` true, the text ``awaiting approval; not executed yet
+  (ticket T)`` (what a model reads, as the framework adapters answer), and
+  ``_meta["toolledger"] = {"status": "awaiting_approval", "call_id", "ticket"}`` for code.
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..approvals import get_approval
 from ..errors import InvalidArgumentError
 from ..tools import Recovered, Tool, ToolOutcome
+from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT
 
 if TYPE_CHECKING:
     from ..guard._run import Run
@@ -222,7 +232,8 @@ class GuardedSession:
 
         A new call is sent once; the same call again (same ``call_id`` and arguments)
         returns the stored result without sending anything. Read-only tools are sent every
-        time and only journaled.
+        time and only journaled, unless an approval is stored for their ``call_id`` (it
+        binds them as it binds a guarded call).
 
         Args:
             name: The tool's name on the server.
@@ -234,13 +245,18 @@ class GuardedSession:
             **kwargs: Passed to the session's ``call_tool`` (``read_timeout_seconds``, …).
 
         Returns:
-            The server's ``CallToolResult`` (rebuilt from the store when replayed).
+            The server's ``CallToolResult`` (rebuilt from the store when replayed); for a
+            call waiting for an approval decision, nothing is sent and the result has
+            ``isError`` true, the text ``awaiting approval; not executed yet (ticket T)``
+            and ``_meta["toolledger"]`` ``{"status": "awaiting_approval", "call_id",
+            "ticket"}``.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT``: no ``call_id`` for a tool that is
                 not read-only, or a name that is not a valid identifier.
             BindingConflictError: ``BINDING_CONFLICT``: ``call_id`` was used for another
-                tool or other arguments.
+                tool or other arguments (or its stored approval was).
+            ApprovalDeniedError: ``APPROVAL_DENIED``: the call's approval was denied.
             OutcomeUnknownError: ``OUTCOME_UNKNOWN``: the request may have reached the
                 server and its outcome was lost (never re-sent unless ``idempotent``).
             Exception: the session's error for a request refused before the tool ran.
@@ -248,7 +264,7 @@ class GuardedSession:
         args: dict[str, Any] = dict(arguments or {})
         policy = await self.policy(name)
         label = f"{self.server_name}:{name}"
-        if policy == "read_only":
+        if policy == "read_only" and (call_id is None or self._approval(call_id) is None):
             return await self._read_only(
                 name, label, args, call_id, justification, justification_source, kwargs
             )
@@ -278,7 +294,7 @@ class GuardedSession:
             name=label,
             revision=REVISION,
             execute=execute,
-            recover=resend if policy == "idempotent" else None,
+            recover=resend if policy != "guarded" else None,
             description=f"MCP tool {name} on {self.server_name} ({policy})",
             max_result_bytes=self._max_result_bytes,
         )
@@ -289,7 +305,32 @@ class GuardedSession:
             justification=justification,
             justification_source=justification_source,
         )
+        if outcome.status == AWAITING_APPROVAL:
+            return self._awaiting(call_id)
         return _rebuild(outcome.payload)
+
+    def _approval(self, call_id: str) -> Any:
+        """The approval stored for ``call_id`` in the run's namespace (``None``: none)."""
+        return get_approval(self.run.store, self.run.namespace, call_id)
+
+    def _awaiting(self, call_id: str) -> Any:
+        """The ``CallToolResult`` of a call waiting for a decision: an error naming the ticket."""
+        stored = self._approval(call_id)
+        ticket = None if stored is None else stored.ticket
+        text = AWAITING_APPROVAL_TEXT + ("" if ticket is None else f" (ticket {ticket})")
+        return _rebuild(
+            {
+                "content": [{"type": "text", "text": text}],
+                "isError": True,
+                "_meta": {
+                    "toolledger": {
+                        "status": AWAITING_APPROVAL,
+                        "call_id": call_id,
+                        "ticket": ticket,
+                    }
+                },
+            }
+        )
 
     async def _read_only(
         self,
