@@ -27,7 +27,6 @@ from toolledger.errors import OutcomeUnknownError
 from ._stores import STORE_KINDS, open_kind
 
 NEEDS_RULES = pytest.mark.xfail(strict=True, reason="needs same-action rules (issue 29)")
-NEEDS_RESOLVE = pytest.mark.xfail(strict=True, reason="needs toolledger.resolve (issue 29)")
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -74,7 +73,7 @@ def _lose(run: toolledger.Run, payments: Payments, call_id: str, input: Any) -> 
 
 
 def _resolve(store: Any, call_id: str, outcome: str, **kw: Any) -> None:
-    toolledger.resolve(  # type: ignore[attr-defined]
+    toolledger.resolve(
         store, call_id, outcome=outcome, by="ops@example.com", reason="checked the provider", **kw
     )
 
@@ -218,7 +217,7 @@ class TestSettledActionIsServedOrRuns:
         assert again.payload == first.payload
         assert len(payments.done) == 1
 
-    @NEEDS_RESOLVE
+    @NEEDS_RULES
     def test_resolved_completed_is_served_to_the_same_action(self, store, payments) -> None:
         """A person settles the call as completed: the blocked action now gets that result."""
         with toolledger.run("r", db=store) as run:
@@ -232,7 +231,6 @@ class TestSettledActionIsServedOrRuns:
         assert again.payload == {"ref": "p-A", "confirmed": True}
         assert len(payments.done) == 1
 
-    @NEEDS_RESOLVE
     def test_resolved_not_executed_lets_the_same_action_run(self, store, payments) -> None:
         """A person settles the call as never executed: the same action now executes."""
         with toolledger.run("r", db=store) as run:
