@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -285,3 +287,66 @@ class TestGoalWordWithAFilter:
             finally:
                 store.close()
         assert steps[40] < 8 * steps[10], steps  # 4x the runs: ~4x the work, not ~16x
+
+
+# -- another process holding the write lock ---------------------------------------------
+
+_HOLD_LOCK = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+print("released", flush=True)
+"""
+
+
+class _LockHolder:
+    """A second process holding the database's write lock until ``release``."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_LOCK, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "released"
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        assert self.proc.wait(30) == 0
+
+
+class TestSearchWhileAnotherProcessWrites:
+    def test_search_never_waits_for_the_write_lock(self, tmp_path: Path) -> None:
+        """A read-write store's search while another process holds the write lock answers
+        at once, pending records included (before: it waited the busy timeout, then
+        STORE_BUSY); once the lock is free, a search indexes them."""
+        db = tmp_path / "locked.db"
+        store = SQLiteStore(db, busy_timeout=5)
+        holder = None
+        try:
+            with toolledger.run("Refund A-1001", db=store) as run:
+                run.note("the parcel was lost")
+            assert store._read("SELECT run_id FROM search_pending")[0][0] == run.run_id
+            holder = _LockHolder(db)
+            found = toolledger.search(store, "parcel")
+            assert [e.run_id for e in found] == [run.run_id]
+            assert store._read("SELECT count(*) FROM search_pending")[0][0] == 1
+            holder.release()
+            holder = None
+            assert [e.run_id for e in toolledger.search(store, "parcel")] == [run.run_id]
+            assert store._read("SELECT count(*) FROM search_pending")[0][0] == 0
+        finally:
+            if holder is not None:
+                holder.release()
+            store.close()

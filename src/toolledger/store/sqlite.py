@@ -360,12 +360,13 @@ class SQLiteStore(ApplyShortcuts):
     def close(self) -> None:
         """Close every connection this store opened in this process. Idempotent.
 
-        Records still waiting for the search index are indexed first (best effort: a
-        busy or failing database leaves them to the next search).
+        Records still waiting for the search index are indexed first (best effort, never
+        waiting for the write lock: a busy or failing database leaves them to the next
+        search).
         """
         if not self._closed and os.getpid() == self._pid and not self.readonly:
             with contextlib.suppress(CheckpointError):
-                self._index_pending()
+                self._index_pending(wait=False)
         self._closed = True
         if os.getpid() != self._pid:
             return
@@ -942,14 +943,13 @@ class SQLiteStore(ApplyShortcuts):
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
         """Return the records of matching events, newest first; see ``Store.search_events``."""
         staged = False
-        if self._indexed and query.terms:
-            if self.readonly:
-                try:
-                    staged = _sqlite_search.stage_pending(self._conn())
-                except sqlite3.Error as exc:
-                    raise _map_error(exc, "reading") from exc
-            else:
-                self._index_pending()
+        # A read never waits for the write lock: records another writer's lock keeps
+        # from the index are staged for this search alone, as a reader's are.
+        if self._indexed and query.terms and (self.readonly or not self._index_pending(wait=False)):
+            try:
+                staged = _sqlite_search.stage_pending(self._conn())
+            except sqlite3.Error as exc:
+                raise _map_error(exc, "reading") from exc
         return _sqlite_search.search_events(
             query,
             read=self._read,
@@ -959,16 +959,44 @@ class SQLiteStore(ApplyShortcuts):
             staged=staged,
         )
 
-    def _index_pending(self) -> None:
-        """Index the records appended since the last time (its own relaxed write)."""
+    def _index_pending(self, *, wait: bool = True) -> bool:
+        """Index the records appended since the last time (its own relaxed write).
+
+        Return whether none is left pending. Without ``wait`` the write lock is taken only
+        if it is free now: while another writer holds it, the records stay pending.
+        """
         if not self._indexed:
-            return
+            return True
         try:
             pending = _sqlite_search.has_pending(self._conn())
         except sqlite3.Error as exc:
             raise _map_error(exc, "reading") from exc
-        if pending:
+        if not pending:
+            return True
+        if wait:
             self._write(_sqlite_search.index_pending, durable=False)
+            return True
+        return self._write_if_free(_sqlite_search.index_pending)
+
+    def _write_if_free(self, fn: Callable[[sqlite3.Connection], object]) -> bool:
+        """Run ``fn`` in a relaxed write if the write lock is free now; never wait for it."""
+        conn = self._conn()
+        gate = self._gate
+        if not gate.acquire(False):
+            return False
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._transaction(conn, fn, False)
+            except StoreBusyError:
+                return False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise _map_error(exc, "writing") from exc
+        finally:
+            gate.release()
+        return True
 
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
         return self._events_records([(run_id, event_id)])[0]
