@@ -223,7 +223,7 @@ def fork(ctx: click.Context, run_id: str, command: tuple[str, ...], at: str, as_
 def _cell(ev: dict[str, Any] | None) -> str:
     if ev is None:
         return '<td class="none">(no event)</td>'
-    body = {k: ev.get(k) for k in ("status", "inputs", "outputs", "error") if ev.get(k)}
+    body = {k: ev.get(k) for k in ("status", "text", "inputs", "outputs", "error") if ev.get(k)}
     text = json.dumps(body, indent=1, ensure_ascii=False, default=str)
     return (
         f"<td><b>{html.escape(str(ev.get('kind')))}</b> {html.escape(str(ev.get('name')))}"
@@ -236,7 +236,8 @@ table{border-collapse:collapse;width:100%;table-layout:fixed}
 td,th{border:1px solid #d0d7de;padding:.4em;vertical-align:top;text-align:left}
 th{background:#f6f8fa}pre{white-space:pre-wrap;word-break:break-all;font-size:12px;margin:.3em 0}
 tr.same td{color:#57606a}tr.diverged td{background:#fff1e5;border-color:#bc4c00}
-.badge{background:#bc4c00;color:#fff;border-radius:1em;padding:0 .6em;font-size:12px}
+.badge{background:#bc4c00;color:#fff;border-radius:1em;padding:0 .6em;font-size:12px;
+white-space:nowrap}
 td.none{color:#8c959f;font-style:italic}"""
 
 
@@ -260,7 +261,7 @@ def _diff_html(
         '<!doctype html><html><head><meta charset="utf-8">'
         f"<title>toolledger diff {html.escape(a)} {html.escape(b)}</title>"
         f"<style>{_STYLE}</style></head><body>"
-        f'<h1>diff</h1><p>{head}</p><table><colgroup><col style="width:8em"><col><col>'
+        f'<h1>diff</h1><p>{head}</p><table><colgroup><col style="width:11em"><col><col>'
         f"</colgroup><tr><th>#</th><th>{html.escape(a)}</th><th>{html.escape(b)}</th></tr>"
         + "".join(rows)
         + "</table></body></html>\n"
