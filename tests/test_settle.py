@@ -329,3 +329,24 @@ def test_reconcile_refuses_non_tools(store: Store) -> None:
     """Only Tool objects."""
     with pytest.raises(tl.InvalidArgumentError):
         tl.reconcile(store, ["pay"])  # type: ignore[list-item]
+
+
+def test_reconcile_keeps_a_call_settled_meanwhile_and_goes_on(store: Store) -> None:
+    """A call another process settled between the read and the write is kept, not fatal."""
+    pay = Payments()
+    _stuck(store, pay, "toolu_a")
+    _stuck(store, Payments(), "toolu_b")
+
+    def recover(input: Any, ctx: tl.RecoverContext) -> tl.Recovered:
+        if ctx.call_id == "toolu_a":  # someone settles it while recover runs
+            tl.resolve(store, "toolu_a", outcome="not_executed", by="ana", reason="r")
+        return tl.Recovered({"ok": ctx.call_id, "at": guard_now()})
+
+    items = {i.call_id: i for i in tl.reconcile(store, [pay.tool(recover)], apply=True)}
+    assert items["toolu_a"].action == "keep"
+    assert "INVALID_TRANSITION" in items["toolu_a"].why
+    assert items["toolu_b"].applied
+    rec = store.get("default", "toolu_b")
+    assert rec is not None
+    assert rec.result is not None
+    assert rec.result.payload["at"]["$type"] == "datetime"  # encoded by the journal's rules

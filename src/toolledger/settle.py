@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .checkpoint._encode import stored_result
 from .checkpoint.model import RESOLUTION_OUTCOMES, CheckpointRecord, Status, fingerprint
 from .checkpoint.transitions import resolve_completed, resolve_not_executed
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreBusyError
@@ -442,12 +443,15 @@ def _reconcile_one(
             output_text = answer.output
         if not apply:
             return item("complete", why)
-        settled = resolve(
-            store, call_id, namespace=ns, outcome=outcome,
-            result=None if outcome == "failed" else answer.output,
-            error=output_text if outcome == "failed" else None,
-            by=by, reason=why, force=force, key=key,
-        )  # fmt: skip
+        try:
+            settled = resolve(
+                store, call_id, namespace=ns, outcome=outcome,
+                result=None if outcome == "failed" else stored_result(answer.output, False)[0],
+                error=output_text if outcome == "failed" else None,
+                by=by, reason=why, force=force, key=key,
+            )  # fmt: skip
+        except CheckpointError as exc:  # moved meanwhile, or an unstorable proof: a person's
+            return item("keep", f"{why}, but it was not settled: {exc.code}: {exc.message}")
         return item("complete", why, True, settled)
     if answer is None or isinstance(answer, NotRecovered):
         not_proven = getattr(answer, "reason", None) or "recover could not prove the outcome"
@@ -457,10 +461,13 @@ def _reconcile_one(
         why = f"{not_proven}; the operation journal is empty (proven pre-effect)"
         if not apply:
             return item("release", why)
-        settled = resolve(
-            store, call_id, namespace=ns, outcome="not_executed", by=by, reason=why,
-            force=force, key=key,
-        )  # fmt: skip
+        try:
+            settled = resolve(
+                store, call_id, namespace=ns, outcome="not_executed", by=by, reason=why,
+                force=force, key=key,
+            )  # fmt: skip
+        except CheckpointError as exc:
+            return item("keep", f"{why}, but it was not released: {exc.code}: {exc.message}")
         return item("release", why, True, settled)
     why = f"recover answered {type(answer).__name__}, not Recovered/NotRecovered"
     return item("keep", why)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .checkpoint._encode import encode_result as encode_result
+from .checkpoint._encode import stored_result as stored_result
 from .checkpoint._encode import unencodable_result as unencodable_result
 from .checkpoint._json import _walk_types
 from .checkpoint._json import check_types as check_types

@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from toolledger.testing import encode_result, to_json, unencodable_result
+from toolledger.testing import encode_result, stored_result, to_json, unencodable_result
 
 
 class Color(enum.Enum):
@@ -110,3 +110,13 @@ def test_encode_result_too_deep_is_refused() -> None:
     assert encoded is None
     assert problem is not None
     assert "deeper than 64" in problem
+
+
+def test_stored_result_keeps_is_error_or_names_the_problem() -> None:
+    """An encodable result keeps its flag; an unencodable one is an error result."""
+    assert stored_result((1, 2), False) == ([1, 2], False)
+    assert stored_result("boom", True) == ("boom", True)
+    payload, is_error = stored_result({"h": Opaque()}, False)
+    assert is_error is True
+    assert payload["error"] == "UnencodableResult"
+    assert "Opaque" in payload["message"]

@@ -49,6 +49,7 @@ __all__ = [
     "encode_result",
     "encoded_json",
     "exact_floats",
+    "stored_result",
     "to_json",
     "unencodable_result",
 ]
@@ -95,11 +96,23 @@ def encode_result(value: Any) -> tuple[Any, str | None]:
 
 
 def unencodable_result(problem: str) -> dict[str, str]:
-    """The ``is_error`` result stored for a tool result ``encode_result`` refused."""
+    """The ``is_error`` result stored for a tool result that cannot be stored as it is."""
     return {
         "error": "UnencodableResult",
-        "message": f"the tool returned a result that cannot be stored as JSON: {problem}",
+        "message": f"the tool returned a result that cannot be stored: {problem}",
     }
+
+
+def stored_result(value: Any, is_error: bool) -> tuple[Any, bool]:
+    """Return ``(payload, is_error)`` to store for a tool's result (see ``encode_result``).
+
+    The encoded value with ``is_error`` as given, or, when no rule carries it,
+    ``unencodable_result(problem)`` with ``is_error=True``: the call completes either way.
+    """
+    encoded, problem = encode_result(value)
+    if problem is None:
+        return encoded, is_error
+    return unencodable_result(problem), True
 
 
 def to_json(value: Any) -> tuple[Any, bool]:
