@@ -232,11 +232,9 @@ def run_calls(
         BindingConflictError: a call id was used for another call.
         StoreError, or an interruption: as ``run.call``.
     """
-    from ..guard import call_many
-
     results, items, where = _prepare(calls, tools)
     # Gates are asked first, in order; then the turn's calls claim together.
-    outs = call_many(run, items, return_exceptions=True) if items else []
+    outs = run.call_many(items, return_exceptions=True) if items else []
     return _conclude(calls, results, where, outs)
 
 
@@ -250,11 +248,9 @@ async def arun_calls(
     """
     import asyncio
 
-    from ..guard import acall
-
     results, items, where = _prepare(calls, tools)
     outs = await asyncio.gather(
-        *(acall(run, item.pop("tool"), **item) for item in items), return_exceptions=True
+        *(run.acall(item.pop("tool"), **item) for item in items), return_exceptions=True
     )
     for out in outs:
         if isinstance(out, BaseException) and not isinstance(out, Exception):

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidArgumentError, OutcomeUnknownError
-from ..guard import acall, call
 from ..tools import EffectKey, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
 
@@ -238,8 +237,7 @@ class FrameworkGuard:
         bound, why = split_args(arguments)
         tool = self.tool(name, lambda _input, _ctx: execute(), gate)
         try:
-            outcome = call(
-                self.run,
+            outcome = self.run.call(
                 tool,
                 call_id=call_id,
                 input=bound,
@@ -268,8 +266,7 @@ class FrameworkGuard:
 
         tool = self.tool(name, run_it, gate)
         try:
-            outcome = await acall(
-                self.run,
+            outcome = await self.run.acall(
                 tool,
                 call_id=call_id,
                 input=bound,
