@@ -3,7 +3,8 @@
 Usage: python _crash_matrix_child.py FRAMEWORK
 
 The server imports FRAMEWORK once, then reads one JSON command a line on stdin
-(``{"dir": ..., "kill": "tool"|"model", "restart": "resume"|"replan", "parallel": bool}``)
+(``{"dir": ..., "kill": "tool"|"stored"|"model", "restart": "resume"|"replan",
+"parallel": bool, "optin": bool}``)
 and answers one JSON line on stdout. For each command it forks the *first* process, which
 runs a small payments agent adopted as docs/frameworks.md shows and is SIGKILLed at the
 kill point, then forks the *restart*, which takes the framework's resume path
@@ -15,14 +16,17 @@ The model is scripted and offline, and like a real model it retries once (under 
 id) an action whose tool result reads as a failure (anything but ``paid ...``). Kill
 points: ``tool``: inside the first payment's tool, right after its effect (a line appended
 to ``effects.log``; with three payments in one turn and a framework that runs a turn's
-calls concurrently, after all three effects); ``model``: when the next model request
-carries the tool results. The answer has the effect lines after each step and the tool
-results the restarted model saw.
+calls concurrently, after all three effects); ``stored``: right after the guard stored the
+result (before the framework saved or sent anything); ``model``: when the next model
+request carries the tool results. ``optin``: the tools have an effect key and a
+``recover(input, ctx)`` that proves a payment from the effects. The answer has the effect
+lines after each step and the tool results the restarted model saw.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
+from toolledger.testing import crash_at
 
 PAYMENTS = [("ana", 30), ("ben", 40), ("cy", 50)]
 #: The conversation the app runs (a chat id), in both processes.
@@ -67,6 +72,7 @@ class Step:
     kill: str
     restart: str
     parallel: bool
+    optin: bool = False
     issued: int = 0
     barrier: threading.Barrier | None = None
     seen: list[str] = field(default_factory=list)
@@ -93,6 +99,19 @@ class Step:
         return f"paid {amount} to {to}"
 
     # -- the model --------------------------------------------------------------------------
+
+    def options(self) -> dict[str, Any]:
+        """The adapter's options: none (the documented default) or the opt-ins."""
+        if not self.optin:
+            return {}
+        return {"effect_keys": {"pay": "input"}, "recover": {"pay": self.recover}}
+
+    def recover(self, input: Any, ctx: toolledger.RecoverContext) -> Any:
+        """Proves a lost payment from the effects (the only thing a lost outcome leaves)."""
+        assert set(input) == {"to", "amount"}, input  # every adapter passes the input
+        if f"{input['to']} {input['amount']}" in lines(self.effects):
+            return toolledger.Recovered(f"paid {input['amount']} to {input['to']}")
+        return toolledger.NotRecovered("no such payment")
 
     def new_id(self) -> str:
         self.issued += 1
@@ -195,7 +214,13 @@ def run_anthropic(run: toolledger.Run, s: Step) -> None:
     else:
         messages = [{"role": "user", "content": PROMPT}]
     runner = guarded_tool_runner(
-        run, client, tools=[pay], model="claude-x", max_tokens=100, messages=messages
+        run,
+        client,
+        tools=[pay],
+        model="claude-x",
+        max_tokens=100,
+        messages=messages,
+        **s.options(),
     )
     transcript = list(messages)
     for message in runner:  # the app saves every model turn before its tools run
@@ -236,7 +261,9 @@ def run_openai_agents(run: toolledger.Run, s: Step) -> None:
         s.lost("session.db")
     model = ScriptedModel([ModelStep(responder=respond) for _ in range(8)])
     session = SQLiteSession(CONVERSATION, db_path=s.folder / "session.db")
-    agent = Agent(name="payer", model=model, tools=guarded_tools(run, [pay], session=session))
+    agent = Agent(
+        name="payer", model=model, tools=guarded_tools(run, [pay], session=session, **s.options())
+    )
     # Resume: the session holds the conversation so far; the run continues from it.
     prompt: Any = [] if s.phase == "restart" and s.restart == "resume" else PROMPT
     asyncio.run(Runner.run(agent, prompt, session=session))
@@ -288,7 +315,10 @@ def run_langgraph(run: toolledger.Run, s: Step) -> None:
     config = {"configurable": {"thread_id": CONVERSATION}}
     with SqliteSaver.from_conn_string(str(s.folder / "checkpoints.db")) as saver:
         agent = create_agent(
-            Scripted(), [pay], middleware=[ToolledgerMiddleware(run)], checkpointer=saver
+            Scripted(),
+            [pay],
+            middleware=[ToolledgerMiddleware(run, **s.options())],
+            checkpointer=saver,
         )
         # Resume: the thread from its last checkpoint.
         start = (
@@ -338,7 +368,10 @@ def run_pydantic_ai(run: toolledger.Run, s: Step) -> None:
     saved = s.folder / "history.json"
     if s.phase == "restart" and s.restart == "replan":
         s.lost("history.json")
-    agent = Agent(FunctionModel(model), toolsets=[GuardedToolset(FunctionToolset([pay]), run=run)])
+    agent = Agent(
+        FunctionModel(model),
+        toolsets=[GuardedToolset(FunctionToolset([pay]), run=run, **s.options())],
+    )
 
     async def go() -> None:
         history = None
@@ -391,7 +424,12 @@ def step(s: Step) -> int:
             # adapters).
             conversation = CONVERSATION if s.framework in APP_CONVERSATION else None
             db = str(s.folder / "ledger.db")
-            with toolledger.run(PROMPT, db=db, conversation_id=conversation) as run:
+            with contextlib.ExitStack() as stack:
+                if s.killing("stored"):  # right after the result is stored
+                    stack.enter_context(crash_at("after-completion"))
+                run = stack.enter_context(
+                    toolledger.run(PROMPT, db=db, conversation_id=conversation)
+                )
                 FRAMEWORKS[s.framework](run, s)
             (s.folder / f"{s.phase}.json").write_text(json.dumps({"seen": s.seen}))
         except BaseException:
@@ -410,7 +448,7 @@ def lines(path: Path) -> list[str]:
 
 def cell(framework: str, command: dict[str, Any]) -> dict[str, Any]:
     folder = Path(command["dir"])
-    opts = {k: command[k] for k in ("kill", "restart", "parallel")}
+    opts = {k: command[k] for k in ("kill", "restart", "parallel", "optin")}
     out: dict[str, Any] = {}
     out["first"] = step(Step(framework, folder, "first", **opts))
     out["first_effects"] = lines(folder / "effects.log")

@@ -8,6 +8,9 @@ restarted through the framework's resume path (``resume``) or with its saved sta
 so that the model is asked again (``replan``). Three payments in one turn are killed inside
 the first. The effects (lines the tool appends) must be one per payment.
 
+The opt-ins (an effect key, ``recover(input, ctx)``) are crashed the same way, also right
+after the guard stored the result (before the framework saved anything).
+
 One server process per framework (``_crash_matrix_child.py``) imports the framework once
 and forks a process per step; the whole matrix runs in seconds.
 """
@@ -83,15 +86,24 @@ class Server:
             pytest.fail(f"the crash-matrix server ended (exit {self.proc.wait()})")
         return json.loads(line)
 
-    def cell(self, folder: Path, kill: str, restart: str, parallel: bool) -> Any:
+    def cell(
+        self, folder: Path, kill: str, restart: str, parallel: bool, optin: bool = False
+    ) -> Any:
         assert self.proc.stdin is not None
-        command = {"dir": str(folder), "kill": kill, "restart": restart, "parallel": parallel}
+        command = {
+            "dir": str(folder),
+            "kill": kill,
+            "restart": restart,
+            "parallel": parallel,
+            "optin": optin,
+        }
         self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
         return self._read()
 
     def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -143,3 +155,22 @@ def test_crash_then_restart_each_payment_takes_effect_once(
     assert out["restart"] == 0, out["stderr"]["restart"]
     expected = PAYMENTS if parallel else PAYMENTS[:1]
     assert sorted(out["effects"]) == expected, out["seen"]
+
+
+@pytest.mark.parametrize("restart", ["resume", "replan"])
+@pytest.mark.parametrize("kill", ["tool", "stored"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_opt_in_effect_key_and_recover_pay_once_and_tell_the_model(
+    server: Callable[[str], Server], tmp_path: Path, framework: str, kill: str, restart: str
+) -> None:
+    """With an effect key and ``recover(input, ctx)``: one payment, and the model is told it.
+
+    ``resume``: the same call id (``recover`` proves a lost outcome from the effects, with
+    the call's input); ``replan``: a new id for the same action, caught by the effect key.
+    """
+    out = server(framework).cell(tmp_path, kill, restart, parallel=False, optin=True)
+    assert out["first"] == -signal.SIGKILL, out["stderr"]["first"]
+    assert out["first_effects"] == PAYMENTS[:1]
+    assert out["restart"] == 0, out["stderr"]["restart"]
+    assert out["effects"] == PAYMENTS[:1], out["seen"]
+    assert out["seen"][-1] == "paid 30 to ana", out["seen"]

@@ -12,6 +12,8 @@ Rules this module keeps:
 - The framework's tools are not ``toolledger.Tool`` objects: each call gets a ``Tool``
   named after the framework's tool, with the revision from ``revisions`` (default
   ``"1"``: bump it when the tool's behaviour changes) and the gate from ``gates``.
+- ``recover(input, ctx)`` gets the call's bound input (a copy) besides the guard's
+  ``RecoverContext``; a one-parameter ``recover(ctx)`` keeps working.
 - The binding's input is the model's arguments without ``justification`` (recorded as the
   model's justification when the tool's schema carries one); the tool itself gets the
   arguments exactly as the framework would have passed them.
@@ -30,6 +32,8 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import copy
+import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -119,7 +123,9 @@ class FrameworkGuard:
         on_error: ``"raise"`` (the tool's exception reaches the framework, which handles
             it its own way; the claim is released when the operation journal is empty)
             or ``"result"`` (stored as an ``is_error`` result, the same on every replay).
-        recover: Tool name -> ``recover(ctx)`` (proves a lost outcome; see ``Tool``).
+        recover: Tool name -> ``recover(input, ctx)`` (proves a lost outcome; see
+            ``Tool``): ``input`` is the model's arguments as bound (without
+            ``justification``). A one-parameter ``recover(ctx)`` works too.
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input) -> str``: a call the
             framework re-plans under a new call id (after a crash lost the model's turn)
             returns the first call's result instead of executing (see ``Tool``).
@@ -196,14 +202,22 @@ class FrameworkGuard:
         """The toolledger gate of tool ``name``, if any."""
         return self._gates.get(name)
 
-    def tool(self, name: str, execute: Callable[..., Any], gate: ToolGate | None = None) -> Tool:
-        """A ``Tool`` for one call of the framework tool ``name`` (``gate`` overrides its gate)."""
+    def tool(
+        self,
+        name: str,
+        execute: Callable[..., Any],
+        gate: ToolGate | None = None,
+        input: Any = None,
+    ) -> Tool:
+        """A ``Tool`` for one call of the framework tool ``name`` with ``input`` (``gate``
+        overrides its gate)."""
         gate = gate if gate is not None else self._gates.get(name)
+        recover = self._recover.get(name)
         return Tool(
             name=name,
             revision=self.revision(name),
             execute=execute,
-            recover=self._recover.get(name),
+            recover=None if recover is None else _with_input(recover, input),
             on_error="raise",
             approval=gate.approval if gate else None,
             approver=gate.approver if gate else None,
@@ -235,7 +249,7 @@ class FrameworkGuard:
             Exception: the tool's error (``on_error="raise"``), ``ApprovalDenied``.
         """
         bound, why = split_args(arguments)
-        tool = self.tool(name, lambda _input, _ctx: execute(), gate)
+        tool = self.tool(name, lambda _input, _ctx: execute(), gate, bound)
         try:
             outcome = self.run.call(
                 tool,
@@ -264,7 +278,7 @@ class FrameworkGuard:
         async def run_it(_input: Any, _ctx: Any) -> Any:
             return await execute()
 
-        tool = self.tool(name, run_it, gate)
+        tool = self.tool(name, run_it, gate, bound)
         try:
             outcome = await self.run.acall(
                 tool,
@@ -277,6 +291,26 @@ class FrameworkGuard:
         except OutcomeUnknownError:
             return Answer("unknown", OUTCOME_UNKNOWN, True)
         return _answer(outcome)
+
+
+def _with_input(recover: Callable[..., Any], input: Any) -> Callable[..., Any]:
+    """``recover(input, ctx)`` as the guard calls it, ``recover(ctx)``; a one-parameter
+    ``recover(ctx)`` is returned as it is. An async ``recover`` stays async."""
+    try:
+        params = inspect.signature(recover).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: the guard's form
+        return recover
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if len(positional) < 2 and not varargs:
+        return recover
+    if inspect.iscoroutinefunction(recover):
+
+        async def arecover(ctx: Any) -> Any:
+            return await recover(copy.deepcopy(input), ctx)
+
+        return arecover
+    return lambda ctx: recover(copy.deepcopy(input), ctx)
 
 
 def _answer(outcome: ToolOutcome) -> Answer:

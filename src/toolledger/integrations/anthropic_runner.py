@@ -207,7 +207,7 @@ def guarded_tool_runner(
             decision is answered "awaiting approval; not executed yet" as an error).
         on_error: ``"raise"`` (the SDK's error result; the claim is released) or
             ``"result"`` (the error is stored and sent on every replay).
-        recover: Tool name -> ``recover(ctx)``.
+        recover: Tool name -> ``recover(input, ctx)`` (or ``recover(ctx)``).
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
             restart without the saved assistant turn gets new tool-use ids).
         params: The runner's parameters (``model``, ``max_tokens``, ``messages``,

@@ -316,7 +316,7 @@ def guard_tool_calls(
         gates: Tool name -> ``ToolGate`` (a call waiting for a decision is answered with an
             error ``ToolMessage`` "awaiting approval; not executed yet").
         on_error: ``"raise"`` or ``"result"`` (see the module's rules).
-        recover: Tool name -> ``recover(ctx)``.
+        recover: Tool name -> ``recover(input, ctx)`` (or ``recover(ctx)``).
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
             crash that lost the checkpoint holding the model's calls gets new ids).
     """

@@ -170,7 +170,7 @@ def guarded_tools(
         gates: Tool name -> ``ToolGate`` (a toolledger approval gate; a call waiting for a
             decision is answered "awaiting approval; not executed yet").
         on_error: ``"raise"`` or ``"result"`` (see the module's rules).
-        recover: Tool name -> ``recover(ctx)``.
+        recover: Tool name -> ``recover(input, ctx)`` (or ``recover(ctx)``).
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety (a
             run started again, not resumed, gets new call ids).
         session: The SDK ``Session`` the agent runs with (``Runner.run(...,

@@ -55,7 +55,7 @@ class GuardedToolset(WrapperToolset[Any]):
         run: The ``toolledger.Run``.
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
         gates: Tool name -> ``ToolGate``.
-        recover: Tool name -> ``recover(ctx)``.
+        recover: Tool name -> ``recover(input, ctx)`` (or ``recover(ctx)``).
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety
             (``ModelRetry`` and id-less providers re-plan with new ids).
     """
