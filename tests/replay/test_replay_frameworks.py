@@ -85,8 +85,13 @@ def pydantic_ai_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str:
 
 def openai_agents_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str:
     pytest.importorskip("agents")
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
-    from agents import set_tracing_disabled
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
 
     from toolledger.integrations.openai_agents import guarded_tools
 
