@@ -95,8 +95,9 @@ class TestTelemetry:
         monkeypatch.setattr("toolledger.telemetry.hooks_for", lambda **_: hooks)
         with toolledger.run("goal", db=store) as run, run.step("a"), run.step("b"):
             pass
-        assert hooks.log[:4] == [
+        assert hooks.log[:5] == [
             ("run_started", "goal"),
+            ("activate", "run"),  # entering the run makes its span current (one trace)
             ("event_started", "a", None),
             ("activate", "a"),
             ("event_started", "b", "a"),

@@ -115,11 +115,12 @@ def test_a_marker_edited_into_a_wrong_link_is_named(db: Path) -> None:
 
 
 def test_the_marker_moves_the_schema_version(db: Path) -> None:
-    assert (MIGRATIONS[-1][0], MIGRATIONS[-1][1]) == (9, "prev_hash_of_the_record_before")
-    assert LATEST_VERSION == 9
+    marker = [m for m in MIGRATIONS if m[1] == "prev_hash_of_the_record_before"]
+    assert [m[0] for m in marker] == [9]  # older toolledgers (schema <= 8) refuse the file
+    assert LATEST_VERSION >= 9
     SQLiteStore(db).close()
     conn = sqlite3.connect(db)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (9,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (LATEST_VERSION,)
     finally:
         conn.close()

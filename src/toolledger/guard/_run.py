@@ -364,7 +364,7 @@ def run(
         agent=agent,
         db=db,
         run_id=run_id,
-        namespace=namespace or "default",
+        namespace="default" if namespace is None else namespace,
         strict=strict,
         tracer_provider=tracer_provider,
         capture_content=capture_content,
