@@ -34,7 +34,7 @@ def journaled(client: Any, run: Run, *, capture_content: bool | None = None) -> 
             variants), ``openai.OpenAI``/``AsyncOpenAI`` (or ``AzureOpenAI``).
         run: The ``toolledger`` run.
         capture_content: Store message content in the journal (``None``: the run's
-            content-capture policy).
+            ``journal_content``, on by default; telemetry's capture setting is not read).
 
     Returns:
         The wrapped client.

@@ -173,7 +173,7 @@ class JournaledClient:
         run: The ``toolledger`` run.
         client: An ``aisuite.Client``.
         capture_content: Store message content in the journal (``None``: the run's
-            content-capture policy).
+            ``journal_content``, on by default; telemetry's capture setting is not read).
         revisions: ``{function name: revision}`` for the guard's bindings (default ``"1"``;
             bump a tool's revision when its behaviour changes).
     """
