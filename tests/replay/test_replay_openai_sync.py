@@ -135,3 +135,28 @@ def test_replayed_run_span_links_to_the_source_runs_span(
     assert len(chats) == 2
     for chat in chats:
         assert "gen_ai.input.messages" not in (chat.attributes or {})
+
+
+def test_gc_erases_model_call_content_and_the_run_is_no_longer_replayable(
+    tmp_path: Path,
+) -> None:
+    """The journaled request and response are content: gc erases them (the event says
+    when and why), and a replay of the erased run is REPLAY_UNAVAILABLE."""
+    from datetime import datetime, timedelta, timezone
+
+    db = tmp_path / "gc.db"
+    with toolledger.run("gpt", db=db) as run:
+        journaled(Wire().client(), run).chat.completions.create(model="gpt-x", messages=MESSAGES)
+    (before,) = [e for e in toolledger.load_run(db, run.run_id).events if e.kind == "llm_call"]
+    assert before.inputs["messages"] == MESSAGES
+    toolledger.gc(db, older_than="1d", now=datetime.now(timezone.utc) + timedelta(days=2))
+    (after,) = [e for e in toolledger.load_run(db, run.run_id).events if e.kind == "llm_call"]
+    assert after.inputs is None
+    assert after.outputs is None
+    assert after.erased is not None
+    with (
+        pytest.raises(toolledger.ReplayUnavailableError) as caught,
+        toolledger.run("gpt", db=db, replay_of=run.run_id),
+    ):
+        pass
+    assert caught.value.details["event_id"] == after.event_id
