@@ -295,6 +295,7 @@ def search_sql(
     match_value: Callable[[SearchTerm], Any],
     hit_params: int = 1,
     columns: str = "e.run_id, e.event_id",
+    events_by_id: str | None = None,
 ) -> tuple[str, list[Any]]:
     """Return the SQL selecting ``(run_id, event_id)`` of matching events, newest first.
 
@@ -309,6 +310,9 @@ def search_sql(
         match_value: The parameter bound for a term.
         hit_params: How many placeholders ``event_hits`` holds (1 unless it unions two).
         columns: What is selected of each event's first record ``e``.
+        events_by_id: ``events e`` as joined to the candidates by ``(run_id, event_id)``
+            (SQLite names its index: its planner, without statistics, walked every record
+            of the run per candidate).
     """
     params: list[Any] = []
     ctes: list[str] = []
@@ -334,7 +338,8 @@ def search_sql(
         )
         params.extend(where_params)
         source = (
-            f"cand c JOIN {events} e ON e.run_id = c.run_id AND e.event_id = c.event_id "
+            f"cand c JOIN {events_by_id or events + ' e'} ON e.run_id = c.run_id "
+            "AND e.event_id = c.event_id "
             f"JOIN {runs} r ON r.run_id = e.run_id"
         )
     else:

@@ -373,6 +373,7 @@ def stage_pending(conn: sqlite3.Connection) -> bool:
     return True
 
 
+_EVENTS_BY_ID = "events e INDEXED BY events_event_id"
 _GOAL_HITS = (
     "SELECT k.run_id AS run_id FROM runs_fts JOIN search_runs k ON k.rid = runs_fts.rowid "
     "WHERE runs_fts MATCH ?"
@@ -403,6 +404,7 @@ def search_events(
             event_hits=f"{_EVENT_HITS} UNION ALL {_STAGED_HITS}" if staged else _EVENT_HITS,
             goal_hits=_GOAL_HITS,
             match_value=fts5_expression,
+            events_by_id=_EVENTS_BY_ID,
             hit_params=2 if staged else 1,
         )
         return [(str(a), str(b)) for a, b in read(sql, params)]
@@ -477,6 +479,7 @@ def _newest_runs_first(
             event_hits=f"{_EVENT_HITS} AND f.rowid BETWEEN {low} AND {high}",
             goal_hits=f"{_GOAL_HITS} AND runs_fts.rowid = {int(rid)}",
             match_value=fts5_expression,
+            events_by_id=_EVENTS_BY_ID,
             columns="e.at, e.run_id, e.seq, e.event_id",
         )
         return read(sql, args)
