@@ -350,3 +350,62 @@ class TestSearchWhileAnotherProcessWrites:
             if holder is not None:
                 holder.release()
             store.close()
+
+    def test_run_ending_under_another_writers_lock_is_closed_when_it_clears(
+        self, tmp_path: Path
+    ) -> None:
+        """A run that ends while another process holds the write lock (its closing record
+        and columns refused: STORE_BUSY) is closed once the lock clears, at the latest
+        when its process exits: completed and verified, never ``interrupted``."""
+        db = tmp_path / "closing.db"
+        SQLiteStore(db).close()
+        agent = subprocess.Popen(
+            [sys.executable, "-c", _AGENT, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert agent.stdin is not None
+        assert agent.stdout is not None
+        holder = None
+        try:
+            run_id = agent.stdout.readline().strip()
+            holder = _LockHolder(db)
+            agent.stdin.write("end\n")
+            agent.stdin.flush()
+            errors = agent.stdout.readline().split()
+            assert errors[0] == "closed"
+            assert int(errors[1]) >= 1  # the close was refused: STORE_BUSY
+            holder.release()
+            holder = None
+            agent.stdin.write("exit\n")
+            agent.stdin.flush()
+            assert agent.wait(60) == 0
+        finally:
+            if holder is not None:
+                holder.release()
+            agent.stdin.close()
+            agent.stdout.close()
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+        view = toolledger.load_run(db, run_id)
+        assert view.status == "completed"
+        assert toolledger.verify(db, run_id).ok
+        assert [e.run_id for e in toolledger.search(db, "parcel")] == [run_id]
+
+
+# The agent of the test above: a run that ends when told, a store with a short busy timeout.
+_AGENT = """
+import sys
+import toolledger
+from toolledger.store import SQLiteStore
+store = SQLiteStore(sys.argv[1], busy_timeout=0.2)
+run = toolledger.run("Refund A-1001", db=store)
+with run:
+    run.note("the parcel was lost")
+    print(run.run_id, flush=True)
+    sys.stdin.readline()
+print("closed", len(run.errors), flush=True)
+sys.stdin.readline()
+"""

@@ -30,11 +30,12 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
+from functools import partial
 from types import EllipsisType, TracebackType
 from typing import Any, TypeVar
 
 from ..checkpoint.model import check_identifier
-from ..errors import CheckpointError, InvalidArgumentError
+from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
 from ..store import Store
 from ..store._open import store_for
 from ..store.base import RunRow
@@ -357,8 +358,9 @@ class Run(Recorder):
         self.status = status
         writer = self._writer
         assert writer is not None
+        stored = False
         try:
-            writer.close()
+            stored = writer.close()
         finally:
             self._doc["end"] = {"status": self.status, "ended_at": ended}
             # The run span's live ids, so telemetry re-export keeps the same parentage.
@@ -369,16 +371,19 @@ class Run(Recorder):
                 self._doc["end"]["error"] = error_info(error)
             if self.errors:
                 self._doc["end"]["recording_errors"] = self.error_count
+            text = json.dumps(self._doc, ensure_ascii=False, separators=(",", ":"))
             try:
-                self._store_end(
-                    self.status,
-                    ended,
-                    json.dumps(self._doc, ensure_ascii=False, separators=(",", ":")),
-                )
+                self._store_end(self.status, ended, text)
             except CheckpointError as exc:
                 if self.strict:
                     raise
                 self.record_failure(exc)
+                stored = False
+            later = not stored and bool(self.errors) and isinstance(self.errors[-1], StoreBusyError)
+            if later:
+                # Another writer held the store's lock past the busy timeout: the writer
+                # stores the end once the lock clears (or at process exit), then the columns.
+                writer.finish_later(partial(self._end_later, self.status, ended, text))
             head, count = writer.chained
             final = {
                 "run_id": self.run_id,
@@ -395,9 +400,16 @@ class Run(Recorder):
                 "user_id": self.user_id,
             }
             self._safe_telemetry(self.span.end, final, error)
-            if self._owns_store:
+            if self._owns_store and not later:
                 with contextlib.suppress(Exception):
                     self.store.close()
+
+    def _end_later(self, status: str, ended: str, data: str) -> None:
+        """The end the store refused at ``close``: the columns, then the owned store's close."""
+        self._store_end(status, ended, data)
+        if self._owns_store:
+            with contextlib.suppress(Exception):
+                self.store.close()
 
     def _store_end(self, status: str, ended: str, data: str) -> None:
         """Make the ``status``/``ended_at`` columns match the chain's last closing record.

@@ -24,7 +24,10 @@ Rules this module keeps:
   after the new head and appended again: nothing is lost and the chain stays valid.
 - A storage failure never raises into the agent: it is handed to ``on_error`` and the
   records stay buffered for the next attempt (bounded by ``MAX_PENDING``; older ones are
-  then dropped and reported). Strict runs flush at each record and raise instead.
+  then dropped and reported). Strict runs flush at each record and raise instead. A run
+  that closes while the store refuses it (another process holding the write lock) keeps
+  its writer (``finish_later``): the background flusher tries every ``CLOSING_RETRY``
+  seconds and the flush at process exit once more, then the run's columns follow.
 - Riding (``ride``/``Ride.settle``): the guard can carry the whole buffer (oldest first,
   so the chain order holds) as one ``AppendEvents`` op inside its own checkpoint
   transaction instead of a separate commit. The flush lock is held from ``ride`` until
@@ -66,6 +69,8 @@ FLUSH_INTERVAL = 0.1
 FLUSH_RECORDS = 512
 #: Records kept buffered while the store keeps failing; beyond this the oldest are dropped.
 MAX_PENDING = 100_000
+#: A closed run's refused records (and columns) are tried again at most this often.
+CLOSING_RETRY = 1.0
 
 
 class _Pending:
@@ -191,6 +196,9 @@ class ChainWriter:
         self._lazy_at = 0.0
         self._oldest = 0.0
         self.dropped = 0
+        # What a closed run still owes the store (its columns), once the buffer is stored.
+        self._then: Callable[[], None] | None = None
+        self._retry_at = 0.0
         _LIVE.add(self)
 
     @property
@@ -526,17 +534,53 @@ class ChainWriter:
                 )
             )
 
-    def close(self) -> None:
-        """Flush and stop background flushing for this run."""
+    def close(self) -> bool:
+        """Flush and stop background flushing for this run; return whether all is stored.
+
+        What the store refused stays buffered: ``finish_later`` keeps it for later.
+        """
         try:
-            self.flush()
+            return self.flush()
         finally:
             _LIVE.discard(self)
+
+    def finish_later(self, then: Callable[[], None]) -> None:
+        """Keep this closed writer until its buffer is stored, then run ``then`` (until it
+        returns without raising): by the background flusher every ``CLOSING_RETRY``
+        seconds, and at process exit."""
+        with self.lock:
+            self._then = then
+            self._retry_at = time.monotonic() + CLOSING_RETRY
+        _CLOSING.add(self)  # held strongly: the run may be gone
+        _LIVE.add(self)
+        _ensure_flusher()
+
+    def _finish(self, now: float | None = None) -> None:
+        """Store what a closed run still owes, if the store takes it now.
+
+        ``now`` (the background flusher): not before ``CLOSING_RETRY`` seconds after the
+        last refusal, so a store that keeps failing is not asked (and logged) nonstop.
+        """
+        if now is not None and now < self._retry_at:
+            return
+        self._retry_at = time.monotonic() + CLOSING_RETRY
+        if not self.flush():
+            return
+        then = self._then
+        if then is not None:
+            try:
+                then()
+            except Exception:  # retried at the next round, or at process exit
+                return
+            self._then = None
+        _CLOSING.discard(self)
+        _LIVE.discard(self)
 
 
 # -- background flushing -----------------------------------------------------------------
 
 _LIVE: weakref.WeakSet[ChainWriter] = weakref.WeakSet()
+_CLOSING: set[ChainWriter] = set()  # closed runs whose records or columns wait for the store
 _flusher_lock = threading.Lock()
 _flusher: threading.Thread | None = None
 
@@ -545,7 +589,10 @@ def flush_all() -> None:
     """Flush every live run's buffer (used at process exit and by the flusher)."""
     for writer in list(_LIVE):
         try:
-            writer.flush()
+            if writer in _CLOSING:
+                writer._finish()
+            else:
+                writer.flush()
         except CheckpointError:
             pass  # strict writers raise at their own call sites, not here
         except Exception:  # never raise from a background flush
@@ -565,7 +612,10 @@ def _flusher_loop() -> None:
             continue
         now = time.monotonic()
         for writer in writers:
-            if writer.due(now):
+            if writer in _CLOSING:
+                with contextlib.suppress(Exception):  # a background flush never raises
+                    writer._finish(now)
+            elif writer.due(now):
                 with contextlib.suppress(Exception):  # a background flush never raises
                     writer.flush(leave_young=True)
 
