@@ -636,6 +636,7 @@ def _ensure_flusher() -> None:
 def _after_fork_in_child() -> None:
     global _flusher
     _flusher = None
+    _CLOSING.clear()  # the parent's closed runs are the parent's to finish
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
