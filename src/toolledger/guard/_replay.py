@@ -204,11 +204,19 @@ class ReplayController:
             self._calls.append(ev)
         #: Guarded call ids the record holds -> their event's position.
         self._tool_ids: dict[str, int] = {}
+        #: Call ids the record answered without a checkpoint (a denial, a pending gate).
+        self._gated: set[str] = set()
+        answered: set[str] = set()
         for i, ev in enumerate(events):
-            if ev.kind == "tool_call":
+            if ev.kind in ("tool_call", "approval"):
                 call_id = (ev.checkpoint or {}).get("call_id")
                 if isinstance(call_id, str):
                     self._tool_ids.setdefault(call_id, i)
+                    if ev.kind == "approval":
+                        self._gated.add(call_id)
+                    else:
+                        answered.add(call_id)
+        self._gated -= answered  # an approved call ran: its checkpoint answers it
         self._answered: set[int] = set()
         self._next = 0
         self._asked = 0
@@ -368,6 +376,10 @@ class ReplayController:
     def holds_call(self, call_id: str) -> bool:
         """Whether the record holds a guarded call of this id (its checkpoint answers it)."""
         return call_id in self._tool_ids
+
+    def gated_call(self, call_id: str) -> bool:
+        """Whether the record's answer to this call was its approval gate's (no checkpoint)."""
+        return call_id in self._gated
 
     def tool_call(self, call_id: str, tool_name: str) -> None:
         """Check a guarded tool call against the record before the guard runs it.

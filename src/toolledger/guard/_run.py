@@ -21,6 +21,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from ..checkpoint import Status
 from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
@@ -145,11 +146,16 @@ class Run(JournalRun):
         ctl.tool_call(call_id, getattr(tool, "name", "?"))
         if ctl.live or ctl.mode == "resume" or not ctl.holds_call(call_id):
             return
-        if self.store.get(self.namespace, call_id) is None:
+        record = self.store.get(self.namespace, call_id)
+        if record is None and ctl.gated_call(call_id):
+            return  # the stored approval decision answers it again
+        if record is None or record.status is Status.READY:
+            # No checkpoint (gc, another namespace), or a failure before the effect whose
+            # claim was released: the guard would run the tool. A replay never does.
             raise ReplayUnavailableError(
                 message=f"run {ctl.source_run_id}'s tool call {call_id!r} has no checkpoint "
-                f"in namespace {self.namespace!r} (gc, or another namespace): replaying it "
-                "would execute it",
+                f"that answers it in namespace {self.namespace!r} (erased, another "
+                "namespace, or it failed before its effect): replaying it would execute it",
                 details={"run_id": ctl.source_run_id, "call_id": call_id},
             )
 
