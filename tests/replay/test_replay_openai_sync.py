@@ -160,3 +160,44 @@ def test_gc_erases_model_call_content_and_the_run_is_no_longer_replayable(
     ):
         pass
     assert caught.value.details["event_id"] == after.event_id
+
+
+def test_calls_out_of_recorded_order_match_any_unanswered_recorded_call(tmp_path: Path) -> None:
+    """Calls made concurrently may arrive in another order than recorded: each is matched
+    with the unanswered recorded call equal to it."""
+    import asyncio
+
+    def aclient(wire: Wire) -> Any:
+        return openai.AsyncOpenAI(
+            api_key="k",
+            base_url="http://test/v1",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire.handle)),
+        )
+
+    async def ask(run: toolledger.Run, wire: Wire, order: list[str]) -> list[Any]:
+        gpt = journaled(aclient(wire), run)
+        return [
+            await gpt.chat.completions.create(
+                model="gpt-x", messages=[{"role": "user", "content": q}]
+            )
+            for q in order
+        ]
+
+    db = tmp_path / "concurrent.db"
+    with toolledger.run("gpt", db=db) as run:
+        first = asyncio.run(ask(run, Wire(), ["a", "b"]))
+    offline = Wire(failing=True)
+    with toolledger.run("gpt", db=db, replay_of=run.run_id) as again:
+        second = asyncio.run(ask(again, offline, ["b", "a"]))
+    assert second == list(reversed(first))
+    assert offline.requests == 0
+    served = [
+        e.meta["replayed_from"]["event_id"]
+        for e in toolledger.load_run(db, again.run_id).events
+        if e.kind == "llm_call"
+    ]
+    recorded = [
+        e.event_id for e in toolledger.load_run(db, run.run_id).events if e.kind == "llm_call"
+    ]
+    assert served == list(reversed(recorded))
