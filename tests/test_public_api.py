@@ -81,6 +81,12 @@ def test_foundation_names_are_exported() -> None:
     assert set(toolledger.__all__) >= FOUNDATION
 
 
+def test_current_call_is_public() -> None:
+    """``toolledger.current_call`` (the framework adapters' way to a call's context)."""
+    assert "current_call" in toolledger.__all__
+    assert toolledger.current_call() is None
+
+
 def test_version_is_a_string() -> None:
     """``__version__`` is exported and matches the package metadata."""
     from importlib.metadata import version

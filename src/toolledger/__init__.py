@@ -61,6 +61,7 @@ from .export import (
     export_site,
     reexport,
 )
+from .guard import current_call
 from .guard._replay import ReplayReport
 from .guard._run import Run, run
 from .journal import (
@@ -163,6 +164,7 @@ __all__ = [
     "configure",
     "copy_ledger",
     "create_checkpoint",
+    "current_call",
     "decide_approval",
     "decide_checkpoint",
     "export_html",

@@ -31,11 +31,14 @@ from .checkpoint._json import check_types as check_types
 from .checkpoint._json import compact_json as compact_json
 from .checkpoint._json import copy_json as copy_json
 from .checkpoint.model import _KNOWN_VALID
-from .guard._call import _ASYNC_TOOLS, _ASYNC_TOOLS_MAX
-from .guard._effect_key import EffectKey as EffectKey
-from .guard._flow_outcomes import RecoveryFailed as RecoveryFailed
-from .guard._flow_state import join_claims as join_claims
-from .guard._outcomes import outcome as _outcome
+from .guard import _call as _guard_call
+from .guard._call import EffectKey as EffectKey
+from .guard._call import RecoveryFailed as RecoveryFailed
+from .guard._call import join_claims as join_claims
+from .guard._call import outcome as _outcome
+from .guard._drivers import ASYNC_TOOLS as _ASYNC_TOOLS
+from .guard._drivers import ASYNC_TOOLS_MAX as _ASYNC_TOOLS_MAX
+from .guard._flow import CallFlow as CallFlow
 from .guard._seams import CRASH_POINTS
 from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
@@ -180,5 +183,9 @@ ASYNC_TOOLS_MAX = _ASYNC_TOOLS_MAX
 KNOWN_VALID = _KNOWN_VALID
 #: The guard's one constructor of a ``ToolOutcome`` from a checkpoint record.
 outcome_of = _outcome
+#: The module of the frozen ``Call`` a guard flow (``CallFlow``) runs over and of the
+#: requests it yields (``guard_requests.Read``, ``.Commit`` ...): a test drives a flow by
+#: answering its requests, with no store.
+guard_requests = _guard_call
 #: SQLite's expression for a swap's history facts (``swap_facts`` is pinned to it).
 sqlite_facts_sql = _facts_sql

@@ -84,6 +84,28 @@ class TestDeliver:
         with pytest.raises(toolledger.NotFoundError):
             run.deliver("nope", lambda p: None)
 
+    @pytest.mark.parametrize("post", [None, "not callable", 17])
+    def test_deliver_post_not_callable_is_invalid_argument_nothing_claimed(
+        self, run, db, effects, post
+    ) -> None:
+        """``post=None`` (or any non-callable): INVALID_ARGUMENT, the call stays completed."""
+        run.call(effects.tool(), call_id="c1", input={})
+        with pytest.raises(toolledger.InvalidArgumentError) as info:
+            run.deliver("c1", post)
+        assert info.value.code == "INVALID_ARGUMENT"
+        assert info.value.details == {"argument": "post"}
+        with pytest.raises(toolledger.InvalidArgumentError):
+            run.deliver_many(["c1"], post)
+        assert db.get("default", "c1").status is Status.COMPLETED
+        assert run.deliver("c1", lambda p: "posted") == "posted"
+
+    def test_adeliver_post_not_callable_is_invalid_argument(self, run, db, effects) -> None:
+        """The async path refuses a non-callable ``post`` the same way."""
+        run.call(effects.tool(), call_id="c1", input={})
+        with pytest.raises(toolledger.InvalidArgumentError):
+            asyncio.run(run.adeliver("c1", None))
+        assert db.get("default", "c1").status is Status.COMPLETED
+
     def test_deliver_uncertain_call_has_nothing_to_deliver(self, run, db, effects) -> None:
         """An uncertain call has no result: INVALID_TRANSITION, post not called."""
         with pytest.raises(toolledger.OutcomeUnknownError):

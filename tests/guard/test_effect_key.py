@@ -89,6 +89,33 @@ class TestDeduplication:
         run.call(_keyed(effects, revision="2"), call_id="C", input={"n": 1})
         assert len(effects.executed) == 3
 
+    def test_function_key_gets_a_copy_of_the_input_never_the_callers_object(
+        self, run, effects
+    ) -> None:
+        """A key function that mutates its argument changes neither the caller's input
+        nor what the tool runs with."""
+
+        def key(i: Any) -> str:
+            order = i["order"]
+            i["order"] = "changed by the key function"
+            i.clear()
+            return f"order:{order}"
+
+        given = {"order": 17, "lines": [1, 2]}
+        out = run.call(_keyed(effects, key=key), call_id="A", input=given)
+        assert given == {"order": 17, "lines": [1, 2]}
+        assert effects.executed == [{"order": 17, "lines": [1, 2]}]
+        assert out.payload["sent"] == {"order": 17, "lines": [1, 2]}
+
+    def test_function_key_is_scoped_by_the_tool_revision(self, run, effects) -> None:
+        """Revision 2 with the same key executes: it never gets revision 1's result."""
+        key = lambda i: f"order:{i['order']}"  # noqa: E731
+        first = run.call(_keyed(effects, key=key), call_id="A", input={"order": 17})
+        second = run.call(_keyed(effects, key=key, revision="2"), call_id="B", input={"order": 17})
+        assert (second.replayed, second.deduplicated_from) == (False, None)
+        assert second.payload != first.payload
+        assert len(effects.executed) == 2
+
     def test_same_key_on_another_tool_is_another_effect(self, run, effects) -> None:
         """Keys are scoped by tool name: a refund never returns the charge's result."""
         charge = _keyed(effects, key=lambda i: str(i["order"]), name="charge")

@@ -1,8 +1,9 @@
 """The approval gate's state machine: the first phase of every guarded call's flow.
 
-``CallFlow.run_flow`` starts with ``GateFlow.flow()``, for every call whatever its tool
+``CallFlow.run`` starts with ``GateFlow.flow()``, for every call whatever its tool
 declares, so the stored decision is checked where the checkpoint is decided, once. No
-driver code here (the drivers answer its ``ApprovalRequest`` with the approver).
+I/O here: its reads and writes are requests it yields (``_call``), which the drivers
+perform; they answer its ``ApprovalRequest`` with the approver.
 
 Rules this module keeps:
 
@@ -31,7 +32,8 @@ from datetime import datetime
 from typing import Any
 
 from ..approvals import ApprovalRequest, Approved, Denied, Pending
-from ..checkpoint.model import Binding, CheckpointRecord, Status
+from ..checkpoint._json import canonical_json
+from ..checkpoint.model import CheckpointRecord, Status
 from ..checkpoint.transitions import check_binding, create_checkpoint
 from ..errors import (
     ApprovalDeniedError,
@@ -40,8 +42,9 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..store._approval_record import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
-from ..tools import Tool, ToolOutcome
-from ._seams import APPROVAL_ROUNDS, GuardedRun, now, reached
+from ..tools import ToolOutcome
+from ._call import Call, CreateReady, PutApproval, ReadApproval, ReadGate, RecordApproval, Request
+from ._seams import APPROVAL_ROUNDS, now, reached
 
 __all__ = ["AWAITING_APPROVAL", "DENIED", "GateFlow"]
 
@@ -51,7 +54,7 @@ AWAITING_APPROVAL = "awaiting_approval"
 DENIED = "denied"
 _INPUT_MAX = 65_536  # bytes of canonical JSON kept with a request for a human to read
 
-Gate = Generator[ApprovalRequest, Any, ToolOutcome | None]
+Gate = Generator[Request, Any, ToolOutcome | None]
 
 
 def _clip(text: str | None) -> str | None:
@@ -63,8 +66,6 @@ def _clip(text: str | None) -> str | None:
 
 def _kept_input(value: Any) -> Any:
     """The input stored with a request (``None`` when too large: the fingerprint binds it)."""
-    from ..checkpoint._json import canonical_json
-
     try:
         return value if len(canonical_json(value).encode("utf-8")) <= _INPUT_MAX else None
     except Exception:
@@ -74,40 +75,26 @@ def _kept_input(value: Any) -> Any:
 class GateFlow:
     """One gate evaluation: decide from stored facts, ask once, store, conclude."""
 
-    def __init__(
-        self,
-        run: GuardedRun,
-        tool: Tool,
-        binding: Binding,
-        input: Any,
-        justification: str | None,
-        mode: str | None,
-        on_error: str,
-        approver: Callable[..., Any] | None = None,
-    ) -> None:
-        self.run = run
-        self.store = run.store
-        self.tool = tool
-        self.binding = binding
-        self.input = input
-        self.justification = justification
-        self.mode = mode
-        self.on_error = on_error
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.tool = call.tool
+        self.binding = call.binding
+        self.input = call.input
+        self.justification = call.justification
+        self.mode = call.approval
+        self.on_error = call.on_error
         self.checkpoint: CheckpointRecord | None = None
         # Without a gate nobody is asked: a stored decision is all that counts.
-        self.approver: Callable[..., Any] | None = approver if mode is not None else None
+        self.approver: Callable[..., Any] | None = call.approver if self.mode is not None else None
 
     # -- the flow ---------------------------------------------------------------------
 
     def flow(self) -> Gate:
         # A store that reads both in one round trip (``Store.approval_get``) saves a new
         # call its second read; the approval then is the one stored with the checkpoint.
-        read_both = getattr(self.store, "get_with_approval", None)
-        first: Callable[[], ApprovalRecord | None] | None = None
-        if read_both is not None:
-            rec, first = read_both(*self.binding.key)
-        else:
-            rec = self.store.get(*self.binding.key)
+        first: Callable[[], ApprovalRecord | None] | None
+        key = self.call.binding.key
+        rec, first = yield ReadGate(key)
         if rec is not None:
             check_binding(rec, self.binding)  # BINDING_CONFLICT
         self.checkpoint = rec
@@ -119,7 +106,7 @@ class GateFlow:
             if first is not None:
                 stored, first = first(), None
             else:
-                stored = self.store.approval_get(*self.binding.key)
+                stored = yield ReadApproval(key)
             if stored is None and self.mode is None:
                 return None  # no gate and no decision stored for the call: proceed
             if stored is not None and stored.binding != self.binding:
@@ -132,12 +119,12 @@ class GateFlow:
                 )
             at = now()
             if stored is not None and stored.decided(at):
-                return self._conclude(stored, source="stored")
+                return (yield from self._conclude(stored, source="stored"))
             if stored is not None and stored.status is ApprovalStatus.PENDING:
                 if answer is None:
-                    return self._awaiting(stored, new_event=False)
+                    return (yield from self._awaiting(stored, new_event=False))
                 if isinstance(answer, Pending):  # lost a race to another request: adopt it
-                    return self._awaiting(stored, new_event=True)
+                    return (yield from self._awaiting(stored, new_event=True))
             if answer is None:  # ask once per call, even when a write below loses a race
                 if self.approver is None:
                     answer = Pending()
@@ -145,11 +132,11 @@ class GateFlow:
                     answer = yield self._request(replay)
             new = self._record(answer, stored, at)
             expected = -1 if stored is None else stored.revision
-            if self.store.approval_put(new, expected_revision=expected):
+            if (yield PutApproval(new, expected)):
                 reached("after-approval")
                 if new.status is ApprovalStatus.PENDING:
-                    return self._awaiting(new, new_event=True)
-                return self._conclude(new, source="approver")
+                    return (yield from self._awaiting(new, new_event=True))
+                return (yield from self._conclude(new, source="approver"))
             # Another caller decided or asked meanwhile: re-read and adopt what is stored.
         raise StoreUnavailableError(
             message=f"the approval of {self.binding.call_id} kept changing; nothing executed",
@@ -171,7 +158,7 @@ class GateFlow:
         )
 
     def _run_id(self) -> str | None:
-        run_id = self.run.run_id
+        run_id = self.call.run_id
         return run_id if isinstance(run_id, str) and run_id else None
 
     def _record(self, answer: Any, stored: ApprovalRecord | None, at: datetime) -> ApprovalRecord:
@@ -227,8 +214,8 @@ class GateFlow:
 
     # -- outcomes ---------------------------------------------------------------------
 
-    def _conclude(self, rec: ApprovalRecord, *, source: str) -> ToolOutcome | None:
-        self._event(rec, source=source)
+    def _conclude(self, rec: ApprovalRecord, *, source: str) -> Gate:
+        yield self._event(rec, source=source)
         if rec.status is ApprovalStatus.APPROVED:
             return None
         text = f"denied by {rec.by}" + (f": {rec.reason}" if rec.reason else "")
@@ -254,17 +241,16 @@ class GateFlow:
             },
         )
 
-    def _awaiting(self, rec: ApprovalRecord, *, new_event: bool) -> ToolOutcome:
+    def _awaiting(self, rec: ApprovalRecord, *, new_event: bool) -> Gate:
         cp = self.checkpoint
         if cp is None:
             # The call waits in ``ready``: its id is taken for this binding, nothing claimed.
-            _created, cp = self.store.create_if_absent(
-                create_checkpoint(self.binding, at=now()), durable=True
-            )
+            cp = yield CreateReady(create_checkpoint(self.binding, at=now()))
+            assert cp is not None
             check_binding(cp, self.binding)
             self.checkpoint = cp
         if new_event:
-            self._event(rec, source="approver")
+            yield self._event(rec, source="approver")
         return ToolOutcome(
             call_id=self.binding.call_id,
             tool_name=self.binding.tool_name,
@@ -274,8 +260,8 @@ class GateFlow:
             revision=cp.revision,
         )
 
-    def _event(self, rec: ApprovalRecord, *, source: str) -> None:
-        """Record the decision (or the request) as an ``approval`` journal event."""
+    def _event(self, rec: ApprovalRecord, *, source: str) -> RecordApproval:
+        """The request recording the decision (or the request) as an ``approval`` event."""
         if rec.status is ApprovalStatus.PENDING:
             granted: bool | None = None
             outcome, status = "require_approval", "pending"
@@ -304,18 +290,5 @@ class GateFlow:
             "call_id": self.binding.call_id,
             "revision": cp.revision if cp is not None else None,
         }
-        try:
-            self.run.record_point(
-                "approval",
-                self.tool.name,
-                status=status,
-                approval=approval,
-                checkpoint=link,
-                parent=None,
-            )
-            if not granted:  # the call ends here: make the record visible now
-                self.run.flush()
-        except Exception:
-            if self.run.strict:
-                raise
-            # recording never breaks the agent (the journal keeps run.errors)
+        # A call the gate stops ends here: its record is made visible at once.
+        return RecordApproval(self.tool.name, status, approval, link, flush=not granted)

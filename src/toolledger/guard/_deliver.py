@@ -1,6 +1,7 @@
 """Delivery through the checkpoint: claim (fenced), post the stored payload, record it.
 
-Private to the ``guard`` package (``_drivers`` uses it). Rules this module keeps:
+``run.deliver``/``run.adeliver``/``run.deliver_many`` delegate here (and the adapters'
+``deliver_results`` through ``post_once``/``apost_once``). Rules this module keeps:
 
 - Every delivery transition is a relaxed commit (``durable=False``): losing one to a
   power failure can only repeat a delivery, never an execution.
@@ -14,15 +15,22 @@ Private to the ``guard`` package (``_drivers`` uses it). Rules this module keeps
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import claim_delivery, complete_delivery, release_delivery
-from ..errors import DeliveryUncertainError, InvalidTransitionError, NotFoundError, StoreError
+from ..errors import (
+    DeliveryUncertainError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+    NotFoundError,
+    StoreError,
+)
 from ..store.base import SwapCheckpoint
-from ._outcomes import handed_out
+from ._call import CANCELLATION, handed_out
 from ._seams import (
     DELIVERY_CLAIM_ROUNDS,
     DELIVERY_COMPLETE_ROUNDS,
@@ -33,7 +41,7 @@ from ._seams import (
     report_transition,
 )
 
-__all__ = ["Delivery"]
+__all__ = ["Delivery", "adeliver", "apost_once", "deliver", "deliver_many", "post_once"]
 
 
 class Delivery:
@@ -176,3 +184,113 @@ class Delivery:
         for call_id in self.call_ids:
             out[call_id] = handed_out(self.claimed.get(call_id) or self.records[call_id])
         return out
+
+
+def _check_post(post: object) -> None:
+    if not callable(post):
+        raise InvalidArgumentError(
+            message=f"post must be callable (it is called with the stored payload); got "
+            f"{type(post).__name__}; nothing was delivered",
+            details={"argument": "post"},
+        )
+
+
+def deliver(
+    run: GuardedRun, call_id: str, post: Callable[[Any], Any], *, redeliver: bool = False
+) -> Any:
+    """Post a call's stored result exactly through its checkpoint (``run.deliver``).
+
+    Claims delivery (fenced), calls ``post(payload)`` with the *stored* payload, then
+    records the delivery. If ``post`` raises, the claim is released (the next delivery
+    posts the same payload) and the error re-raised; an interruption (``KeyboardInterrupt``,
+    cancellation) leaves the claim, since the post may have been accepted.
+
+    Args:
+        run: The run.
+        call_id: The call to deliver.
+        post: Called with the stored payload.
+        redeliver: Release a claim left by a deliverer that stopped and post again
+            (at-least-once: the receiver may see the payload twice).
+
+    Returns:
+        What ``post`` returned, or ``None`` when the call was already delivered (``post``
+        is not called).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``post`` is not callable (nothing
+            is claimed).
+        DeliveryUncertainError: ``DELIVERY_UNCERTAIN``: a previous delivery was interrupted
+            after its claim (unless ``redeliver=True``).
+        NotFoundError: ``NOT_FOUND``: no checkpoint for ``call_id``.
+        InvalidTransitionError: ``INVALID_TRANSITION``: the call has no result yet.
+        Exception: whatever ``post`` raised.
+    """
+    _check_post(post)
+    return post_once(Delivery(run, [call_id], redeliver), lambda payloads: post(payloads[call_id]))
+
+
+def deliver_many(
+    run: GuardedRun,
+    call_ids: Sequence[str],
+    post: Callable[[dict[str, Any]], Any],
+    *,
+    redeliver: bool = False,
+) -> Any:
+    """Deliver several calls' results with one post (one model request carrying them all).
+
+    ``post`` gets ``{call_id: stored payload}`` for every call (delivered ones included,
+    since the request carries them all); it is not called when all are delivered.
+    Same errors as ``deliver``.
+    """
+    _check_post(post)
+    return post_once(Delivery(run, call_ids, redeliver), post)
+
+
+async def adeliver(
+    run: GuardedRun,
+    call_id: str,
+    post: Callable[[Any], Awaitable[Any] | Any],
+    *,
+    redeliver: bool = False,
+) -> Any:
+    """Async ``deliver`` (``run.adeliver``): ``post`` may be async. Same semantics."""
+    _check_post(post)
+    d = Delivery(run, [call_id], redeliver)
+    return await apost_once(d, lambda payloads: post(payloads[call_id]))
+
+
+def post_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
+    """Claim ``d``, call ``post(payloads)``, record the delivery; ``None`` if all delivered.
+
+    If ``post`` raises, the claims are released (the next delivery posts the same
+    payloads) and the error re-raised; an interruption leaves them (the post may have
+    been accepted).
+    """
+    if not d.claim():
+        return None
+    try:
+        result = post(d.payloads())
+    except CANCELLATION:
+        raise
+    except BaseException:
+        d.release()
+        raise
+    d.complete()
+    return result
+
+
+async def apost_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
+    """Async ``post_once``: what ``post`` returns is awaited when it is awaitable."""
+    if not d.claim():
+        return None
+    try:
+        result = post(d.payloads())
+        if inspect.isawaitable(result):
+            result = await result
+    except CANCELLATION:
+        raise
+    except BaseException:
+        d.release()
+        raise
+    d.complete()
+    return result

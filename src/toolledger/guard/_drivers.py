@@ -1,28 +1,35 @@
-"""Guarded tool calls: execute once, deliver safely, recover lost outcomes.
+"""The drivers of a guarded call: build it, perform what its flow asks, sync or async.
 
-``run.call``/``run.acall``/``run.call_many``/``run.deliver``/``run.adeliver`` delegate here.
-The state machine is ``_flow.CallFlow`` (its concerns in ``_flow_*``); ``_call`` builds
-the call (binding, gate, effect key) and drives the flow with sync or async user code.
+``run.call``/``run.acall`` delegate here (``run.call_many``: ``_batch``; deliveries:
+``_deliver``). The flow (``_flow.CallFlow``) does no I/O: it yields requests
+(``_call``) and this module performs them.
 
 Rules this module keeps:
 
+- ``start`` validates everything before anything is written or asked (tool, options,
+  justification, binding, effect key) and builds the frozen ``Call``.
+- ``perform`` is the one place a flow's store reads and writes and its journal event
+  happen; ``commit`` is the one journal-riding commit: a claim carries the runs'
+  buffered records (the ``tool_call`` start record among them), a completion carries the
+  call's end record gated on its CAS, so the journal costs a new call no commit of its
+  own. A store error is thrown into the flow where it yielded.
 - A new call costs at most two durable commits: create+claim (one transaction, before
   ``execute`` starts) and completion + operation-journal removal (one transaction, before
-  anything is delivered). Delivery transitions use relaxed commits (``durable=False``):
-  losing one can only repeat a delivery, never an execution.
-- Parallel calls of one model turn claim in one transaction: ``call_many`` does it
-  explicitly; concurrent ``acall``s on one event loop are batched by ``_call.ClaimBatcher``.
-- Once ``execute`` has returned, the completion write happens before any interruption
-  propagates (SIGINT is deferred in the main thread; the async path has no ``await``
-  between ``execute`` returning and the completion commit).
-- Every call is a ``tool_call`` journal event linked to its checkpoint. Its start record
-  rides in the create+claim transaction and its end record in the completion transaction
-  (gated on the completion CAS), so the journal costs a new call no commit of its own
-  (``commit_claims``, ``FlowCommits._swap``). A call the gate finds done (a replay) is one
-  buffered ``tool_call`` record, status ``replayed`` (``_call.finish``, ``record_event``).
+  anything is delivered).
+- ``finish`` tells telemetry and ends the event exactly once (if it opened); it never
+  raises. A call the gate finds done (a replay) is one buffered ``tool_call`` record,
+  status ``replayed``.
+- ``current_call()`` is the ``ExecuteContext`` of the call whose ``execute`` runs in this
+  context (set around ``execute`` by both drivers), else ``None``.
+- Sync: once ``execute`` has returned, SIGINT is deferred (``DeferSigint``) until the
+  flow has finished, so the completion commit is written before the interruption.
+- Async: concurrent ``acall``s on one loop hand their claims to ``ClaimBatcher``, which
+  commits them in one transaction; a task cancelled while waiting gives its claim back
+  when the batch lands. There is no ``await`` between ``execute`` returning and the
+  completion commit.
 
-Telemetry: what this module sends (the telemetry layer maps it to attributes)
------------------------------------------------------------------------------
+Telemetry: what the guard sends (the telemetry layer maps it to attributes)
+---------------------------------------------------------------------------
 On the event's span (``handle.span``), in this order:
 
 - ``span.transition(name=, status_from=, status_to=, expected_revision=, revision=, won=,
@@ -36,9 +43,10 @@ On the event's span (``handle.span``), in this order:
   last revision reached), ``checkpoint.action`` (str, what ``decide_checkpoint`` answered
   when the call first looked: ``execute``, ``deliver``, ``reconcile-execution``,
   ``reconcile-delivery``, ``none``), ``replayed`` (bool), ``recovered`` (bool),
-  ``tool.description`` (str, only when the tool has one), and ``link``
+  ``tool.description`` (str, only when the tool has one), ``link``
   (``{"trace_id", "span_id"}`` of the span that claimed the call, only when this call
-  found another attempt's claim, i.e. resumed after a crash or raced a live worker).
+  found another attempt's claim, i.e. resumed after a crash or raced a live worker), and
+  ``deduplicated_from`` (only when the call returned another call's stored result).
 
 The ids for ``link`` travel in the attempt id stored on the checkpoint
 (``<32 hex>.<trace id>.<span id>``), so no extra write is needed.
@@ -54,28 +62,233 @@ nothing was claimed).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+import signal
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
-from ..tools import Tool, ToolOutcome
+from ..approvals import APPROVAL_MODES, ApprovalRequest
+from ..checkpoint._attempt import new_attempt_id
+from ..checkpoint.model import Binding, fingerprint
+from ..errors import InvalidArgumentError, InvalidTransitionError, StoreError
+from ..journal import EventHandle
+from ..journal._content import check_source, check_text
+from ..telemetry._hooks import NoopSpan
+from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
-    abandon,
-    begin,
-    commit_claims,
-    drive_async,
-    drive_sync,
-    finish,
-    start,
-    start_item,
+    CANCELLATION,
+    Abandoned,
+    Call,
+    Commit,
+    CreateReady,
+    Execute,
+    Open,
+    PutApproval,
+    Read,
+    ReadApproval,
+    ReadGate,
+    ReadHolder,
+    ReadOperation,
+    ReadTombstone,
+    RecordApproval,
+    Recover,
+    effect_key_for,
+    join_claims,
 )
-from ._deliver import Delivery
 from ._flow import CallFlow
-from ._flow_state import CANCELLATION, Claim, join_claims
-from ._seams import GuardedRun
+from ._seams import STATUS_VALUE, GuardedRun
 
-__all__ = ["acall", "adeliver", "call", "call_many", "deliver", "deliver_many"]
+try:  # the C functions: ``signal``'s wrappers map every handler to an enum (~20 us a call)
+    from _signal import getsignal as _getsignal  # type: ignore[import-not-found,unused-ignore]
+    from _signal import signal as _setsignal  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover (another interpreter)
+    _getsignal, _setsignal = signal.getsignal, signal.signal
+
+__all__ = [
+    "ASYNC_TOOLS",
+    "ASYNC_TOOLS_MAX",
+    "ClaimBatcher",
+    "DeferSigint",
+    "abandon",
+    "acall",
+    "begin",
+    "call",
+    "commit",
+    "current_call",
+    "drive_sync",
+    "finish",
+    "perform",
+    "start",
+    "start_item",
+]
+
+_ON_ERROR = ("raise", "result")
+_GATE_OPTIONS = frozenset({"approval", "approver"})
+
+#: ``Tool.is_async`` per tool already asked (``inspect`` takes about a microsecond a call):
+#: a Tool is frozen, so its answer never changes. Keyed by ``id`` with the tool kept in the
+#: entry, so no id is reused while its entry exists; bounded.
+ASYNC_TOOLS: dict[int, tuple[Tool, bool]] = {}
+ASYNC_TOOLS_MAX = 1024
+
+_CURRENT: ContextVar[ExecuteContext | None] = ContextVar("toolledger_current_call", default=None)
+
+
+def current_call() -> ExecuteContext | None:
+    """Return the ``ExecuteContext`` of the guarded call executing in this context.
+
+    Set by ``run.call``/``run.acall``/``run.call_many`` (and the framework adapters, which
+    go through them) around the tool's ``execute``, sync or async; ``None`` anywhere else
+    (outside a tool, in ``recover``, in another thread or task the tool did not start).
+    Framework tools whose signature cannot take the context read their call id and
+    ``ctx.operation`` here.
+    """
+    return _CURRENT.get()
+
+
+def _is_async(tool: Tool) -> bool:
+    """``tool.is_async``, computed once per tool object."""
+    hit = ASYNC_TOOLS.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    answer = tool.is_async
+    if len(ASYNC_TOOLS) >= ASYNC_TOOLS_MAX:
+        ASYNC_TOOLS.clear()
+    ASYNC_TOOLS[id(tool)] = (tool, answer)
+    return answer
+
+
+# -- build a call ----------------------------------------------------------------------------
+
+
+def start(
+    run: GuardedRun,
+    tool: Tool,
+    *,
+    call_id: str,
+    input: Any,
+    justification: str | None,
+    justification_source: str,
+    on_error: str | None,
+    extra: Mapping[str, Any],
+    sync: bool,
+) -> CallFlow:
+    """Validate a call and build its flow; nothing is written yet.
+
+    ``extra`` may hold the call's ``approval`` and ``approver`` (they win over the tool's).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad tool, option, id or
+            justification (before anything is stored or asked).
+    """
+    if not isinstance(tool, Tool):
+        raise InvalidArgumentError(
+            message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
+            f"{type(tool).__name__}"
+        )
+    unknown = set(extra) - _GATE_OPTIONS if extra else None
+    if unknown:
+        raise InvalidArgumentError(
+            message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
+            details={"arguments": sorted(unknown)},
+        )
+    if extra or tool.approval is not None or tool.approver is not None:
+        approval, approver = gate_options(tool, extra)
+    else:
+        approval, approver = None, None
+    mode = tool.on_error if on_error is None else on_error
+    if mode not in _ON_ERROR:
+        raise InvalidArgumentError(
+            message='on_error must be "raise" or "result"',
+            details={"argument": "on_error", "value": repr(on_error)[:100]},
+        )
+    if sync and _is_async(tool):
+        raise InvalidArgumentError(
+            message=f"tool {tool.name} has an async execute/recover; use run.acall",
+            details={"tool": tool.name},
+        )
+    # The journal event opens only once the gate lets the call proceed: check what it
+    # would refuse now, before the gate stores or asks anything.
+    check_text(justification, "justification")
+    check_source(justification_source)
+    run.require_running()
+    binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
+    # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
+    effect = None
+    if tool.effect_key is not None:
+        effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
+    if effect is not None and not getattr(run.store, "effect_keys", False):
+        raise InvalidArgumentError(
+            message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
+            "not store effect keys (Store.effect_keys); refusing to run it without them",
+            details={"tool": tool.name},
+        )
+    call = Call(
+        tool=tool,
+        binding=binding,
+        input=input,
+        on_error=mode,
+        run_id=run.run_id,
+        justification=justification,
+        justification_source=justification_source,
+        approval=approval,
+        approver=approver,
+        effect=effect,
+    )
+    return CallFlow(call)
+
+
+def start_item(
+    run: GuardedRun, item: Mapping[str, Any], on_error: str | None, *, sync: bool
+) -> CallFlow:
+    """``start`` for one item of ``call_many``."""
+    if not isinstance(item, Mapping) or not {"tool", "call_id", "input"} <= set(item):
+        raise InvalidArgumentError(
+            message="each call must be a mapping with tool, call_id and input"
+        )
+    return start(
+        run,
+        item["tool"],
+        call_id=item["call_id"],
+        input=item["input"],
+        justification=item.get("justification"),
+        justification_source=item.get("justification_source", "developer"),
+        on_error=item.get("on_error", on_error),
+        extra={k: item[k] for k in ("approval", "approver") if k in item},
+        sync=sync,
+    )
+
+
+def gate_options(
+    tool: Tool, extra: Mapping[str, Any]
+) -> tuple[str | None, Callable[..., Any] | None]:
+    """Return the call's ``(approval mode, approver)``: the call's keywords win over the tool's.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for an unknown mode or a non-callable
+            approver.
+    """
+    mode = extra.get("approval")
+    mode = tool.approval if mode is None else mode
+    approver = extra.get("approver")
+    approver = tool.approver if approver is None else approver
+    if mode is not None and mode not in APPROVAL_MODES:
+        raise InvalidArgumentError(
+            message='approval must be None, "always" or "effect-only"',
+            details={"argument": "approval", "value": repr(mode)[:100]},
+        )
+    if approver is not None and not callable(approver):
+        raise InvalidArgumentError(message="approver must be callable")
+    return mode, approver
+
+
+# -- the calls -------------------------------------------------------------------------------
 
 
 def call(
@@ -127,169 +340,10 @@ def call(
         extra=kw,
         sync=True,
     )
-    gen, req, done = begin(flow)
+    gen, req, done = begin(run, flow)
     if done is not None:
         return done
-    return drive_sync(flow, gen, req)
-
-
-def call_many(
-    run: GuardedRun,
-    calls: Sequence[Mapping[str, Any]],
-    *,
-    on_error: str | None = None,
-    return_exceptions: bool = False,
-) -> list[Any]:
-    """Run the parallel tool calls of one model turn; new calls claim in one transaction.
-
-    Each item is a mapping with ``tool``, ``call_id``, ``input`` and optionally
-    ``justification``, ``justification_source``, ``on_error``, ``approval`` and
-    ``approver``. Calls execute one after another in order; each completion is its own
-    durable commit. Approval gates run first, one by one, before anything is claimed (a
-    waiting call's slot is its ``awaiting_approval`` outcome; see ``toolledger.approvals``).
-
-    Args:
-        run: The run.
-        calls: The calls.
-        on_error: Default ``on_error`` for items that do not set one.
-        return_exceptions: Put a failing call's exception in its slot instead of raising
-            (interruptions still propagate).
-
-    Returns:
-        One ``ToolOutcome`` (or exception) per call, in order.
-
-    Raises:
-        The first call's error when ``return_exceptions`` is false; the claims of calls
-        that did not execute yet are released first.
-    """
-    flows = [start_item(run, item, on_error, sync=True) for item in calls]
-    turn = _Turn(flows=flows, slots=[None] * len(flows), return_exceptions=return_exceptions)
-    waiting = _decide_all(turn)
-    ready, errors = _claim_all(run, turn, waiting)
-    _execute_in_order(turn, ready, errors)
-    return turn.slots
-
-
-#: A call of a turn waiting for its next step: ``(index, flow generator, its request)``;
-#: ``(index, None, None)`` for a call not started yet (it repeats an earlier call).
-_Step = tuple[int, Any, Any]
-
-
-@dataclass(slots=True, kw_only=True)
-class _Turn:
-    """One ``call_many``: its flows, their result slots, and what happens to an error."""
-
-    flows: list[CallFlow]
-    slots: list[Any]
-    return_exceptions: bool
-
-    def kept(self, i: int, exc: BaseException) -> bool:
-        """Put ``exc`` in slot ``i`` if errors are returned (never an interruption)."""
-        if self.return_exceptions and not isinstance(exc, CANCELLATION):
-            self.slots[i] = exc
-            return True
-        return False
-
-
-def _decide_all(turn: _Turn) -> list[_Step]:
-    """Phase 1: gate and decide every call in order; new ones stop at their Claim request.
-
-    A later item for a call id already in this turn waits for phase 3 (it then decides
-    from what the earlier one stored: a replay, or BINDING_CONFLICT for another input); so
-    does a later item with an effect key already in this turn (it then returns the earlier
-    one's result instead of finding its claim not yet executed). If a call raises (and is
-    not kept), the calls decided so far are abandoned: nothing of the turn was claimed.
-    """
-    waiting: list[_Step] = []
-    seen: set[tuple[str, str]] = set()
-    seen_effects: set[Any] = set()
-    try:
-        for i, flow in enumerate(turn.flows):
-            if flow.binding.key in seen or flow.effect in seen_effects:
-                waiting.append((i, None, None))
-                continue
-            seen.add(flow.binding.key)
-            if flow.effect is not None:
-                seen_effects.add(flow.effect)
-            try:
-                gen, req, done = begin(flow, ask_sync=True)
-            except BaseException as exc:
-                if turn.kept(i, exc):
-                    continue
-                raise
-            if done is not None:
-                turn.slots[i] = done
-            else:
-                waiting.append((i, gen, req))
-    except BaseException as exc:
-        for i, gen, req in waiting:
-            abandon(turn.flows[i], gen, req, exc)
-        raise
-    return waiting
-
-
-def _claim_all(
-    run: GuardedRun, turn: _Turn, waiting: list[_Step]
-) -> tuple[list[_Step], list[tuple[int, BaseException]]]:
-    """Phase 2: one transaction for every claim of the turn; each flow sees its outcomes.
-
-    Returns:
-        The calls ready for phase 3 (in order), and the calls whose flow raised on its
-        claim's outcome.
-    """
-    claims = [req for _, _, req in waiting if isinstance(req, Claim)]
-    outcomes: Any = []
-    if claims:
-        outcomes = commit_claims(run.store, (run,), join_claims(r.ops for r in claims))
-    ready: list[_Step] = []
-    errors: list[tuple[int, BaseException]] = []
-    at = 0
-    for i, gen, req in waiting:
-        if not isinstance(req, Claim):
-            ready.append((i, gen, req))
-            continue
-        n = len(req.ops)
-        reply = outcomes if isinstance(outcomes, BaseException) else outcomes[at : at + n]
-        at += n
-        try:
-            ready.append((i, gen, gen.send(reply)))
-        except StopIteration as stop:
-            turn.slots[i] = stop.value
-            finish(turn.flows[i], stop.value, None)
-        except BaseException as exc:
-            finish(turn.flows[i], None, exc)
-            errors.append((i, exc))
-    return ready, errors
-
-
-def _execute_in_order(
-    turn: _Turn, ready: list[_Step], errors: list[tuple[int, BaseException]]
-) -> None:
-    """Phase 3: execute in order; on a raising call, give back the claims not yet used.
-
-    Raises:
-        The first error that is not kept (``return_exceptions``), after the release.
-    """
-    failure: BaseException | None = None
-    for i, err in errors:
-        if not turn.kept(i, err) and failure is None:
-            failure = err
-    while ready and failure is None:
-        i, gen, req = ready.pop(0)
-        try:
-            if gen is None:  # a repeated call id: decided now, after the earlier item
-                gen, req, done = begin(turn.flows[i])
-                if done is not None:
-                    turn.slots[i] = done
-                    continue
-            turn.slots[i] = drive_sync(turn.flows[i], gen, req)
-        except BaseException as exc:
-            if not turn.kept(i, exc):
-                failure = exc
-    if failure is not None:
-        for i, gen, req in ready:
-            abandon(turn.flows[i], gen, req, failure)
-        raise failure
+    return drive_sync(run, flow, gen, req)
 
 
 async def acall(
@@ -320,106 +374,630 @@ async def acall(
         extra=kw,
         sync=False,
     )
-    gen, req, done = begin(flow)
+    gen, req, done = begin(run, flow, sync=False)
     if done is not None:
         return done
-    return await drive_async(flow, gen, req)
+    return await _drive_async(run, flow, gen, req)
 
 
-def deliver(
-    run: GuardedRun, call_id: str, post: Callable[[Any], Any], *, redeliver: bool = False
+# -- performing a flow's requests ------------------------------------------------------------
+
+
+def perform(run: GuardedRun, flow: CallFlow, req: Any) -> Any:
+    """Perform one store or journal request of ``flow``; return its answer.
+
+    The one place a flow's reads and writes happen (the user-code requests, ``Execute``,
+    ``Recover`` and ``ApprovalRequest``, are the drivers' own). Raises what the store
+    raised (the driver throws it into the flow).
+    """
+    store = run.store
+    kind = type(req)
+    if kind is Read:
+        return store.get(*req.key)
+    if kind is Commit:
+        if req.claim:
+            return commit(store, (run,), req.ops)
+        if req.end is not None:
+            return _commit_with_end(run, flow, req)
+        return store.apply(list(req.ops), durable=req.durable)
+    if kind is ReadGate:
+        read_both = getattr(store, "get_with_approval", None)
+        if read_both is None:
+            return store.get(*req.key), None
+        return read_both(*req.key)
+    if kind is Open:
+        return _open_event(run, flow)
+    if kind is ReadOperation:
+        return OperationJournal(store, *req.key).read()
+    if kind is ReadHolder:
+        return store.effect_key_holder(req.namespace, req.key)
+    if kind is ReadApproval:
+        return store.approval_get(*req.key)
+    if kind is PutApproval:
+        return store.approval_put(req.record, expected_revision=req.expected_revision)
+    if kind is CreateReady:
+        return store.create_if_absent(req.record, durable=True)[1]
+    if kind is ReadTombstone:
+        return store.tombstone(*req.key)
+    if kind is RecordApproval:
+        try:
+            run.record_point(
+                "approval",
+                req.tool_name,
+                status=req.status,
+                approval=req.approval,
+                checkpoint=req.checkpoint,
+                parent=None,
+            )
+            if req.flush:
+                run.flush()
+        except Exception:
+            if run.strict:
+                raise
+            # recording never breaks the agent (the journal keeps run.errors)
+        return None
+    raise AssertionError(f"not a store request: {kind.__name__}")  # pragma: no cover
+
+
+def commit(
+    store: Any,
+    runs: Sequence[GuardedRun],
+    ops: Sequence[Any],
+    *,
+    durable: bool = True,
+    end: Any = None,
+    carried: list[bool] | None = None,
 ) -> Any:
-    """Post a call's stored result exactly through its checkpoint (``run.deliver``).
+    """Apply ``ops`` in one transaction with the runs' journal records riding it.
 
-    Claims delivery (fenced), calls ``post(payload)`` with the *stored* payload, then
-    records the delivery. If ``post`` raises, the claim is released (the next delivery
-    posts the same payload) and the error re-raised; an interruption (``KeyboardInterrupt``,
-    cancellation) leaves the claim, since the post may have been accepted.
-
-    Args:
-        run: The run.
-        call_id: The call to deliver.
-        post: Called with the stored payload.
-        redeliver: Release a claim left by a deliverer that stopped and post again
-            (at-least-once: the receiver may see the payload twice).
+    Each run's buffered records (the calls' ``tool_call`` start records and whatever was
+    recorded before them) ride as one ``AppendEvents`` op, so they are stored before
+    ``execute`` starts at no extra commit. With ``end`` (one run's prepared end record),
+    the append is gated on op 0 winning (a completion's CAS), and ``carried`` gets whether
+    the end record is in the chain. If the transaction fails, or an append loses the
+    race, the journal writes the records itself. Recording never breaks the call.
 
     Returns:
-        What ``post`` returned, or ``None`` when the call was already delivered (``post``
-        is not called).
+        The ops' outcomes.
 
     Raises:
-        DeliveryUncertainError: ``DELIVERY_UNCERTAIN``: a previous delivery was interrupted
-            after its claim (unless ``redeliver=True``).
-        NotFoundError: ``NOT_FOUND``: no checkpoint for ``call_id``.
-        InvalidTransitionError: ``INVALID_TRANSITION``: the call has no result yet.
-        Exception: whatever ``post`` raised.
+        StoreError: what the commit raised (its outcome may be unknown).
     """
-    return post_once(Delivery(run, [call_id], redeliver), lambda payloads: post(payloads[call_id]))
-
-
-def deliver_many(
-    run: GuardedRun,
-    call_ids: Sequence[str],
-    post: Callable[[dict[str, Any]], Any],
-    *,
-    redeliver: bool = False,
-) -> Any:
-    """Deliver several calls' results with one post (one model request carrying them all).
-
-    ``post`` gets ``{call_id: stored payload}`` for every call (delivered ones included,
-    since the request carries them all); it is not called when all are delivered.
-    Same errors as ``deliver``.
-    """
-    return post_once(Delivery(run, call_ids, redeliver), post)
-
-
-async def adeliver(
-    run: GuardedRun,
-    call_id: str,
-    post: Callable[[Any], Awaitable[Any] | Any],
-    *,
-    redeliver: bool = False,
-) -> Any:
-    """Async ``deliver`` (``run.adeliver``): ``post`` may be async. Same semantics."""
-    d = Delivery(run, [call_id], redeliver)
-    return await apost_once(d, lambda payloads: post(payloads[call_id]))
-
-
-# -- one post through a delivery (also used by the adapters' deliver_results) -------------
-
-
-def post_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
-    """Claim ``d``, call ``post(payloads)``, record the delivery; ``None`` if all delivered.
-
-    If ``post`` raises, the claims are released (the next delivery posts the same
-    payloads) and the error re-raised; an interruption leaves them (the post may have
-    been accepted).
-    """
-    if not d.claim():
-        return None
+    rides: list[Any] = []
+    all_ops = list(ops)
+    n = len(all_ops)
+    won = False
     try:
-        result = post(d.payloads())
-    except CANCELLATION:
-        raise
-    except BaseException:
-        d.release()
-        raise
-    d.complete()
-    return result
+        seen: set[int] = set()
+        for run in runs:
+            if id(run) in seen:
+                continue
+            seen.add(id(run))
+            try:
+                ride = run.ride(store, end)
+            except Exception:  # recording never breaks the call
+                ride = None
+            if ride is not None:
+                rides.append(ride)
+                all_ops.append(ride.op if end is None else dataclasses.replace(ride.op, requires=0))
+        try:
+            out = store.apply(all_ops, durable=durable)
+        except StoreError as exc:
+            for ride in rides:
+                ride.settle(exc, keep_extra=False)
+            raise
+        won = bool(out[0]) if n else False
+        for ride, appended in zip(rides, out[n:], strict=True):
+            ride.settle(bool(appended), keep_extra=won)
+        return out[:n]
+    finally:
+        for ride in rides:  # an unexpected error: the records go back (settle is idempotent)
+            ride.settle(False, keep_extra=won)
+        if carried is not None:
+            carried.append(bool(rides) and rides[0].carried)
 
 
-async def apost_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
-    """Async ``post_once``: what ``post`` returns is awaited when it is awaitable."""
-    if not d.claim():
-        return None
+def _commit_with_end(run: GuardedRun, flow: CallFlow, req: Commit) -> Any:
+    """A completion: its end record rides gated on the CAS (when the store gates appends)."""
+    end = req.end
+    assert end is not None
+    prepared = None
+    handle = flow.handle
+    store = run.store
+    if (
+        getattr(store, "gated_append", False)
+        and isinstance(handle, EventHandle)
+        and not handle.ended
+    ):
+        try:
+            prepared = run.prepare_end(
+                handle,
+                end.status,
+                outputs=end.outputs,
+                meta=end.meta,
+                checkpoint=end.checkpoint,
+            )
+        except Exception:  # a payload the journal refuses: the normal end path says so
+            prepared = None
+    if prepared is None:
+        return store.apply(list(req.ops), durable=req.durable)
+    carried: list[bool] = []
     try:
-        result = post(d.payloads())
-        if inspect.isawaitable(result):
-            result = await result
-    except CANCELLATION:
+        return commit(store, (run,), req.ops, durable=req.durable, end=prepared, carried=carried)
+    finally:
+        if carried and carried[0]:
+            flow.end_carried = (prepared, end)
+
+
+def _open_event(run: GuardedRun, flow: CallFlow) -> tuple[str, Any]:
+    """Start the call's ``tool_call`` journal event; answer ``(attempt id, span)``."""
+    call = flow.call
+    binding = call.binding
+    flow.handle = handle = run.begin_event(
+        "tool_call",
+        call.tool.name,
+        justification=call.justification,
+        justification_source=call.justification_source,
+        inputs=call.input if isinstance(call.input, dict) else {"input": call.input},
+        meta={"tool_revision": call.tool.revision, "input_fingerprint": binding.input_fingerprint},
+        checkpoint={"namespace": binding.namespace, "call_id": binding.call_id, "revision": None},
+        # Requested by a journaled model call: that call's child.
+        parent=run.requested_by(binding.call_id) or ...,
+        flush=False,  # the start record rides in the claim transaction (``commit``)
+    )
+    span = getattr(handle, "span", None)
+    attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))
+    return attempt, None if type(span) is NoopSpan else span
+
+
+def _execute_context(run: GuardedRun, flow: CallFlow, req: Execute) -> ExecuteContext:
+    return ExecuteContext(
+        binding=req.binding,
+        attempt_id=req.attempt_id,
+        operation=OperationJournal(run.store, *req.binding.key),
+        run_id=flow.call.run_id,
+        justification=flow.call.justification,
+    )
+
+
+def _recover_context(run: GuardedRun, flow: CallFlow, req: Recover) -> RecoverContext:
+    with contextlib.suppress(Exception):  # the start record is stored before recover runs
+        run.flush()
+    return RecoverContext(
+        binding=req.binding,
+        attempt_id=req.attempt_id,
+        operation=OperationJournal(run.store, *req.binding.key),
+        run_id=flow.call.run_id,
+        reason=req.reason,
+        error=req.error,
+    )
+
+
+# -- ending a call ---------------------------------------------------------------------------
+
+
+def finish(
+    run: GuardedRun, flow: CallFlow, outcome: ToolOutcome | None, error: BaseException | None
+) -> None:
+    """Tell telemetry and end the journal event; never raises.
+
+    A call its gate stopped (waiting, denied) or that failed before its event opened has
+    no event: there is nothing to end.
+    """
+    handle = flow.handle
+    if handle is None:
+        if flow.replay_only and outcome is not None:
+            _record_replay(run, flow, outcome)
+        return
+    facts = _span_facts(flow, outcome)
+    try:  # noqa: SIM105 (contextlib.suppress costs three Python frames on every call)
+        handle.span.update(facts)
+    except Exception:  # telemetry never breaks a tool call
+        pass
+    try:
+        carried = flow.end_carried
+        if carried is not None:
+            # The completion transaction stored this call's end record: end with exactly
+            # what it says (the same fields), without writing it again.
+            prepared, fields = carried
+            handle.end(fields.status, carried=prepared)
+            return
+        # A replayed call changed nothing: its records stay buffered like a step's; any
+        # other end is written at once.
+        rec = flow.last
+        revision = outcome.revision if outcome else (rec.revision if rec else None)
+        meta = flow.end_meta(replayed=facts["replayed"], recovered=facts["recovered"])
+        handle.update(checkpoint=flow.checkpoint_link(revision))
+        if outcome is not None:
+            handle.end(
+                "replayed" if outcome.replayed else "completed",
+                outputs={"result": outcome.payload, "is_error": outcome.is_error},
+                meta=meta,
+                flush=not outcome.replayed,
+            )
+        else:
+            status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
+            handle.end(status, error=error, meta=meta, flush=True)
+    except Exception:  # recording never breaks the agent (the journal keeps run.errors)
+        pass
+
+
+def _span_facts(flow: CallFlow, outcome: ToolOutcome | None) -> dict[str, Any]:
+    """What the call's span is told when the call is decided (the documented keys)."""
+    rec = flow.last
+    facts: dict[str, Any] = {
+        "checkpoint.status": outcome.status
+        if outcome
+        else (STATUS_VALUE[rec.status] if rec else "none"),
+        "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
+        "checkpoint.action": flow.first_action or "execute",
+        "replayed": bool(outcome and outcome.replayed),
+        "recovered": bool(outcome and outcome.recovered),
+    }
+    if flow.call.tool.description:
+        facts["tool.description"] = flow.call.tool.description
+    if flow.link is not None:
+        facts["link"] = flow.link
+    if flow.deduplicated_from is not None:
+        facts["deduplicated_from"] = flow.deduplicated_from
+    return facts
+
+
+def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> None:
+    """Journal a replay as one ``tool_call`` record (status ``replayed``); never raises.
+
+    It holds what a start and an end record would (inputs, justification, the stored
+    result, meta, the checkpoint link) and stays buffered: the replay commits nothing.
+    """
+    rec = flow.last
+    assert rec is not None
+    assert rec.result is not None
+    call = flow.call
+    binding = call.binding
+    with contextlib.suppress(Exception):  # recording never breaks the agent (run.errors)
+        run.record_event(
+            "tool_call",
+            call.tool.name,
+            "replayed",
+            justification=call.justification,
+            justification_source=call.justification_source,
+            inputs=call.input if isinstance(call.input, dict) else {"input": call.input},
+            outputs={"result": rec.result.payload, "is_error": rec.result.is_error},
+            meta={
+                "tool_revision": call.tool.revision,
+                "input_fingerprint": binding.input_fingerprint,
+                "replayed": True,
+                "recovered": False,
+            },
+            checkpoint=flow.checkpoint_link(rec.revision),
+            parent=run.requested_by(binding.call_id) or ...,
+            facts=lambda: _span_facts(flow, outcome),  # asked only with telemetry
+        )
+
+
+# -- SIGINT deferral (sync finalization) ---------------------------------------------------
+
+
+class DeferSigint:
+    """Hold SIGINT while the completion is written, then hand it to the previous handler.
+
+    Only in the main thread, and only when SIGINT has a Python handler (the default one
+    raises ``KeyboardInterrupt``); an ignored SIGINT stays ignored.
+    """
+
+    __slots__ = ("_old", "pending")
+
+    def __init__(self) -> None:
+        self._old: Any = None
+        self.pending = False
+
+    def __enter__(self) -> DeferSigint:
+        if threading.current_thread() is threading.main_thread():
+            try:
+                old = _getsignal(signal.SIGINT)
+                if callable(old):
+                    _setsignal(signal.SIGINT, self._handler)
+                    self._old = old
+            except (ValueError, OSError):  # not the main interpreter
+                self._old = None
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def __exit__(self, *exc: object) -> None:
+        old, self._old = self._old, None
+        if old is None:
+            return
+        _setsignal(signal.SIGINT, old)
+        if self.pending:
+            self.pending = False
+            old(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt
+
+
+# -- sync driver ---------------------------------------------------------------------------
+
+
+def _call_user(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    try:
+        value = fn(*args)
+    except BaseException as exc:
+        return False, exc
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()
+        return False, TypeError(f"{getattr(fn, '__name__', fn)!r} returned an awaitable; use acall")
+    return True, value
+
+
+def ask(call: Call, request: ApprovalRequest) -> Any:
+    """Return the call's approver's answer to ``request`` (sync calls).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for an async approver (use ``acall``).
+        Exception: whatever the approver raised.
+    """
+    approver = call.approver if call.approval is not None else None
+    answer = approver(request) if approver is not None else None
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+        raise InvalidArgumentError(
+            message=f"the approver of {call.tool.name} is async; use run.acall",
+            details={"tool": call.tool.name},
+        )
+    return answer
+
+
+async def _aask(call: Call, request: ApprovalRequest) -> Any:
+    """Return the approver's answer to ``request``, awaited when it is awaitable."""
+    approver = call.approver if call.approval is not None else None
+    answer = approver(request) if approver is not None else None
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
+
+
+def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
+    """Perform ``flow``'s requests, from ``req`` on, until it ends; return its outcome."""
+    shield = DeferSigint()
+    call = flow.call
+    reply: Any
+    try:
+        while True:
+            send = gen.send
+            kind = type(req)
+            if kind is Execute:
+                ctx = _execute_context(run, flow, req)
+                token = _CURRENT.set(ctx)
+                try:
+                    reply = _call_user(call.tool.execute, call.input, ctx)
+                finally:
+                    _CURRENT.reset(token)
+                if reply[0]:
+                    shield.__enter__()
+            elif kind is Recover:
+                recover = call.tool.recover
+                assert recover is not None
+                reply = _call_user(recover, _recover_context(run, flow, req))
+            elif kind is ApprovalRequest:
+                reply = ask(call, req)
+            else:
+                try:
+                    reply = perform(run, flow, req)
+                except StoreError as exc:
+                    send, reply = gen.throw, exc
+            try:
+                req = send(reply)
+            except StopIteration as stop:
+                outcome: ToolOutcome = stop.value
+                finish(run, flow, outcome, None)
+                return outcome
+    except BaseException as exc:
+        finish(run, flow, None, exc)
         raise
+    finally:
+        shield.__exit__()
+
+
+def begin(
+    run: GuardedRun, flow: CallFlow, *, sync: bool = True, ask_sync: bool = False
+) -> tuple[Any, Any, ToolOutcome | None]:
+    """Start the flow; return ``(gen, first request, outcome if it finished at once)``.
+
+    The flow's store requests before its first claim, user code or approver request are
+    performed here (the gate's reads; a replay ends here). With ``ask_sync`` the gate's
+    approval requests are answered here too (``call_many`` asks before it claims).
+    """
+    gen = flow.run()
+    try:
+        req = next(gen)
+        while True:
+            kind = type(req)
+            if kind is Execute or kind is Recover or (kind is Commit and req.claim):
+                break
+            send = gen.send
+            if kind is ApprovalRequest:
+                if not ask_sync:
+                    break
+                reply = ask(flow.call, req)
+            else:
+                try:
+                    reply = perform(run, flow, req)
+                except StoreError as exc:
+                    send, reply = gen.throw, exc
+            req = send(reply)
+    except StopIteration as stop:
+        outcome: ToolOutcome = stop.value
+        finish(run, flow, outcome, None)
+        return gen, None, outcome
+    except BaseException as exc:
+        finish(run, flow, None, exc)
+        raise
+    return gen, req, None
+
+
+def abandon(
+    run: GuardedRun,
+    flow: CallFlow,
+    gen: Any,
+    req: Any,
+    why: BaseException | None,
+    *,
+    end_event: bool = True,
+) -> None:
+    """Give back a claim that will not execute (its flow waits at ``Execute``)."""
+    with contextlib.suppress(BaseException):
+        if gen is None:  # never started (a repeated call id waiting its turn)
+            pass
+        elif isinstance(req, Execute):
+            req = gen.throw(Abandoned())
+            while True:  # the give-back's own reads and writes
+                send = gen.send
+                try:
+                    reply = perform(run, flow, req)
+                except StoreError as exc:
+                    send, reply = gen.throw, exc
+                req = send(reply)
+        else:
+            gen.close()
+    if end_event:
+        error = InvalidTransitionError(
+            message="not executed: another call of the same batch failed first "
+            f"({type(why).__qualname__ if why else 'cancelled'}); the claim was released",
+            details={"call_id": flow.binding.call_id},
+        )
+        finish(run, flow, None, error)
+
+
+# -- async driver --------------------------------------------------------------------------
+
+
+class ClaimBatcher:
+    """Coalesce the claims of concurrent ``acall``s on one loop into one transaction."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: dict[
+            int, tuple[Any, list[tuple[tuple[Any, ...], asyncio.Future[Any]]], list[Any]]
+        ] = {}
+
+    def submit(
+        self, store: Any, ops: tuple[Any, ...], run: GuardedRun | None = None
+    ) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        key = id(store)
+        entry = self.pending.get(key)
+        if entry is None:
+            entry = (store, [], [])
+            self.pending[key] = entry
+            self.loop.call_soon(self._flush, key)
+        entry[1].append((ops, fut))
+        if run is not None:
+            entry[2].append(run)
+        return fut
+
+    def _flush(self, key: int) -> None:
+        store, items, runs = self.pending.pop(key)
+        ops = join_claims(batch for batch, _ in items)
+        try:
+            outcomes: Any = commit(store, runs, ops)
+        except StoreError as exc:
+            outcomes = exc
+        except BaseException as exc:  # not a store failure: every waiter sees it
+            for _, fut in items:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        at = 0
+        for batch, fut in items:
+            n = len(batch)
+            value = outcomes if isinstance(outcomes, BaseException) else outcomes[at : at + n]
+            at += n
+            if not fut.done():
+                fut.set_result(value)
+
+
+_BATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ClaimBatcher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def claim_batcher() -> ClaimBatcher:
+    loop = asyncio.get_running_loop()
+    batcher = _BATCHERS.get(loop)
+    if batcher is None:
+        batcher = ClaimBatcher(loop)
+        _BATCHERS[loop] = batcher
+    return batcher
+
+
+async def _call_user_async(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    try:
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+    except BaseException as exc:
+        return False, exc
+    return True, value
+
+
+def _finish_abandoned_claim(
+    run: GuardedRun, flow: CallFlow, gen: Any, fut: asyncio.Future[Any]
+) -> None:
+    """The task was cancelled while its claim was in a batch: give the claim back."""
+    try:
+        reply = fut.result()
+    except BaseException as exc:
+        reply = exc
+    try:
+        req = gen.throw(reply) if isinstance(reply, BaseException) else gen.send(reply)
     except BaseException:
-        d.release()
+        return
+    abandon(run, flow, gen, req, None, end_event=False)
+
+
+async def _drive_async(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
+    try:
+        while True:
+            kind = type(req)
+            send = gen.send
+            if kind is Commit and req.claim:
+                fut = claim_batcher().submit(run.store, req.ops, run)
+                try:
+                    reply: Any = await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    fut.add_done_callback(lambda f: _finish_abandoned_claim(run, flow, gen, f))
+                    raise
+                if isinstance(reply, StoreError):
+                    send = gen.throw
+            elif kind is ApprovalRequest:
+                reply = await _aask(flow.call, req)
+            elif kind is Execute:
+                ctx = _execute_context(run, flow, req)
+                token = _CURRENT.set(ctx)
+                try:
+                    reply = await _call_user_async(flow.call.tool.execute, flow.call.input, ctx)
+                finally:
+                    _CURRENT.reset(token)
+            elif kind is Recover:
+                recover = flow.call.tool.recover
+                assert recover is not None
+                reply = await _call_user_async(recover, _recover_context(run, flow, req))
+            else:
+                try:
+                    reply = perform(run, flow, req)
+                except StoreError as exc:
+                    send, reply = gen.throw, exc
+            try:
+                req = send(reply)
+            except StopIteration as stop:
+                outcome: ToolOutcome = stop.value
+                finish(run, flow, outcome, None)
+                return outcome
+    except BaseException as exc:
+        finish(run, flow, None, exc)
         raise
-    d.complete()
-    return result

@@ -1,59 +1,148 @@
-"""The guarded-call state machine, shared by the sync, async and batch drivers.
+"""One guarded call's flow over its frozen ``Call``: decide, claim, execute, complete.
 
 Rules this module keeps:
 
-- The flow is a generator: it does the store reads and writes itself, and *yields* what
-  the driver must do (``ApprovalRequest``: ask the approver; ``Claim``: commit the
-  create+claim ops, possibly batched with other calls; ``Execute``/``Recover``: call user
-  code, sync or async). The driver sends back the outcome. So one state machine serves
-  ``call``, ``acall`` and ``call_many``.
+- The flow does no I/O. ``CallFlow.run()`` is a generator: every store read and commit,
+  opening the journal event, asking the approver and calling user code is a request it
+  *yields* (``_call``); the drivers (``_drivers``: sync, async, batches) perform them and
+  send the answer back, or throw the store error in where it was yielded. So one state
+  machine serves ``call``, ``acall`` and ``call_many``, and a test can drive every branch
+  by answering its requests (``tests/guard/test_flow_scripted.py``).
 - It starts with the approval gate (``GateFlow``) for every call, gated or not: the stored
-  decision for the call binds it whatever the caller's tool says. A call the gate stops
-  (pending, denied) never opens its ``tool_call`` event; the gate's checkpoint read is
-  the flow's first read.
+  decision binds the call whatever the caller's tool says. A call the gate stops never
+  opens its ``tool_call`` event.
 - Decide from the stored record, act only after a CAS wins. A lost CAS, or a store error
-  whose commit outcome is unknown, is answered by re-reading and deciding again; the
-  fences (this attempt's ``attempt_id``) tell whether our own write landed.
-- ``execute`` is invoked at most once per flow, and only after the durable claim. Nothing
-  here ever moves a record back to ``ready`` except ``release_execution`` by the owner with
-  an empty operation journal.
+  whose commit outcome is unknown, is answered by re-reading and deciding again; this
+  attempt's fence tells whether its own write landed.
+- ``execute`` is requested at most once per flow, and only after the durable claim.
+  Nothing here ever moves a record back to ``ready`` except ``release_execution`` by the
+  owner with an empty operation journal (the effect key goes with it, same transaction).
 - Cancellation (``KeyboardInterrupt``, ``SystemExit``, ``asyncio.CancelledError``) never
   reaches ``recover``.
-
-The flow is split by concern: what it yields and keeps (``_flow_state``), its outcomes
-and errors (``_flow_outcomes``), its journal event and span (``_flow_telemetry``), its
-commits (``_flow_commit``); this module decides and acts.
+- Effect keys are decisions here: the key is claimed in the claim transaction (op 0, the
+  checkpoint ops gated on it). A key another call holds: holder done, this call's record
+  is written as a completed copy of the holder's result (one relaxed commit,
+  ``deduplicated_from``); holder in flight, it is reconciled as its own id would be
+  (``reconcile``: marked uncertain, ``recover``, else ``OUTCOME_UNKNOWN`` naming it);
+  holder erased, ``TOMBSTONED``. The call never executes.
+- Every error that leaves the flow names the call's namespace, call id and stored status;
+  a call that may have taken effect ends ``OUTCOME_UNKNOWN``, never with a guess.
 """
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Generator
 from typing import Any
 
-from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
+from ..checkpoint.model import Action, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,
     claim_execution,
+    complete_execution,
+    create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
+    release_execution,
 )
-from ..errors import InvalidTransitionError, StoreError, StoreUnavailableError
-from ..store.base import SwapCheckpoint
-from ..tools import ExecuteContext, NotRecovered, RecoverContext, Recovered, ToolOutcome
-from ._effect_key import resolve
-from ._flow_commit import FlowCommits
-from ._flow_outcomes import clip_reason, describe, error_payload, group_errors
-from ._flow_state import CANCELLATION, Abandoned, Execute, Flow, Recover, Request
-from ._seams import DECIDE_ROUNDS, DONE, after, parse_link, reached
+from ..errors import (
+    InvalidArgumentError,
+    InvalidTransitionError,
+    OutcomeUnknownError,
+    PayloadLimitError,
+    StoreError,
+    StoreUnavailableError,
+    TombstonedError,
+)
+from ..store._tombstone import tombstoned_error
+from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from ..tools import NotRecovered, Recovered, ToolOutcome
+from ._approval_flow import GateFlow
+from ._call import (
+    CANCELLATION,
+    Abandoned,
+    Call,
+    Commit,
+    EndFields,
+    Execute,
+    Open,
+    Read,
+    ReadHolder,
+    ReadOperation,
+    ReadTombstone,
+    Recover,
+    Request,
+    clip_reason,
+    describe,
+    error_payload,
+    group_errors,
+    outcome,
+)
+from ._seams import (
+    CRASH_ACTIONS,
+    DECIDE_ROUNDS,
+    DONE,
+    EFFECT_KEY_ROUNDS,
+    STATUS_VALUE,
+    STORE_RETRIES,
+    after,
+    now,
+    parse_link,
+    reached,
+    report_transition,
+)
 
-__all__ = ["CallFlow"]
+__all__ = ["CallFlow", "Flow"]
+
+#: What ``decide_checkpoint`` answers for each status, as stored strings.
+STATUS_ACTION: dict[Status, str] = {s: a.value for s, a in DECISIONS.items()}
+
+Flow = Generator[Request, Any, ToolOutcome]
+_Step = Generator[Request, Any, Any]
 
 
-class CallFlow(FlowCommits):
-    """One guarded call's state machine: ``run_flow()`` decides and acts (see ``FlowState``)."""
+class CallFlow:
+    """One guarded call's flow: ``run()`` yields requests and returns the ``ToolOutcome``.
 
-    def run_flow(self) -> Flow:
+    Args:
+        call: The call (never changed).
+        attempt_id: This attempt's execution fence (the driver's ``Open`` answer sets it;
+            given for a holder's reconciliation).
+        span: The span transitions are reported to (``Open`` sets it).
+        journaled: Whether completions carry the call's journal end record.
+
+    What the flow found, read by the driver when the call ends: ``last`` (the record it
+    ended on), ``link`` (the claiming span of another attempt's claim it found),
+    ``first_action``, ``deduplicated_from``, ``replay_only`` (the gate found the call
+    done), ``executed``, ``recovered``. The driver keeps ``handle`` (the journal event)
+    and ``end_carried`` (the end record a completion carried) here too.
+    """
+
+    def __init__(
+        self, call: Call, *, attempt_id: str = "", span: Any = None, journaled: bool = True
+    ) -> None:
+        self.call = call
+        self.binding = call.binding
+        self.key = call.binding.key  # (namespace, call id): a property, read once
+        self.gate = GateFlow(call)
+        self.attempt_id = attempt_id
+        self.span = span
+        self.journaled = journaled
+        self.handle: Any = None
+        self.end_carried: Any = None
+        self.last: CheckpointRecord | None = None
+        self.link: dict[str, str] | None = None
+        self.first_action: str | None = None
+        self.deduplicated_from: str | None = None
+        self.replay_only = False
+        self.executed = False
+        self.recovered = False
+        self._store_errors = 0
+
+    # -- decide ----------------------------------------------------------------------------
+
+    def run(self) -> Flow:
         """Drive the call to an outcome; see the module docstring for the protocol."""
         stopped = yield from self.gate.flow()
         if stopped is not None:
@@ -61,17 +150,18 @@ class CallFlow(FlowCommits):
         rec = self.gate.checkpoint
         if rec is not None and rec.status in DONE:
             # A replay (the gate checked the binding): nothing to claim or write here. Its
-            # journal event is one record, written when the call finishes (``finish``).
-            self.first_action = DECISIONS[rec.status].value
+            # journal event is one record, written when the call finishes.
+            self.first_action = STATUS_ACTION[rec.status]
             self.replay_only = True
             return self._outcome(rec, replayed=True)
-        self.open_event()
+        self.attempt_id, self.span = yield Open()
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.
-        self.first_action = Action.EXECUTE.value if rec is None else DECISIONS[rec.status].value
+        self.first_action = "execute" if rec is None else STATUS_ACTION[rec.status]
+        effect = self.call.effect
         for _ in range(DECIDE_ROUNDS):
-            if rec is None and self.effect is not None:
-                found = yield from resolve(self, None)  # another call holds the key?
+            if rec is None and effect is not None:
+                found = yield from self._held_key(None)  # another call holds the key?
                 if isinstance(found, ToolOutcome):
                     return found
                 rec = found
@@ -89,36 +179,15 @@ class CallFlow(FlowCommits):
             if status in DONE:
                 return self._outcome(rec, replayed=True)
             if status is Status.READY:
-                if self.executed:
-                    raise InvalidTransitionError(
-                        message=f"call {self.binding.call_id} went back to ready while this "
-                        "attempt held it; refusing to execute twice",
-                        details={"call_id": self.binding.call_id},
-                    )
-                t = claim_execution(rec, attempt_id=self.attempt_id, at=after(rec))
-                swap = SwapCheckpoint(t.expected_revision, t.next)
-                ops: tuple[Any, ...] = (swap,)
-                if self.effect is not None:  # the key is claimed with the claim
-                    ops = (
-                        self.effect.claim(self.binding.call_id),
-                        dataclasses.replace(swap, requires=0),
-                    )
-                reply = yield from self._claim_ops(ops)
-                if reply is not None:
-                    self._transition(t, status.value, bool(reply[-1]))
-                    if reply[-1]:
-                        return (yield from self._execute(t.next))
-                    if self.effect is not None and not reply[0]:
-                        found = yield from resolve(self, rec)
-                        if isinstance(found, ToolOutcome):
-                            return found
-                rec = self._get()
+                rec = yield from self._claim_ready(rec)
+                if isinstance(rec, ToolOutcome):
+                    return rec
                 continue
             if status is Status.EXECUTING:
                 if rec.execution_fence == self.attempt_id and not self.executed:
                     # Our claim landed although its commit reported an error.
                     return (yield from self._execute(rec))
-                rec = self._found_executing(rec)
+                rec = yield from self._found_executing(rec)
                 continue
             # uncertain
             if rec.execution_fence != self.attempt_id:
@@ -130,7 +199,28 @@ class CallFlow(FlowCommits):
             details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
         )
 
-    def _found_executing(self, rec: CheckpointRecord) -> CheckpointRecord | None:
+    def reconcile(self) -> Generator[Request, Any, CheckpointRecord | None]:
+        """Reconcile this checkpoint without ever executing; return the record it ends on.
+
+        For the call holding another call's effect key: ``executing`` is marked uncertain,
+        ``uncertain`` goes to ``recover`` (``OUTCOME_UNKNOWN`` unless it proves the
+        outcome). Returns the completed (or later) record, or the absent/``ready`` record
+        for the caller to decide on.
+        """
+        rec: CheckpointRecord | None = yield Read(self.key)
+        for _ in range(DECIDE_ROUNDS):
+            if rec is None or rec.status is Status.READY or rec.status in DONE:
+                return rec
+            if rec.status is Status.EXECUTING:
+                rec = yield from self._found_executing(rec)
+                continue
+            if rec.execution_fence != self.attempt_id:
+                self.link = parse_link(rec.execution_fence)
+            yield from self._recover(rec, None)
+            return self.last
+        raise self._unknown((yield from self._reread()), "the store kept refusing writes")
+
+    def _found_executing(self, rec: CheckpointRecord) -> _Step:
         """Another attempt's claim: mark it uncertain (never execute); return the re-read."""
         self.link = parse_link(rec.execution_fence)
         claimed = rec.execution_claimed_at
@@ -143,71 +233,236 @@ class CallFlow(FlowCommits):
                 f"claimed {claimed.isoformat() if claimed else '?'}); outcome unknown"
             ),
         )
-        return t.next if self._swap(t, rec, durable=False) else self._get()
+        if (yield from self._swap(t, rec, durable=False)):
+            return t.next
+        return (yield Read(self.key))
 
-    def reconcile_flow(self) -> Generator[Request, Any, CheckpointRecord | None]:
-        """Reconcile this checkpoint without ever executing; return the record it ends on.
+    # -- claim -----------------------------------------------------------------------------
 
-        For a call found holding another call's effect key: ``executing`` is marked
-        uncertain, ``uncertain`` goes to ``recover`` (``OUTCOME_UNKNOWN`` unless it proves
-        the outcome). Returns the completed (or later) record, or the absent/``ready``
-        record for the caller to decide on.
-        """
-        rec = self._get()
-        for _ in range(DECIDE_ROUNDS):
-            if rec is None or rec.status is Status.READY or rec.status in DONE:
-                return rec
-            if rec.status is Status.EXECUTING:
-                rec = self._found_executing(rec)
-                continue
-            if rec.execution_fence != self.attempt_id:
-                self.link = parse_link(rec.execution_fence)
-            yield from self._recover(rec, None)
-            return self.last
-        raise self._unknown(self._reread(), "the store kept refusing writes")
-
-    def for_holder(self, binding: Binding, handle: Any) -> CallFlow:
-        """A flow for the call holding this call's effect key (reconciled, never executed)."""
-        sub = CallFlow(
-            run=self.run,
-            tool=self.tool,
-            binding=binding,
-            input=None,
-            on_error="raise",
-            gate=self.gate,  # not run: reconcile_flow never passes a gate
-            justification=None,
+    def _claim_new(self) -> Generator[Request, Any, tuple[CheckpointRecord | None, bool]]:
+        when = now()
+        new = create_checkpoint(self.binding, at=when)
+        t = claim_execution(new, attempt_id=self.attempt_id, at=when)
+        if CRASH_ACTIONS:
+            reached("before-claim")
+        effect = self.call.effect
+        if effect is None:
+            ops: tuple[Any, ...] = (CreateCheckpoint(new), SwapCheckpoint(0, t.next))
+        else:  # the effect key first; the create and the claim only if this call holds it
+            ops = (
+                effect.claim(self.binding.call_id),
+                CreateCheckpoint(new, requires=0),
+                SwapCheckpoint(0, t.next, requires=0),
+            )
+        try:
+            reply = yield Commit(ops, True, True)
+        except StoreError:
+            self._store_errors += 1
+            if self._store_errors > STORE_RETRIES:
+                raise
+            return (yield Read(self.key)), False  # outcome unknown: the re-read tells
+        if effect is not None:
+            if not reply[0]:  # another call holds the key: nothing was written
+                return None, False
+            reply = reply[1:]
+        (created, stored), won = reply[0], bool(reply[1])
+        create_t = Transition(
+            action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
         )
-        sub.handle = handle
-        sub.attempt_id = self.attempt_id
-        return sub
+        if self.span is not None:
+            report_transition(self.span, create_t, None, bool(created))
+            report_transition(self.span, t, "ready", won)
+        if won and (created or stored.binding == self.binding):
+            return t.next, True
+        if won:
+            # A record for another binding appeared between our read and our commit, at
+            # revision 0, and our claim replaced it. Put it back, then report the conflict.
+            back = dataclasses.replace(
+                stored, revision=t.next.revision + 1, updated_at=after(t.next)
+            )
+            yield from self._commit((SwapCheckpoint(t.next.revision, back),))
+            decide_checkpoint(stored, self.binding)
+        return (stored if not created else (yield Read(self.key))), False
+
+    def _claim_ready(self, rec: CheckpointRecord) -> _Step:
+        """Claim a ``ready`` record; execute on a win, else return what to decide on next."""
+        if self.executed:
+            raise InvalidTransitionError(
+                message=f"call {self.binding.call_id} went back to ready while this "
+                "attempt held it; refusing to execute twice",
+                details={"call_id": self.binding.call_id},
+            )
+        t = claim_execution(rec, attempt_id=self.attempt_id, at=after(rec))
+        swap = SwapCheckpoint(t.expected_revision, t.next)
+        effect = self.call.effect
+        ops: tuple[Any, ...] = (swap,)
+        if effect is not None:  # the key is claimed with the claim
+            ops = (effect.claim(self.binding.call_id), dataclasses.replace(swap, requires=0))
+        reply = yield from self._commit(ops, claim=True)
+        if reply is not None:
+            self._report(t, "ready", bool(reply[-1]))
+            if reply[-1]:
+                return (yield from self._execute(t.next))
+            if effect is not None and not reply[0]:
+                found = yield from self._held_key(rec)
+                if isinstance(found, ToolOutcome):
+                    return found
+        return (yield Read(self.key))
+
+    # -- effect keys -----------------------------------------------------------------------
+
+    def _held_key(self, own: CheckpointRecord | None) -> _Step:
+        """Decide a call whose own checkpoint is absent (``own=None``) or ``ready``.
+
+        Returns ``None`` (the key is free or this call's: claim it with the checkpoint),
+        this call's own record (it moved meanwhile: decide on it), or a ``ToolOutcome``
+        (the holder's stored result, ``deduplicated_from`` set).
+
+        Raises:
+            OutcomeUnknownError: ``OUTCOME_UNKNOWN``: the holder may have taken effect and
+                could not be recovered (never executes).
+            TombstonedError: ``TOMBSTONED``: the holder was erased by retention.
+        """
+        ek = self.call.effect
+        assert ek is not None
+        me = self.binding.call_id
+        for _ in range(EFFECT_KEY_ROUNDS):
+            holder = yield ReadHolder(ek.namespace, ek.key)
+            if holder is None or holder == me:
+                return None
+            rec = yield Read((ek.namespace, holder))
+            if rec is None:
+                tomb = yield ReadTombstone((ek.namespace, holder))
+                if tomb is not None:
+                    base = tombstoned_error(tomb)
+                    raise TombstonedError(
+                        message=f"call {me}: its effect key belongs to call {holder}. "
+                        f"{base.message}",
+                        details={**base.details, **self._key_details(holder)},
+                    )
+                if (yield ReadHolder(ek.namespace, ek.key)) != holder:
+                    continue  # released meanwhile: decide again
+                raise OutcomeUnknownError(
+                    message=f"call {me}: its effect key belongs to call {holder}, which has "
+                    "no checkpoint; not executed. Reconcile it by hand",
+                    details=self._key_details(holder),
+                )
+            if rec.status is Status.READY:
+                # A holder's key is released in the transaction that releases its claim,
+                # so a ready holder let go of it meanwhile (or was just created): read again.
+                if (yield ReadHolder(ek.namespace, ek.key)) != holder:
+                    continue
+                raise InvalidTransitionError(
+                    message=f"call {me}: its effect key belongs to call {holder}, which is "
+                    "ready (claimed, then not executed); not executed. Run or reconcile "
+                    f"{holder} first",
+                    details=self._key_details(holder),
+                )
+            if rec.status not in DONE:
+                rec = yield from self._reconcile_holder(rec)
+                if rec is None or rec.status is Status.READY:
+                    continue
+            return (yield from self._copy(own, rec))
+        raise InvalidTransitionError(
+            message=f"call {me}: its effect key kept changing holders; not executed",
+            details=self._key_details(None),
+        )
+
+    def _reconcile_holder(self, rec: CheckpointRecord) -> _Step:
+        """Reconcile the holder's ``executing``/``uncertain`` checkpoint; never execute."""
+        holder_call = dataclasses.replace(self.call, binding=rec.binding, input=None, effect=None)
+        sub = CallFlow(holder_call, attempt_id=self.attempt_id, span=self.span, journaled=False)
+        try:
+            done = yield from sub.reconcile()
+        except OutcomeUnknownError as exc:
+            holder = rec.binding.call_id
+            raise OutcomeUnknownError(
+                message=f"call {self.binding.call_id}: its effect key belongs to call "
+                f"{holder}; not executed. {exc.message}",
+                details={**exc.details, **self._key_details(holder)},
+            ) from exc.__cause__
+        finally:
+            if sub.link is not None:
+                self.link = sub.link
+        return done
+
+    def _copy(self, own: CheckpointRecord | None, held: CheckpointRecord) -> _Step:
+        """Store the holder's result as this call's (one relaxed commit); return the outcome."""
+        result = held.result
+        assert result is not None
+        transitions: builtins.list[tuple[Transition, str | None]] = []
+        ops: builtins.list[Any] = []
+        if own is None:
+            base = create_checkpoint(self.binding, at=after(None))
+            created = Transition(
+                action=Action.EXECUTE, expected_revision=-1, next=base, name="create_checkpoint"
+            )
+            transitions.append((created, None))
+            ops.append(CreateCheckpoint(base))
+        else:
+            base = own
+        claim = claim_execution(base, attempt_id=self.attempt_id, at=after(base))
+        ops.append(SwapCheckpoint(claim.expected_revision, claim.next, requires=0 if ops else None))
+        transitions.append((claim, base.status.value))
+        done = complete_execution(
+            claim.next,
+            attempt_id=self.attempt_id,
+            at=after(claim.next),
+            result=result.payload,
+            is_error=result.is_error,
+            max_payload_bytes=self.call.tool.max_result_bytes,
+        )
+        ops.append(SwapCheckpoint(claim.next.revision, done.next, requires=len(ops) - 1))
+        transitions.append((done, "executing"))
+        out = yield from self._commit(tuple(ops), durable=False)
+        if out is None:
+            return (yield Read(self.key))
+        wins = [out[0][0] if isinstance(out[0], tuple) else bool(out[0]), *map(bool, out[1:])]
+        for (t, source), won in zip(transitions, wins, strict=True):
+            self._report(t, source, won)
+        if not wins[-1]:
+            return (yield Read(self.key))  # this call's own record moved: decide again
+        holder = held.binding.call_id
+        self.deduplicated_from = holder
+        self.last = done.next
+        return outcome(done.next, replayed=True, deduplicated_from=holder)
+
+    def _key_details(self, holder: str | None) -> dict[str, Any]:
+        return {
+            "namespace": self.binding.namespace,
+            "for_call_id": self.binding.call_id,
+            "effect_key_holder": holder,
+            "tool_name": self.binding.tool_name,
+        }
+
+    # -- execute ---------------------------------------------------------------------------
 
     def _execute(self, rec: CheckpointRecord) -> Flow:
         self.executed = True
         self.last = rec
-        reached("after-claim")
-        ctx = ExecuteContext(
-            binding=self.binding,
-            attempt_id=self.attempt_id,
-            operation=self.operation,
-            run_id=self.run.run_id,
-            justification=self.justification,
-        )
+        if CRASH_ACTIONS:
+            reached("after-claim")
         try:
-            ok, value = yield Execute(ctx)
+            ok, value = yield Execute(self.binding, self.attempt_id)
         except Abandoned:
-            self._give_back(rec)
+            yield from self._give_back(rec)
             raise
         if ok:
-            reached("after-execute")
+            if CRASH_ACTIONS:
+                reached("after-execute")
             return (yield from self._complete(rec, value, is_error=False, own=True))
         exc: BaseException = value
-        journal = self._read_journal()
+        try:
+            journal = yield ReadOperation(self.key)
+        except StoreError:
+            # Cannot prove the journal is empty: treat it as written (never release blindly).
+            journal = {"unreadable": True}
         if isinstance(exc, CANCELLATION):
             try:
                 if journal is None:
-                    self._give_back(rec)
+                    yield from self._give_back(rec)
                 else:
-                    self._mark_uncertain(
+                    yield from self._mark_uncertain(
                         rec,
                         f"execute was interrupted ({type(exc).__qualname__}) after the "
                         "operation-journal write; outcome unknown",
@@ -216,14 +471,15 @@ class CallFlow(FlowCommits):
                 exc.__context__ = write_error
             raise exc
         if journal is None:
-            if self.on_error == "result":
-                return (yield from self._complete(rec, error_payload(exc), is_error=True, own=True))
+            if self.call.on_error == "result":
+                payload = error_payload(exc)
+                return (yield from self._complete(rec, payload, is_error=True, own=True))
             try:
-                self._give_back(rec)
+                yield from self._give_back(rec)
             except StoreError as store_error:  # the claim stays; the original error wins
                 exc.__context__ = store_error
             raise exc
-        rec = self._mark_uncertain(
+        rec = yield from self._mark_uncertain(
             rec, f"execute raised {describe(exc)} after the operation-journal write"
         )
         if rec.status in DONE:  # another caller recovered it meanwhile
@@ -232,27 +488,13 @@ class CallFlow(FlowCommits):
             raise self._unknown(rec, f"execute raised {describe(exc)}") from exc
         return (yield from self._recover(rec, exc))
 
-    def _read_journal(self) -> dict[str, Any] | None:
-        try:
-            return self.operation.read()
-        except StoreError:
-            # Cannot prove the journal is empty: treat it as written (never release blindly).
-            return {"unreadable": True}
-
     def _recover(self, rec: CheckpointRecord, error: BaseException | None) -> Flow:
         """``rec`` is uncertain: ask ``recover``; never execute."""
         self.last = rec
-        if self.tool.recover is None:
+        if self.call.tool.recover is None:
             raise self._unknown(rec, "the tool has no recover function") from error
-        rctx = RecoverContext(
-            binding=self.binding,
-            attempt_id=rec.execution_fence or self.attempt_id,
-            operation=self.operation,
-            run_id=self.run.run_id,
-            reason=rec.uncertain_reason,
-            error=error,
-        )
-        ok, answer = yield Recover(rctx)
+        attempt = rec.execution_fence or self.attempt_id
+        ok, answer = yield Recover(self.binding, attempt, rec.uncertain_reason, error)
         if not ok:
             if isinstance(answer, CANCELLATION):
                 raise answer
@@ -272,3 +514,240 @@ class CallFlow(FlowCommits):
         raise self._unknown(
             rec, f"recover returned {type(answer).__name__}, not Recovered/NotRecovered/None"
         ) from error
+
+    # -- complete (and give back) ----------------------------------------------------------
+
+    def _complete(self, rec: CheckpointRecord, output: Any, *, is_error: bool, own: bool) -> Flow:
+        """Store ``output`` acting for the attempt on ``rec`` (ours when ``own``)."""
+        attempt = self.attempt_id if own else (rec.execution_fence or self.attempt_id)
+        for _ in range(DECIDE_ROUNDS):
+            if rec.status in DONE:
+                # Our own commit may have landed although it reported an error.
+                return self._outcome(rec, replayed=not (own and rec.execution_fence == attempt))
+            if rec.execution_fence != attempt or rec.status is Status.READY:
+                raise OutcomeUnknownError(
+                    message=f"call {self.binding.call_id}: the result is known here but the "
+                    f"checkpoint moved to {rec.status.value} under another attempt; "
+                    "reconcile it, do not retry under a new call id",
+                    details=self._details(rec),
+                )
+            try:
+                t = complete_execution(
+                    rec,
+                    attempt_id=attempt,
+                    at=after(rec),
+                    result=output,
+                    is_error=is_error,
+                    max_payload_bytes=self.call.tool.max_result_bytes,
+                )
+            except (InvalidArgumentError, PayloadLimitError) as err:
+                if own:
+                    yield from self._mark_uncertain(
+                        rec, f"execute returned a result that cannot be stored ({err.code})"
+                    )
+                raise
+            end = None
+            if self.journaled:
+                assert t.next.result is not None
+                end = self.end_fields(
+                    t.next.result.payload,
+                    is_error,
+                    t.next.revision,
+                    replayed=False,
+                    recovered=not own,
+                )
+            try:
+                won = yield from self._swap(t, rec, durable=True, remove_op=True, end=end)
+                if won:
+                    if CRASH_ACTIONS:
+                        reached("after-completion")
+                    self.last = t.next
+                    self.recovered = not own
+                    return outcome(t.next, replayed=False, recovered=not own)
+                rec = yield from self._reread()
+            except StoreError as store_error:
+                raise self._unstored(rec) from store_error
+        raise self._unstored(rec)
+
+    def _give_back(self, rec: CheckpointRecord) -> _Step:
+        """Release our claim (journal empty: the failure is proven pre-effect)."""
+        effect = self.call.effect
+        for _ in range(DECIDE_ROUNDS):
+            if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
+                self.last = rec
+                return  # another caller marked it uncertain; it stays for reconciliation
+            t = release_execution(
+                rec, attempt_id=self.attempt_id, at=after(rec), evidence="journal-empty"
+            )
+            # Proven pre-effect: the effect key goes with the claim (same transaction).
+            also = () if effect is None else (effect.release(self.binding.call_id, requires=0),)
+            if (yield from self._swap(t, rec, durable=False, also=also)):
+                self.last = t.next
+                return
+            rec = yield from self._reread()
+
+    def _mark_uncertain(self, rec: CheckpointRecord, reason: str) -> _Step:
+        """Mark our executing claim uncertain; return the record it ends on."""
+        for _ in range(DECIDE_ROUNDS):
+            if rec.status is not Status.EXECUTING or rec.execution_fence != self.attempt_id:
+                return rec
+            t = mark_execution_uncertain(
+                rec, attempt_id=self.attempt_id, at=after(rec), reason=clip_reason(reason)
+            )
+            if (yield from self._swap(t, rec, durable=False)):
+                return t.next
+            rec = yield from self._reread()
+        return rec
+
+    # -- commits ---------------------------------------------------------------------------
+
+    def _commit(
+        self,
+        ops: tuple[Any, ...],
+        *,
+        durable: bool = True,
+        claim: bool = False,
+        end: EndFields | None = None,
+    ) -> _Step:
+        """Yield one commit; return its outcomes, or ``None`` when it raised a store error.
+
+        A store error counts against this flow's budget (``STORE_RETRIES``; the last one
+        is raised); its outcome is unknown, so the caller re-reads and decides again.
+        """
+        try:
+            return (yield Commit(ops, durable, claim, end))
+        except StoreError:
+            self._store_errors += 1
+            if self._store_errors > STORE_RETRIES:
+                raise
+            return None
+
+    def _swap(
+        self,
+        t: Transition,
+        source: CheckpointRecord,
+        *,
+        durable: bool,
+        remove_op: bool = False,
+        end: EndFields | None = None,
+        also: tuple[Any, ...] = (),
+    ) -> _Step:
+        """CAS ``t`` from ``source``; ``False`` when lost or when the outcome is unknown.
+
+        ``end`` rides in the same transaction, appended only if the CAS wins; ``also``:
+        more ops for the same transaction (gated on op 0).
+        """
+        ops: tuple[Any, ...] = (SwapCheckpoint(t.expected_revision, t.next),)
+        if remove_op:
+            ops += (RemoveOperation(*self.key),)
+        try:
+            reply = yield Commit(ops + also, durable, False, end)
+        except StoreError:
+            self._store_errors += 1
+            if self._store_errors > STORE_RETRIES:
+                raise
+            return False
+        won = bool(reply[0])
+        if self.span is not None:
+            report_transition(self.span, t, STATUS_VALUE[source.status], won)
+        return won
+
+    def _reread(self) -> _Step:
+        rec = yield Read(self.key)
+        if rec is None:
+            raise InvalidTransitionError(
+                message=f"checkpoint {self.binding.namespace}/{self.binding.call_id} vanished "
+                "while this attempt used it",
+                details={"namespace": self.binding.namespace, "call_id": self.binding.call_id},
+            )
+        return rec
+
+    def _report(self, t: Transition, status_from: str | None, won: bool) -> None:
+        if self.span is not None:
+            report_transition(self.span, t, status_from, won)
+
+    # -- outcomes, errors and the journal's end record ---------------------------------------
+
+    def _outcome(
+        self, rec: CheckpointRecord, *, replayed: bool, recovered: bool = False
+    ) -> ToolOutcome:
+        self.last = rec
+        self.recovered = recovered
+        return outcome(rec, replayed=replayed, recovered=recovered)
+
+    def _details(self, rec: CheckpointRecord) -> dict[str, Any]:
+        return {
+            "namespace": self.binding.namespace,
+            "call_id": self.binding.call_id,
+            "tool_name": self.binding.tool_name,
+            "status": rec.status.value,
+            "revision": rec.revision,
+            "attempt_id": rec.execution_fence,
+            "reason": rec.uncertain_reason,
+        }
+
+    def _unknown(self, rec: CheckpointRecord, why: str) -> OutcomeUnknownError:
+        self.last = rec
+        return OutcomeUnknownError(
+            message=f"call {self.binding.namespace}/{self.binding.call_id} "
+            f"({self.binding.tool_name}) may have taken effect and its outcome could not be "
+            f"recovered ({why}); the checkpoint stays {rec.status.value}. Reconcile it; do "
+            "not retry under a new call id",
+            details={**self._details(rec), "why": why},
+        )
+
+    def _unstored(self, rec: CheckpointRecord) -> OutcomeUnknownError:
+        """The result is known here but could not be stored: the checkpoint still says so."""
+        self.last = rec
+        return OutcomeUnknownError(
+            message=f"call {self.binding.call_id}: the tool ran but its result could not be "
+            f"stored; the checkpoint still says {rec.status.value}. Reconcile it; do not "
+            "retry under a new call id",
+            details=self._details(rec),
+        )
+
+    def end_fields(
+        self,
+        payload: Any,
+        is_error: bool,
+        revision: int | None,
+        *,
+        replayed: bool,
+        recovered: bool,
+    ) -> EndFields:
+        """The journal end record of an outcome."""
+        meta: dict[str, Any] = {
+            "tool_revision": self.call.tool.revision,
+            "attempt_id": self.attempt_id,
+            "replayed": replayed,
+            "recovered": recovered,
+        }
+        if self.deduplicated_from is not None:
+            meta["deduplicated_from"] = self.deduplicated_from
+        return EndFields(
+            "replayed" if replayed else "completed",
+            {"result": payload, "is_error": is_error},
+            meta,
+            {"namespace": self.key[0], "call_id": self.key[1], "revision": revision},
+        )
+
+    def end_meta(self, *, replayed: bool, recovered: bool) -> dict[str, Any]:
+        """The meta the end record carries (``deduplicated_from`` only when set; the same
+        keys as ``end_fields``' meta)."""
+        meta: dict[str, Any] = {
+            "tool_revision": self.call.tool.revision,
+            "attempt_id": self.attempt_id,
+            "replayed": replayed,
+            "recovered": recovered,
+        }
+        if self.deduplicated_from is not None:
+            meta["deduplicated_from"] = self.deduplicated_from
+        return meta
+
+    def checkpoint_link(self, revision: int | None) -> dict[str, Any]:
+        """The event's checkpoint link at ``revision``."""
+        return {
+            "namespace": self.binding.namespace,
+            "call_id": self.binding.call_id,
+            "revision": revision,
+        }

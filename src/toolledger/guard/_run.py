@@ -26,7 +26,7 @@ from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableErr
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
 from ..tools import Tool, ToolOutcome
-from . import _drivers
+from . import _batch, _deliver, _drivers
 from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport
 
 __all__ = ["MAX_REMEMBERED", "Run", "run"]
@@ -253,7 +253,7 @@ class Run(JournalRun):
         """
         for spec in calls:
             self._before_call(spec.get("call_id"), spec.get("tool"))
-        outcomes = _drivers.call_many(
+        outcomes = _batch.call_many(
             self, calls, on_error=on_error, return_exceptions=return_exceptions
         )
         for outcome in outcomes:
@@ -266,7 +266,7 @@ class Run(JournalRun):
         Returns:
             What ``post`` returned, or ``None`` when the call was delivered already.
         """
-        return _drivers.deliver(self, call_id, post, redeliver=redeliver)
+        return _deliver.deliver(self, call_id, post, redeliver=redeliver)
 
     async def adeliver(
         self,
@@ -276,7 +276,7 @@ class Run(JournalRun):
         redeliver: bool = False,
     ) -> Any:
         """Async ``deliver`` (``guard.adeliver``): ``post`` may be async."""
-        return await _drivers.adeliver(self, call_id, post, redeliver=redeliver)
+        return await _deliver.adeliver(self, call_id, post, redeliver=redeliver)
 
     def deliver_many(
         self,
@@ -286,7 +286,7 @@ class Run(JournalRun):
         redeliver: bool = False,
     ) -> Any:
         """Deliver several calls' results with one post (``guard.deliver_many``)."""
-        return _drivers.deliver_many(self, call_ids, post, redeliver=redeliver)
+        return _deliver.deliver_many(self, call_ids, post, redeliver=redeliver)
 
 
 def run(

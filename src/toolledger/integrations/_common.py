@@ -324,8 +324,7 @@ async def adeliver_calls(
     """Async ``deliver_calls``: ``post(payloads)`` may be async."""
     import inspect
 
-    from ..guard._deliver import Delivery
-    from ..guard._drivers import apost_once
+    from ..guard._deliver import Delivery, apost_once
 
     ids = call_ids_with_checkpoints(run, calls)
     if not ids:
