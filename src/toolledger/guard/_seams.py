@@ -167,4 +167,3 @@ def report_transition(span: Any, t: Transition, status_from: str | None, won: bo
         )
     except Exception:  # telemetry never breaks a tool call
         pass
-
