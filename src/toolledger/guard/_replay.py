@@ -235,7 +235,7 @@ class ReplayController:
         if (
             not isinstance(ev.inputs, dict)
             or not isinstance(outputs, dict)
-            or ("response" not in outputs and "stream" not in outputs)
+            or not ({"response", "stream", "content"} & set(outputs))
         ):
             raise ReplayUnavailableError(
                 message=f"run {self.source_run_id} cannot be replayed: its model call "
@@ -297,7 +297,7 @@ class ReplayController:
             if self.mode == "resume":
                 outputs = ev.outputs
                 if not isinstance(outputs, dict) or not (
-                    "response" in outputs or "stream" in outputs
+                    {"response", "stream", "content"} & set(outputs)
                 ):
                     self._go_live(ev.event_id)
                     return None

@@ -444,7 +444,11 @@ class _Stream:
     def _keep(self, item: Any) -> None:
         items = self._call.stream_items
         if items is not None:
-            items.append(as_plain(item))
+            plain = as_plain(item)
+            if isinstance(plain, dict):
+                items.append(plain)
+            else:  # not an SDK model (aisuite's chunks): the content is kept, not the items
+                self._call.stream_items = None
 
     def _finish(self, error: BaseException | None, *, early: bool) -> None:
         if self._finished:

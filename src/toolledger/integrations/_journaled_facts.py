@@ -37,6 +37,13 @@ __all__ = [
 ]
 
 
+def _dumped(response: Any) -> dict[str, Any] | None:
+    """The response as the SDK dumps it; ``None`` for an object that is not an SDK model
+    (aisuite's own responses): replay rebuilds those from the content."""
+    plain = as_plain(response)
+    return plain if isinstance(plain, dict) else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -98,7 +105,7 @@ def anthropic_facts(message: Any) -> ResponseFacts:
         tool_call_ids=ids,
         tool_call_names=names,
         content=blocks,
-        response=as_plain(message),
+        response=_dumped(message),
     )
 
 
@@ -225,7 +232,7 @@ def chat_facts(completion: Any) -> ResponseFacts:
         tool_call_ids=ids,
         tool_call_names=names,
         content=content,
-        response=as_plain(completion),
+        response=_dumped(completion),
     )
 
 
@@ -318,7 +325,7 @@ def responses_facts(response: Any) -> ResponseFacts:
         tool_call_ids=[c["call_id"] for c in calls if c.get("call_id")],
         tool_call_names=[str(c.get("name")) for c in calls if c.get("call_id")],
         content=output,
-        response=as_plain(response),
+        response=_dumped(response),
     )
 
 

@@ -29,10 +29,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ReplayUnavailableError
 from ..tools import Tool, tool
 from ._common import JUSTIFICATION, JUSTIFICATION_SCHEMA, field
-from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream
+from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream, request_doc
 from ._journaled_endpoint import Proxy
 from ._journaled_facts import ChatAccumulator, chat_facts
 
@@ -114,6 +114,34 @@ class _JournaledProvider(Proxy):
         self._pending.add(response)
         return response
 
+    def _served(self, model: str, messages: Any, kwargs: Any, *, stream: bool) -> Any:
+        """The recorded answer (replay, fork, resume) or ``None``: ask the provider.
+
+        Raises:
+            ReplayDivergedError: ``REPLAY_DIVERGED``, before anything is sent.
+            ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` for a stream (not served).
+        """
+        ctl = self._recorder.run.replay
+        if ctl is None or ctl.live:
+            return None
+        doc = request_doc(messages, None, dict(kwargs), stream=stream)
+        served = ctl.model_call(model if isinstance(model, str) and model else "unknown", doc)
+        if served is not None and stream:
+            raise ReplayUnavailableError(
+                message="aisuite streams are not served from the record",
+                details={"event_id": served.event_id},
+            )
+        return served
+
+    def _begin(self, model: str, messages: Any, kwargs: Any, served: Any, stream: bool) -> LLMCall:
+        return self._recorder.begin(
+            model,
+            messages,
+            request=dict(kwargs),
+            stream=stream,
+            served=None if served is None else served.marker,
+        )
+
     def _stream(
         self,
         method: str,
@@ -122,21 +150,30 @@ class _JournaledProvider(Proxy):
         messages: Any,
         kwargs: Any,
     ) -> Any:
-        call = self._recorder.begin(model, messages)
+        self._served(model, messages, kwargs, stream=True)
+        call = self._begin(model, messages, kwargs, None, True)
         with call:
             stream = getattr(self._inner, method)(model, messages, **kwargs)
         return wrap(stream, call, ChatAccumulator())
 
     def chat_completions_create(self, model: str, messages: Any, **kwargs: Any) -> Any:
-        call = self._recorder.begin(model, messages)
+        served = self._served(model, messages, kwargs, stream=False)
+        call = self._begin(model, messages, kwargs, served, False)
         with call:
-            response = self._inner.chat_completions_create(model, messages, **kwargs)
+            if served is not None:
+                response = _rebuilt(served)
+            else:
+                response = self._inner.chat_completions_create(model, messages, **kwargs)
         return self._ended(call, response)
 
     async def achat_completions_create(self, model: str, messages: Any, **kwargs: Any) -> Any:
-        call = self._recorder.begin(model, messages)
+        served = self._served(model, messages, kwargs, stream=False)
+        call = self._begin(model, messages, kwargs, served, False)
         with call:
-            response = await self._inner.achat_completions_create(model, messages, **kwargs)
+            if served is not None:
+                response = _rebuilt(served)
+            else:
+                response = await self._inner.achat_completions_create(model, messages, **kwargs)
         return self._ended(call, response)
 
     def chat_completions_create_stream(self, model: str, messages: Any, **kwargs: Any) -> Any:
@@ -144,6 +181,46 @@ class _JournaledProvider(Proxy):
 
     def achat_completions_create_stream(self, model: str, messages: Any, **kwargs: Any) -> Any:
         return self._stream("achat_completions_create_stream", AsyncStream, model, messages, kwargs)
+
+
+def _rebuilt(served: Any) -> Any:
+    """aisuite's own response (``ChatCompletionResponse``) from a recorded answer.
+
+    Raises:
+        ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` when the record lacks the content.
+    """
+    from aisuite.framework.chat_completion_response import (  # type: ignore[import-untyped]
+        ChatCompletionResponse,
+    )
+    from aisuite.framework.choice import Choice  # type: ignore[import-untyped]
+    from aisuite.framework.message import (  # type: ignore[import-untyped]
+        CompletionUsage,
+        Message,
+    )
+
+    content = served.outputs.get("content")
+    if not isinstance(content, list) or not content:
+        raise ReplayUnavailableError(
+            message="the recorded call holds no content", details={"event_id": served.event_id}
+        )
+    reasons = served.meta.get("finish_reasons") or []
+    response = ChatCompletionResponse()
+    response.choices = []
+    for i, message in enumerate(content):
+        choice = Choice()
+        choice.message = Message.model_validate(message)
+        choice.finish_reason = reasons[i] if i < len(reasons) else None
+        response.choices.append(choice)
+    usage = served.meta.get("usage")
+    if isinstance(usage, dict):
+        prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+        total = (
+            prompt + completion if isinstance(prompt, int) and isinstance(completion, int) else None
+        )
+        response.usage = CompletionUsage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=total
+        )
+    return response
 
 
 def _docstring(fn: Callable[..., Any]) -> str:
