@@ -409,3 +409,35 @@ with run:
 print("closed", len(run.errors), flush=True)
 sys.stdin.readline()
 """
+
+
+def test_record_whose_text_is_not_utf8_is_indexed_by_its_readable_words(tmp_path: Path) -> None:
+    """A damaged record (bytes that are not UTF-8 in its text) does not stop the batch:
+    its words are indexed, the bad bytes are a separator, the other records are found."""
+    import sqlite3
+
+    db = tmp_path / "bytes.db"
+    store = SQLiteStore(db)
+    try:
+        with toolledger.run("Refund A-1001", db=store) as run:
+            run.note("hidden words here")
+            run.note("other parcel")
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute(
+                "UPDATE events SET data = CAST(replace(data, 'hidden', 'hid' || "
+                "CAST(x'ff' AS TEXT) || 'den') AS TEXT) WHERE run_id = ? AND data LIKE "
+                "'%hidden words%'",
+                (run.run_id,),
+            )
+        conn.close()
+        found = store.search_events(
+            search_module.EventQuery(terms=search_module.parse_query("parcel"))
+        )
+        assert [g[0].run_id for g in found] == [run.run_id]
+        assert store._read("SELECT count(*) FROM search_pending")[0][0] == 0
+        for word in ("words", "hid", "den"):  # the bad byte separates; readers refuse it
+            match = "SELECT count(*) FROM events_fts WHERE events_fts MATCH ?"
+            assert store._read(match, (word,))[0][0] == 1, word
+    finally:
+        store.close()

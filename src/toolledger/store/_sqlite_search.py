@@ -84,7 +84,15 @@ FOLD = "toolledger_index_text"
 
 def register(conn: sqlite3.Connection) -> None:
     """Give ``conn`` the ``toolledger_index_text`` function the index's SQL calls."""
-    conn.create_function(FOLD, 1, index_text, deterministic=True)
+    conn.create_function(FOLD, 1, _fold, deterministic=True)
+
+
+def _fold(data: bytes | str | None) -> str:
+    # The text comes as a BLOB: a damaged record's bytes that are not UTF-8 are replaced,
+    # where decoding them as text would fail the whole batch.
+    if data is None:
+        return ""
+    return index_text(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
 
 
 # A damaged record (JSON that json_valid rejects) is indexed by its name: json_tree reads
@@ -107,7 +115,7 @@ _GOAL = (
 
 
 def _folded(text_sql: str) -> str:
-    return f"{FOLD}({text_sql})"
+    return f"{FOLD}(CAST(({text_sql}) AS BLOB))"
 
 
 _INSERT_EVENT = (
