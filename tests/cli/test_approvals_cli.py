@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -46,11 +47,13 @@ def _invoke(db: Path, *args: str) -> Any:
 
 def test_approvals_pending_lists_waiting_calls_with_ages(db: Path) -> None:
     """The listing shows each waiting call with its age, tool, ticket and justification."""
-    result = _invoke(db, "approvals", "--pending")
+    result = _invoke(db, "approvals", "--pending", "--csv")
     assert result.exit_code == 0, result.output
-    header, *rows = result.stdout.splitlines()
-    assert header.split("\t")[:3] == ["AGE", "STATUS", "NAMESPACE/CALL_ID"]
-    cells = [r.split("\t") for r in rows]
+    header, *cells = list(csv.reader(result.stdout.splitlines()))
+    assert header[:3] == ["age", "status", "call"]
+    table = _invoke(db, "approvals", "--pending").stdout.splitlines()
+    assert table[0].split() == header  # the same columns, aligned
+    assert len({line.index("pending") for line in table[1:]}) == 1
     assert [c[2] for c in cells] == ["default/c1", "other/c2"]
     assert all(c[0].endswith("s") and c[1] == "pending" for c in cells)
     assert all(c[3] == "send_email@1" and c[5] == "T-7" for c in cells)
@@ -75,7 +78,7 @@ def test_approve_then_listing_and_idempotent_repeat(db: Path) -> None:
     assert conflict.exit_code == 1
     assert "decision is final" in conflict.stderr
     pending = _invoke(db, "approvals", "--pending")
-    assert [r.split("\t")[2] for r in pending.stdout.splitlines()[1:]] == ["other/c2"]
+    assert [r.split()[2] for r in pending.stdout.splitlines()[1:]] == ["other/c2"]
 
 
 def test_deny_with_namespace_and_json(db: Path) -> None:

@@ -51,7 +51,10 @@ class TestCommands:
     def test_show_prints_the_tree(self, db):
         result = invoke(db, "show", "run-a")
         assert result.exit_code == 0
-        assert "- step search [completed]" in result.output
+        assert "├─ step search [completed] +0.000s" in result.output
+        assert "└─ finish [completed]" in result.output  # not "finish finish"
+        assert '│    in {"q":"gate"}' in result.output
+        assert '│    out {"hits":3}' in result.output
         assert "why: names a codebase" in result.output
         assert "refused by user: local" in result.output
 

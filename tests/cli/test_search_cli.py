@@ -37,7 +37,7 @@ class TestSearchCommand:
         header, *rows = result.output.splitlines()
         assert header.split() == ["time", "run", "kind", "name", "status", "snippet"]
         assert len(rows) == 1
-        assert rows[0].split()[2:6] == ["run-a", "step", "lookup", "completed"]
+        assert rows[0].split()[1:5] == ["run-a", "step", "lookup", "completed"]
         assert "The customer asked twice" in rows[0]
 
     def test_filters_and_json_lines(self, db: Path) -> None:

@@ -22,6 +22,7 @@ from ..retention import parse_age
 from ..store._approval_record import ApprovalRecord
 from . import main
 from ._common import CONTEXT_SETTINGS, LIMIT, UsageError, clean, fail_check, get_store, json_line
+from ._table import Column, format_option, print_table, status_color
 
 __all__ = ["approvals_command", "approve_command", "deny_command"]
 
@@ -39,13 +40,6 @@ def _age(since: datetime, now: datetime) -> str:
     if minutes:
         return f"{minutes}m{secs:02d}s"
     return f"{secs}s"
-
-
-def _oneline(text: str | None, limit: int) -> str:
-    if not text:
-        return "-"
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _preview(rec: ApprovalRecord) -> str | None:
@@ -176,12 +170,14 @@ def deny_command(
 @click.option("--pending", is_flag=True, help="Only requests that wait for a decision.")
 @click.option("--namespace", default=None, help="Only this namespace.")
 @click.option("--limit", type=LIMIT, default=None, help="At most N rows.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per request).")
+@format_option()
 @click.pass_context
 def approvals_command(
-    ctx: click.Context, pending: bool, namespace: str | None, limit: int | None, as_json: bool
+    ctx: click.Context, pending: bool, namespace: str | None, limit: int | None, fmt: str
 ) -> None:
     """List approval requests and decisions, oldest request first, with their ages.
+
+    --json prints one JSON array (indented) of the stored records.
 
     Example: toolledger --db ledger.db approvals --pending
     """
@@ -195,31 +191,39 @@ def approvals_command(
     finally:
         store.close()
     now = datetime.now(timezone.utc)
-    if as_json:
+    if fmt == "json":
         click.echo(json_line([_as_dict(r, now) for r in rows], indent=2, sort_keys=False))
         return
-    if not rows:
+    if not rows and fmt == "table":
         click.echo("no pending approvals" if pending else "no approvals", err=True)
         return
-    click.echo(
-        "AGE\tSTATUS\tNAMESPACE/CALL_ID\tTOOL@REV\tBY\tTICKET\tINPUT\tJUSTIFICATION\tINPUT_JSON"
-    )
+    table = []
     for r in rows:
-        status = "expired" if r.expired(now) else r.status.value
         b = r.binding
-        click.echo(
-            "\t".join(
-                clean(field)
-                for field in [
-                    _age(r.requested_at, now),
-                    status,
-                    f"{b.namespace}/{b.call_id}",
-                    f"{b.tool_name}@{b.tool_revision}",
-                    r.by or "-",
-                    r.ticket or "-",
-                    b.input_fingerprint[:19],
-                    _oneline(r.justification, 80),
-                    _oneline(_preview(r), 120),
-                ]
-            )
+        table.append(
+            {
+                "age": _age(r.requested_at, now),
+                "status": "expired" if r.expired(now) else r.status.value,
+                "call": f"{b.namespace}/{b.call_id}",
+                "tool": f"{b.tool_name}@{b.tool_revision}",
+                "by": r.by,
+                "ticket": r.ticket,
+                "fingerprint": b.input_fingerprint[:19],
+                "justification": r.justification,
+                "input": _preview(r),
+            }
         )
+    print_table(_COLUMNS, table, fmt=fmt)
+
+
+_COLUMNS = (
+    Column("age", "age", right=True),
+    Column("status", "status", color=status_color),
+    Column("call", "call", cap=40),
+    Column("tool", "tool", cap=30),
+    Column("by", "by", cap=20),
+    Column("ticket", "ticket", cap=20),
+    Column("fingerprint", "fingerprint"),
+    Column("justification", "justification", cap=60),
+    Column("input", "input", cap=80),
+)

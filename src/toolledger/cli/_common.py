@@ -14,8 +14,10 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,6 +30,7 @@ __all__ = [
     "CONTEXT_SETTINGS",
     "EXIT_INTERNAL",
     "LIMIT",
+    "RUN",
     "Group",
     "UsageError",
     "clean",
@@ -36,6 +39,7 @@ __all__ = [
     "get_store",
     "json_line",
     "not_found",
+    "resolve_run",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,7 +103,15 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return result
+        except BrokenPipeError:
+            # The reader went away (``toolledger show RUN | head -1``): what it wanted
+            # was printed. Exit 0 quietly, as ``git log | head`` users expect with
+            # ``set -o pipefail`` off or on; later flushes go to /dev/null.
+            _silence_stdout()
+            ctx.exit(0)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except (CheckpointError, OSError) as exc:
@@ -113,6 +125,15 @@ class Group(click.Group):
                 err=True,
             )
             ctx.exit(EXIT_INTERNAL)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file (a test runner's buffer): nothing will flush into a pipe
 
 
 class _Limit(click.ParamType):  # type: ignore[type-arg,unused-ignore]
@@ -173,3 +194,59 @@ def fail_check(message: str) -> None:
     """Print ``message`` (cleaned, line by line) to stderr and exit 1 (a failed check)."""
     click.echo("\n".join(clean(line) for line in message.split("\n")), err=True)
     raise SystemExit(1)
+
+
+#: How many candidates an ambiguous run-id prefix names.
+_CANDIDATES = 5
+
+
+def resolve_run(store: Store, ref: str) -> str:
+    """Return the run id ``ref`` names: itself, ``latest``, or a unique prefix.
+
+    An exact id wins (a run named ``latest`` included); ``latest`` is the most recently
+    started run; otherwise ``ref`` must be the prefix of exactly one run id. An unknown
+    id is returned unchanged (the command reports ``NOT_FOUND``); an ambiguous prefix is
+    a usage error (exit 2) naming the candidates.
+    """
+    if store.get_run(ref) is not None:
+        return ref
+    if ref == "latest":
+        newest = store.list_runs(limit=1)
+        if not newest:
+            raise UsageError("no run in this database: 'latest' names none")
+        return newest[0].run_id
+    if not ref:
+        return ref
+    found = sorted({row.run_id for row in store.list_runs() if row.run_id.startswith(ref)})
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        shown = ", ".join(found[:_CANDIDATES])
+        more = f" and {len(found) - _CANDIDATES} more" if len(found) > _CANDIDATES else ""
+        raise UsageError(
+            f"run id prefix {ref!r} is ambiguous: {len(found)} runs match "
+            f"({shown}{more}); give more characters"
+        )
+    return ref
+
+
+class _Run(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A run id, ``latest``, or a unique prefix of one (resolved against ``--db``)."""
+
+    name = "run"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if ctx is None or ctx.resilient_parsing:  # shell completion: never open the db
+            return text
+        store = get_store(ctx)
+        try:
+            return resolve_run(store, text)
+        except CheckpointError as exc:
+            raise UsageError(_one_line_error(exc)) from exc
+        finally:
+            store.close()
+
+
+#: The type of every argument or option naming a run: ``latest`` or a unique prefix works.
+RUN = _Run()

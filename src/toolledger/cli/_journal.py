@@ -15,7 +15,8 @@ import click
 
 from ..errors import InvalidArgumentError, NotFoundError
 from . import main
-from ._common import LIMIT, UsageError, clean, fail_check, get_store, json_line
+from ._common import LIMIT, RUN, UsageError, clean, fail_check, get_store, json_line
+from ._table import Column, echo_lines, format_option, iso, print_table, status_color
 
 __all__ = ["export", "runs", "show", "verify"]
 
@@ -38,49 +39,93 @@ def _dumps(value: Any) -> str:
     return json_line(value)
 
 
+_RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+
+_RUN_COLUMNS = (
+    Column("run", "run_id"),
+    Column("status", "status", color=status_color),
+    Column("events", "events", right=True),
+    Column("failed", "failed", right=True),
+    Column("refused", "refused", right=True),
+    Column("started", "started"),
+    Column("goal", "goal", cap=80),
+)
+
+
 @main.command()
+@click.option(
+    "--status", type=click.Choice(_RUN_STATUSES), default=None, help="Only runs in this status."
+)
+@click.option("--agent", default=None, help="Only runs of this agent.")
 @click.option("--namespace", default=None, help="Only runs of this namespace.")
+@click.option("--since", default=None, metavar="AGE", help="Started within this age (7d, 12h).")
 @click.option("--limit", type=LIMIT, default=50, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@format_option()
 @click.pass_context
-def runs(ctx: click.Context, namespace: str | None, limit: int, as_json: bool) -> None:
+def runs(
+    ctx: click.Context,
+    status: str | None,
+    agent: str | None,
+    namespace: str | None,
+    since: str | None,
+    limit: int,
+    fmt: str,
+) -> None:
     """List runs, newest first: id, status, event counts, start, goal.
 
     Counts are events (a step's start and end records are one event): all, failed,
-    refused (approvals), and still running or interrupted.
+    refused (approvals), and still running or interrupted. When more runs match than
+    --limit shows, stderr says how many more.
 
-    Example: toolledger runs --limit 10
+    Example: toolledger runs --status failed --since 7d --limit 10
     """
     from ..journal import list_runs
     from ..journal._read import iter_rows
 
     store = get_store(ctx)
     try:
-        if not as_json:
-            click.echo(
-                f"{'run':<32}  {'status':<11} {'events':>6} {'failed':>6} {'refused':>7}  "
-                f"{'started':<19}  goal"
-            )
         with _mapped():
-            views = list_runs(store, namespace=namespace, limit=min(max(limit, 1), 100_000))
+            ask = min(max(limit, 1), 100_000)
+            filters: dict[str, Any] = {"status": status, "agent": agent, "since": since}
+            views = list_runs(store, namespace=namespace, limit=min(ask + 1, 100_000), **filters)
+            more = _more_runs(store, namespace, filters, len(views), limit)
         views = views[:limit]
+        rows = []
         for view in views:
             counts = _counts(iter_rows(store, view.run_id))
-            if as_json:
+            if fmt == "json":
                 click.echo(
                     _dumps({**view.summary(), "records": view.event_count, "counts": counts})
                 )
-            else:
-                goal = " ".join((view.goal or "").split())
-                started = view.started_at.isoformat()[:19] if view.started_at else "-"
-                click.echo(
-                    clean(
-                        f"{_cell(view.run_id):<32}  {_cell(view.status):<11} {counts['events']:>6} "
-                        f"{counts['failed']:>6} {counts['refused']:>7}  {started:<19}  {goal[:80]}"
-                    )
-                )
+                continue
+            rows.append(
+                {
+                    "run_id": _cell(view.run_id),
+                    "status": _cell(view.status),
+                    **counts,
+                    "started": iso(view.started_at),
+                    "goal": view.goal,
+                }
+            )
     finally:
         store.close()
+    if fmt != "json":
+        print_table(_RUN_COLUMNS, rows, fmt=fmt)
+    if more:
+        click.echo(f"{more} more: use --limit {limit + more} to list them", err=True)
+
+
+def _more_runs(
+    store: Any, namespace: str | None, filters: dict[str, Any], got: int, limit: int
+) -> int:
+    """How many matching runs ``--limit`` leaves out (0 when none)."""
+    from ..journal import list_runs
+
+    if got <= limit:
+        return 0
+    if not any(v is not None for v in filters.values()):  # one cheap count of the rows
+        return max(len(store.list_runs(namespace=namespace)) - limit, 0)
+    return max(len(list_runs(store, namespace=namespace, limit=100_000, **filters)) - limit, 0)
 
 
 def _cell(value: Any) -> str:
@@ -103,79 +148,38 @@ def _counts(rows: Iterable[Any]) -> dict[str, int]:
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", type=RUN)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run and its merged events as JSON."
 )
+@click.option("--no-pager", is_flag=True, help="Never page (default: page long output on a TTY).")
 @click.pass_context
-def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
-    """Show a run as a tree: kind, name, status, duration, and why.
+def show(ctx: click.Context, run_id: str, as_json: bool, no_pager: bool) -> None:
+    """Show a run as a tree: kind, name, status, times, input and output, and why.
 
-    Example: toolledger show 3f2a…
+    RUN is a run id, a unique prefix of one, or `latest`. Times are relative to the
+    run's start, printed once with its zone. A completed tool call whose result was
+    never delivered is marked `undelivered`. Long output is paged on a terminal.
+
+    Example: toolledger show latest   |   toolledger show 3f2a
     """
-    from ..export._tree import tree_order
     from ..journal import load_run as load_public
-    from ..journal._read import load_run
+    from ._tree import tree_lines
 
     store = get_store(ctx)
     try:
         with _mapped():
-            if as_json:  # the merged view, as load_run gives it (one JSON document)
-                click.echo(_dumps(load_public(store, run_id).to_dict()))
-                return
-            view = load_run(store, run_id)
+            view = load_public(store, run_id)
     finally:
         store.close()
-    row, facts = view.row, view.facts  # hashed values only, never the runs columns
-    click.echo(clean(f"run {row.run_id}  {view.status}  agent={facts.agent or '-'}"))
-    click.echo(clean(f"goal: {facts.goal if facts.goal is not None else '(erased)'}"))
-    color = sys.stdout.isatty()
-    for index, depth in tree_order(view.events):
-        ev = view.events[index]
-        status = clean("interrupted" if ev.get("interrupted") else ev.get("status"))
-        indent = "  " * min(depth, 30) + (f"[{depth}] " if depth > 30 else "")
-        dur = ev.get("duration_ms")
-        timing = f" {dur:.1f}ms" if isinstance(dur, (int, float)) and dur else ""
-        styled = click.style(status, fg=_status_color(status)) if color else status
-        name = clean(" ".join(str(ev.get("name") or "").split()))
-        click.echo(f"{indent}- {clean(ev.get('kind'))} {name} [{styled}]{timing}")
-        extra = _detail_line(ev)
-        if extra:
-            click.echo(f"{indent}    {clean(extra)}")
-
-
-def _status_color(status: str) -> str:
-    if status in ("completed", "granted", "replayed"):
-        return "green"
-    if status in ("failed", "refused", "cancelled"):
-        return "red"
-    return "yellow"
-
-
-def _detail_line(ev: dict[str, Any]) -> str:
-    if ev.get("erased"):
-        return "(content erased)"
-    approval = ev.get("approval")
-    if isinstance(approval, dict):
-        if approval.get("granted") is None:  # requested, not decided yet
-            ticket = approval.get("ticket")
-            return "pending" + (f" (ticket {ticket})" if ticket else "")
-        verdict = "granted" if approval.get("granted") else "refused"
-        return f"{verdict} by {approval.get('by')}: {approval.get('reason') or ''}".strip()
-    if ev.get("error"):
-        err = ev["error"]
-        return f"error {err.get('type')}: {' '.join(str(err.get('message')).split())[:200]}"
-    if ev.get("justification"):
-        return "why: " + " ".join(str(ev["justification"]).split())[:200]
-    if ev.get("justification_missing"):
-        return "why: (missing)"
-    if ev.get("text"):
-        return " ".join(str(ev["text"]).split())[:200]
-    return ""
+    if as_json:  # the merged view, as load_run gives it (one JSON document)
+        click.echo(_dumps(view.to_dict()))
+        return
+    echo_lines(tree_lines(view), pager=not no_pager)
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", type=RUN)
 @click.option(
     "--format",
     "fmt",
@@ -246,7 +250,7 @@ def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
 
 
 @main.command()
-@click.argument("run_id", required=False)
+@click.argument("run_id", type=RUN, required=False)
 @click.option(
     "--expect-head",
     "--expected-head",

@@ -11,13 +11,13 @@ import click
 
 from ..errors import CheckpointError, NotFoundError
 from . import main
-from ._common import CONTEXT_SETTINGS, UsageError, clean, fail_check, get_store, not_found
+from ._common import CONTEXT_SETTINGS, RUN, UsageError, clean, fail_check, get_store, not_found
 
 __all__ = ["export_otlp"]
 
 
 @main.command("export-otlp", context_settings=CONTEXT_SETTINGS)
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=RUN)
 @click.option(
     "--endpoint",
     default=None,

@@ -15,23 +15,63 @@ from ..journal import search as search_events
 from ..journal._reader import snippet
 from ..store._search import SearchWarning
 from . import main
-from ._common import LIMIT, UsageError, clean, get_store, json_line
+from ._common import LIMIT, RUN, UsageError, get_store, json_line
+from ._table import Column, format_option, iso, print_table, status_color
 
-__all__ = ["search"]
+__all__ = ["KINDS", "STATUSES", "search"]
+
+#: Event kinds (``--kind``): the journal's and the guard's (``llm_call``, ``replay``).
+KINDS = (
+    "step",
+    "tool_call",
+    "llm_call",
+    "approval",
+    "artifact",
+    "note",
+    "finish",
+    "resolution",
+    "replay",
+)
+#: Event statuses (``--status``); ``interrupted`` is a ``running`` event whose run died.
+STATUSES = (
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+    "pending",
+    "granted",
+    "refused",
+    "replayed",
+    "diverged",
+)
+
+_COLUMNS = (
+    Column("time", "time"),
+    Column("run", "run"),
+    Column("kind", "kind"),
+    Column("name", "name", cap=24),
+    Column("status", "status", color=status_color),
+    Column("snippet", "snippet"),
+)
 
 
 @main.command()
 @click.argument("text", required=False)
-@click.option("--kind", "kinds", multiple=True, help="Event kind (step, tool_call, approval…).")
+@click.option(
+    "--kind", "kinds", multiple=True, type=click.Choice(KINDS), help="Event kind (repeatable)."
+)
 @click.option("--name", default=None, help="Exact event name (e.g. a tool name).")
-@click.option("--status", default=None, help="completed, failed, refused, interrupted, …")
+@click.option("--status", default=None, type=click.Choice(STATUSES), help="Event status.")
 @click.option("--agent", default=None, help="Only runs of this agent.")
 @click.option("--namespace", default=None, help="Only runs of this namespace.")
-@click.option("--run", "run_id", default=None, help="Only this run.")
+@click.option(
+    "--run", "run_id", type=RUN, default=None, help="Only this run (an id, a prefix, latest)."
+)
 @click.option("--since", default=None, help="Started within this age (7d, 12h) or after.")
 @click.option("--until", default=None, help="Started before this age.")
 @click.option("--limit", type=LIMIT, default=50, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One merged event (JSON) per line.")
+@format_option()
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -45,7 +85,7 @@ def search(
     since: str | None,
     until: str | None,
     limit: int,
-    as_json: bool,
+    fmt: str,
 ) -> None:
     """Search events across runs, newest first: time, run, kind, name, status, snippet.
 
@@ -80,15 +120,19 @@ def search(
     for warning in caught:
         if issubclass(warning.category, SearchWarning):
             click.echo(f"warning: {warning.message}", err=True)
-    if as_json:
+    if fmt == "json":
         for ev in events:
             click.echo(json_line(ev.to_dict()))
         return
-    click.echo(f"{'time':<19}  {'run':<12}  {'kind':<10} {'name':<20} {'status':<11} snippet")
-    for ev in events:
-        when = ev.started_at.strftime("%Y-%m-%d %H:%M:%S") if ev.started_at else "-"
-        click.echo(
-            f"{when:<19}  {ev.run_id[:12]:<12}  {clean(ev.kind)[:10]:<10} "
-            f"{clean(ev.name or '-')[:20]:<20} {clean(ev.status or '-')[:11]:<11} "
-            f"{clean(snippet(ev, text))}"
-        )
+    rows = [
+        {
+            "time": iso(ev.started_at),
+            "run": ev.run_id,
+            "kind": ev.kind,
+            "name": ev.name,
+            "status": ev.status,
+            "snippet": snippet(ev, text),
+        }
+        for ev in events
+    ]
+    print_table(_COLUMNS, rows, fmt=fmt)

@@ -475,8 +475,14 @@ def event_text(ev: Event) -> list[str]:
     if isinstance(ev.error, Mapping):
         parts.append(f"{ev.error.get('type') or 'error'}: {ev.error.get('message') or ''}")
     if isinstance(ev.approval, Mapping):
-        verdict = "granted" if ev.approval.get("granted") else "refused"
-        parts.append(f"{verdict} by {ev.approval.get('by')}: {ev.approval.get('reason') or ''}")
+        granted = ev.approval.get("granted")
+        if granted is None:  # requested, not decided yet
+            ticket = ev.approval.get("ticket")
+            parts.append("pending" + (f" (ticket {ticket})" if ticket else ""))
+        else:
+            verdict = "granted" if granted else "refused"
+            by, reason = ev.approval.get("by"), ev.approval.get("reason") or ""
+            parts.append(f"{verdict} by {by}: {reason}")
     if ev.text:
         parts.append(ev.text)
     for label, value in (("in", ev.inputs), ("out", ev.outputs)):
