@@ -201,3 +201,16 @@ def test_calls_out_of_recorded_order_match_any_unanswered_recorded_call(tmp_path
         e.event_id for e in toolledger.load_run(db, run.run_id).events if e.kind == "llm_call"
     ]
     assert served == list(reversed(recorded))
+
+
+def test_resume_without_model_calls_reads_nothing_and_records_no_report(tmp_path: Path) -> None:
+    """A resumed run that makes no model call never reads its record for replay: no
+    report, no ``replay`` event; its tool calls are the guard's as always."""
+    db = tmp_path / "quiet.db"
+    tool = toolledger.tool("noop", revision="1", execute=lambda i, c: {"ok": True})
+    with toolledger.run("quiet", db=db, run_id="q1") as run:
+        run.call(tool, call_id="t1", input={})
+    with toolledger.run("quiet", db=db, run_id="q1") as again:
+        assert again.call(tool, call_id="t1", input={}).replayed is True
+        assert again.replay_report is None
+    assert [e.kind for e in toolledger.load_run(db, "q1").events if e.kind == "replay"] == []

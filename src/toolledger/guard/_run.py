@@ -18,6 +18,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,8 +66,9 @@ class Run(JournalRun):
         self.journal_content = bool(journal_content)
         self._requests: dict[str, EventHandle] = {}
         self._replay_args = (replay_of, fork_at, on_divergence, resume_turns)
-        #: Answers model calls from a recorded run (replay, fork, resume); set at start.
-        self.replay: ReplayController | None = None
+        self._controller: ReplayController | None = None
+        self._resume_pending = False  # a resumed run reads its record at its first model call
+        self._replay_lock = threading.Lock()
         if replay_of is not None and inherit_namespace:
             source = self.store.get_run(replay_of)
             if source is not None:
@@ -84,7 +86,7 @@ class Run(JournalRun):
         """
         replay_of, fork_at, on_divergence, resume_turns = self._replay_args
         if replay_of is not None:
-            self.replay = ReplayController(
+            self._controller = ReplayController(
                 self.store,
                 replay_of,
                 mode="replay" if fork_at is None else "fork",
@@ -93,16 +95,32 @@ class Run(JournalRun):
             )
         elif resume_turns and self.status == "created":
             try:
-                if self.store.get_run(self.run_id) is not None:
-                    self.replay = ReplayController(self.store, self.run_id, mode="resume")
+                self._resume_pending = self.store.get_run(self.run_id) is not None
             except CheckpointError as exc:  # a resume without its record: live, as before
                 self.record_failure(exc)
         super().start()
 
+    @property
+    def replay(self) -> ReplayController | None:
+        """Answers model calls from a recorded run (replay, fork, resume), or ``None``.
+
+        A resumed run reads its own record when this is first asked (by the first model
+        call through a journaled client), so a resume that makes none reads nothing.
+        """
+        if self._resume_pending:
+            with self._replay_lock:
+                if self._resume_pending:
+                    self._resume_pending = False
+                    try:
+                        self._controller = ReplayController(self.store, self.run_id, mode="resume")
+                    except CheckpointError as exc:  # unreadable: the run stays live
+                        self.record_failure(exc)
+        return self._controller
+
     def close(self, error: BaseException | None = None) -> None:
         """Record the replay report (a ``replay`` event), then finish the run (see
         ``journal.Run.close``)."""
-        ctl = self.replay
+        ctl = self._controller
         if ctl is not None and self.status == "running":
             report = ctl.report()
             if ctl.mode != "resume" or report.served_model_calls or report.live_from:
@@ -120,7 +138,7 @@ class Run(JournalRun):
 
     def header_facts(self) -> dict[str, Any]:
         """``replay_of`` or ``forked_from`` (``run_id``, ``event_id``) in the hashed header."""
-        ctl = self.replay
+        ctl = self._controller
         if ctl is None or ctl.mode == "resume":
             return {}
         if ctl.mode == "fork":
@@ -129,7 +147,7 @@ class Run(JournalRun):
 
     def span_links(self) -> list[dict[str, str]]:
         """The source run's span (its stored trace ids), for a replayed or forked run."""
-        ctl = self.replay
+        ctl = self._controller
         if ctl is None or ctl.mode == "resume" or ctl.source_span is None:
             return []
         return [dict(ctl.source_span)]
@@ -137,10 +155,11 @@ class Run(JournalRun):
     @property
     def replay_report(self) -> ReplayReport | None:
         """What the run took from its record (``None``: not replayed, forked or resumed)."""
-        return None if self.replay is None else self.replay.report()
+        ctl = self._controller
+        return None if ctl is None else ctl.report()
 
     def _before_call(self, call_id: Any, tool: Any) -> None:
-        ctl = self.replay
+        ctl = self._controller
         if ctl is None or not isinstance(call_id, str):
             return
         ctl.tool_call(call_id, getattr(tool, "name", "?"))
@@ -160,7 +179,7 @@ class Run(JournalRun):
             )
 
     def _after_call(self, outcome: Any) -> None:
-        ctl = self.replay
+        ctl = self._controller
         if (
             ctl is not None
             and isinstance(outcome, ToolOutcome)
