@@ -154,7 +154,7 @@ def run_anthropic(run: toolledger.Run, s: Step) -> None:
     import httpx2
     from anthropic import beta_tool
 
-    from toolledger.integrations.anthropic import guarded_tool_runner, repair_transcript
+    from toolledger.integrations.anthropic import guarded_tool_runner, resume_tool_runner
 
     @beta_tool
     def pay(to: str, amount: int) -> str:
@@ -209,20 +209,13 @@ def run_anthropic(run: toolledger.Run, s: Step) -> None:
     saved = s.folder / "transcript.json"
     if s.phase == "restart" and s.restart == "replan":
         s.lost("transcript.json")
+    options: dict[str, Any] = {"model": "claude-x", "max_tokens": 100, **s.options()}
     if saved.exists():  # resume: the saved turns, each tool call answered from the ledger
-        messages = repair_transcript(json.loads(saved.read_text()), run)
+        transcript = json.loads(saved.read_text())
+        runner = resume_tool_runner(run, client, list(transcript), tools=[pay], **options)
     else:
-        messages = [{"role": "user", "content": PROMPT}]
-    runner = guarded_tool_runner(
-        run,
-        client,
-        tools=[pay],
-        model="claude-x",
-        max_tokens=100,
-        messages=messages,
-        **s.options(),
-    )
-    transcript = list(messages)
+        transcript = [{"role": "user", "content": PROMPT}]
+        runner = guarded_tool_runner(run, client, tools=[pay], messages=list(transcript), **options)
     for message in runner:  # the app saves every model turn before its tools run
         transcript.append(
             {"role": "assistant", "content": message.model_dump(mode="json")["content"]}

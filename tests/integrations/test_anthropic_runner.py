@@ -13,7 +13,7 @@ from toolledger import Denied, Pending
 from toolledger.errors import BindingConflictError
 from toolledger.integrations import ToolGate
 from toolledger.integrations import anthropic_runner as ar
-from toolledger.integrations.anthropic import guarded_tool_runner
+from toolledger.integrations.anthropic import guarded_tool_runner, resume_tool_runner
 from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
 
@@ -95,6 +95,30 @@ def test_guarded_runner_runs_a_tool_once_and_replays_it(
     assert "is_error" not in first
     rec = run.store.get(run.namespace, "toolu_1")
     assert rec.result.payload == "sent to ana@example.com"
+
+
+def test_resume_answers_the_saved_turns_calls_from_the_ledger(run: toolledger.Run) -> None:
+    """A saved turn whose call completed: the resumed runner sends the stored result, and
+    the tool does not run again; a call that never started is answered "not executed"."""
+    box = Outbox()
+    fake = FakeMessages()
+    saved = list(PARAMS["messages"])
+    runner = guarded_tool_runner(run, fake.client(), tools=[box.sync_tool()], **PARAMS)
+    first = next(iter(runner))  # the model's turn (the app saves it), then its tool runs
+    saved.append({"role": "assistant", "content": first.model_dump(mode="json")["content"]})
+    runner.generate_tool_call_response()
+    assert box.sent == ["ana@example.com"]  # the process dies here, before the next request
+    never = {"type": "tool_use", "id": "toolu_9", "name": "send_email", "input": {"to": "bo"}}
+    saved[-1]["content"].append(never)
+    options = {k: v for k, v in PARAMS.items() if k != "messages"}
+    resumed = resume_tool_runner(run, fake.client(), saved, tools=[box.sync_tool()], **options)
+    assert resumed.until_done().content[0].text == "Done."
+    assert box.sent == ["ana@example.com"]
+    sent, not_started = fake.tool_results()[-2:]
+    assert (sent["tool_use_id"], sent["content"]) == ("toolu_1", "sent to ana@example.com")
+    assert not sent.get("is_error")
+    assert (not_started["tool_use_id"], not_started["content"]) == ("toolu_9", "not executed")
+    assert not_started["is_error"] is True
 
 
 def test_stock_runner_runs_the_same_call_twice(run: toolledger.Run) -> None:

@@ -162,13 +162,15 @@ def test_middleware_guards_create_agent(run: toolledger.Run) -> None:
 def test_durability_async_warns_once(run: toolledger.Run) -> None:
     """A graph whose durability can lose the tool calls: one clear warning per wrapper."""
     box = Outbox()
-    app = graph(ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    wrapper, line = guard_tool_calls(run), sys._getframe().f_lineno
+    app = graph(ToolNode([box.tool()], wrap_tool_call=wrapper), InMemorySaver())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for t in "ab":
             app.invoke({"messages": [("user", "go")]}, thread(t))
     (warning,) = [w for w in caught if w.category is DurabilityWarning]
     assert 'durability="async"' in str(warning.message)
+    assert (warning.filename, warning.lineno) == (__file__, line)  # the app's line
     assert box.sent == ["ana@example.com"]
 
 

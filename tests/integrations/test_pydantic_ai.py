@@ -29,9 +29,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 import toolledger
-from toolledger import Pending
+from toolledger import Denied, Pending
 from toolledger.integrations import ToolGate
-from toolledger.integrations.pydantic_ai import GuardedToolset
+from toolledger.integrations.pydantic_ai import GuardedTools, GuardedToolset
 from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
 
@@ -208,6 +208,60 @@ def test_toolledger_gate_waiting_defers_the_call(run: toolledger.Run) -> None:
     assert isinstance(out, DeferredToolRequests)
     assert out.metadata == {"call_1": {"toolledger": "awaiting_approval"}}
     assert box.sent == []
+
+
+def test_denial_is_the_tools_result_not_an_exception(run: toolledger.Run) -> None:
+    """A denied call: the model is told who denied it and why; ``agent.run`` returns."""
+    box = Outbox()
+    gates = {"send_email": ToolGate(approver=lambda request: Denied("ops", "not today"))}
+    agent = Agent(scripted(), toolsets=[GuardedToolset(box.toolset(), run=run, gates=gates)])
+    assert agent.run_sync("go").output == "done: denied by ops: not today"
+    assert box.sent == []
+
+
+def test_on_error_result_stores_the_tools_error(run: toolledger.Run) -> None:
+    """``on_error="result"``: the tool's exception is stored and is the model's result."""
+
+    def send_email(to: str) -> str:
+        """Send one email."""
+        raise ValueError("mailbox full")
+
+    toolset = GuardedToolset(FunctionToolset([send_email]), run=run, on_error="result")
+    out = Agent(scripted(), toolsets=[toolset]).run_sync("go").output
+    assert "mailbox full" in out
+    stored = run.store.get(run.namespace, "call_1")
+    assert stored.result is not None
+    assert stored.result.is_error
+
+
+def test_capability_guards_agent_tool_in_place(run: toolledger.Run) -> None:
+    """``capabilities=[GuardedTools(run)]``: an ``@agent.tool_plain`` runs once per call id."""
+    sent: list[str] = []
+    agent = Agent(scripted(), capabilities=[GuardedTools(run)])
+
+    @agent.tool_plain
+    def send_email(to: str) -> str:
+        """Send one email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    outs = [agent.run_sync("Tell Ana").output for _ in range(2)]
+    assert outs == ["done: sent to ana@example.com"] * 2
+    assert sent == ["ana@example.com"]
+    assert run.store.get(run.namespace, "call_1").result.payload == "sent to ana@example.com"
+
+
+def test_agent_built_before_the_run_uses_the_active_run(tmp_path: Path) -> None:
+    """``GuardedTools()`` without a run: each call goes through the run active at the time."""
+    box = Outbox()
+    agent = Agent(scripted(), toolsets=[box.toolset()], capabilities=[GuardedTools()])
+    with pytest.raises(toolledger.InvalidArgumentError, match="no toolledger run is active"):
+        agent.run_sync("go")
+    assert box.sent == []
+    with toolledger.run("later", db=str(tmp_path / "l.db")) as later:
+        assert agent.run_sync("go").output == 'done: {"sent_to":"ana@example.com"}'
+        assert later.store.get(later.namespace, "call_1") is not None
+    assert box.sent == ["ana@example.com"]
 
 
 def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,14 +37,13 @@ import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ..errors import InvalidArgumentError, OutcomeUnknownError
+from ..errors import ApprovalDenied, InvalidArgumentError, OutcomeUnknownError
+from ..guard._run import Run
+from ..journal import current_run
 from ..tools import EffectKey, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
-
-if TYPE_CHECKING:
-    from ..guard._run import Run
 
 __all__ = [
     "DEFAULT_REVISION",
@@ -52,6 +51,8 @@ __all__ = [
     "ConversationWarning",
     "FrameworkGuard",
     "ToolGate",
+    "active_run",
+    "denied_text",
     "missing",
 ]
 
@@ -117,7 +118,9 @@ class FrameworkGuard:
     """The adapters' settings and their one way through the guard.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active where a tool is called
+            (``with toolledger.run(...)``; ``toolledger.journal.current_run()``), so the
+            framework's agent may be built before the run exists.
         revisions: Tool name -> revision (default ``"1"``).
         gates: Tool name -> :class:`ToolGate`.
         on_error: ``"raise"`` (the tool's exception reaches the framework, which handles
@@ -137,14 +140,14 @@ class FrameworkGuard:
         "_gates",
         "_recover",
         "_revisions",
+        "_run",
         "_warned_conversation",
         "on_error",
-        "run",
     )
 
     def __init__(
         self,
-        run: Run,
+        run: Run | None,
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
@@ -163,12 +166,18 @@ class FrameworkGuard:
                     message=f"gates[{name!r}] must be a toolledger.integrations.ToolGate",
                     details={"tool": name},
                 )
-        self.run = run
+        if run is not None and not isinstance(run, Run):
+            raise InvalidArgumentError(
+                message=f"run must be a toolledger.Run (or None: the active run); got "
+                f"{type(run).__name__}",
+                details={"argument": "run"},
+            )
+        self._run = run
         self._revisions = dict(revisions or {})
         self._gates = dict(gates or {})
         self._recover = dict(recover or {})
         self._effect_keys = dict(effect_keys or {})
-        self._bound: str | None = None
+        self._bound: tuple[str, str] | None = None
         self._warned_conversation = False
         self.on_error = on_error
 
@@ -181,10 +190,16 @@ class FrameworkGuard:
         """
         if not isinstance(conversation_id, str) or not conversation_id:
             return
-        current = self.run.conversation_id
+        run = self.run
+        current = run.conversation_id
         if current is None:
-            self.run.conversation_id = self._bound = conversation_id
-        elif current == self._bound != conversation_id and not self._warned_conversation:
+            run.conversation_id = conversation_id
+            self._bound = (run.run_id, conversation_id)
+        elif (
+            self._bound == (run.run_id, current)
+            and current != conversation_id
+            and not self._warned_conversation
+        ):
             self._warned_conversation = True
             warnings.warn(
                 f"toolledger: the framework's conversation {conversation_id!r:.80} is not the "
@@ -193,6 +208,16 @@ class FrameworkGuard:
                 ConversationWarning,
                 stacklevel=2,
             )
+
+    @property
+    def run(self) -> Run:
+        """The run calls go through: the one given, else the one active now.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when no run was given and none is
+                active (a tool called outside ``with toolledger.run(...)``).
+        """
+        return active_run(self._run)
 
     def revision(self, name: str) -> str:
         """The revision bound to tool ``name``."""
@@ -291,6 +316,32 @@ class FrameworkGuard:
         except OutcomeUnknownError:
             return Answer("unknown", OUTCOME_UNKNOWN, True)
         return _answer(outcome)
+
+
+def active_run(run: Run | None) -> Run:
+    """``run``, else the run active now (``with toolledger.run(...)``).
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``run`` is ``None`` and no run is
+            active (a tool called outside ``with toolledger.run(...)``).
+    """
+    if run is not None:
+        return run
+    active = current_run()
+    if not isinstance(active, Run):
+        raise InvalidArgumentError(
+            message="no toolledger run is active: call the framework inside "
+            "`with toolledger.run(...)`, or give the adapter its run",
+            details={"argument": "run"},
+        )
+    return active
+
+
+def denied_text(denied: ApprovalDenied) -> str:
+    """What the model is told of a denied call (the text ``on_error="result"`` stores)."""
+    by = denied.details.get("by")
+    reason = denied.details.get("reason")
+    return f"denied by {by}" + (f": {reason}" if reason else "")
 
 
 def _with_input(recover: Callable[..., Any], input: Any) -> Callable[..., Any]:

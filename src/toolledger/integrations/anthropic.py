@@ -29,6 +29,7 @@ from ._common import (
     run_calls,
     split_args,
 )
+from ._framework import active_run
 from ._journaled_wrap import journaled as journaled
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "arun_tool_calls",
     "deliver_results",
     "repair_transcript",
+    "resume_tool_runner",
     "run_tool_calls",
     "tool_calls",
     "with_justification",
@@ -229,3 +231,41 @@ def repair_transcript(
                 out.insert(i + 1, {"role": "user", "content": blocks})
         i += 1
     return out
+
+
+def resume_tool_runner(
+    run: Run | None,
+    client: Any,
+    messages: Sequence[Any],
+    *,
+    tools: Iterable[Any],
+    **options: Any,
+) -> Any:
+    """Return a guarded tool runner that resumes a conversation a crash interrupted.
+
+    The SDK's runner never runs the tool calls of an assistant turn it is given (it sends
+    them on, and the API refuses a ``tool_use`` without its result). Save each turn as
+    the runner yields it; after a restart, pass the saved turns here: every call without a
+    result is answered from its checkpoint (:func:`repair_transcript`): the stored result,
+    ``"outcome unknown; not re-run"`` (it was running when the process died) or ``"not
+    executed"`` (it never started; the model may ask again, and it then runs once). Needs
+    the SDK (``toolledger[anthropic]``), as ``guarded_tool_runner``.
+
+    Args:
+        run: The ``toolledger.Run``, or ``None``: the run active now.
+        client: An ``Anthropic`` or ``AsyncAnthropic`` client.
+        messages: The saved conversation (dicts or SDK objects).
+        tools: The SDK's runnable tools.
+        options: As ``guarded_tool_runner`` (``model``, ``max_tokens``, ``revisions``,
+            ``gates``, ``recover``, ...), without ``messages``.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``run`` is ``None`` and no run is
+            active.
+    """
+    from . import anthropic_runner  # the SDK, imported on first use (see __getattr__)
+
+    active = active_run(run)
+    return anthropic_runner.guarded_tool_runner(
+        active, client, tools=tools, messages=repair_transcript(messages, active), **options
+    )

@@ -52,7 +52,11 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from ..guard._run import Run
 
-__all__ = ["GuardedSessionToolRunner", "guarded_session_tool_runner", "guarded_tool_runner"]
+__all__ = [
+    "GuardedSessionToolRunner",
+    "guarded_session_tool_runner",
+    "guarded_tool_runner",
+]
 
 ToolError = _functions.ToolError
 #: The SDK methods this module goes through: (class, method name, parameter names).
@@ -180,7 +184,7 @@ def _strip_justification(tool: Any, input: Any) -> Any:
 
 
 def guarded_tool_runner(
-    run: Run,
+    run: Run | None,
     client: Any,
     *,
     tools: Iterable[Any],
@@ -199,7 +203,7 @@ def guarded_tool_runner(
     ``stream=True`` (and ``run_tools_eagerly``) too. Toolsets' members run unguarded.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         client: An ``Anthropic`` or ``AsyncAnthropic`` client.
         tools: The SDK's runnable tools (``@beta_tool`` / ``@beta_async_tool``).
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
@@ -297,7 +301,7 @@ _session_mod.SessionRun._call_tool = _call_tool  # type: ignore[method-assign]
 
 
 def guarded_session_tool_runner(
-    run: Run,
+    run: Run | None,
     client: Any,
     session_id: str,
     *,
@@ -317,7 +321,7 @@ def guarded_session_tool_runner(
     answered with the stored result (the same bytes) and the tool does not run again.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         client: An ``AsyncAnthropic`` client.
         session_id: The managed-agents session.
         tools: The SDK's runnable tools.

@@ -29,11 +29,13 @@ Rules this module keeps:
   written before the tools run: a graph without a checkpointer, or with
   ``durability="async"`` (the default) or ``"exit"``, can lose them, and the model then
   issues the same action under new ids (use an effect key). Each wrapper warns once
-  (``DurabilityWarning``) when it sees such a graph.
+  (``DurabilityWarning``) when it sees such a graph, at the app's line that made it.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -175,6 +177,23 @@ def _answer(answer: Answer, tool_call: Mapping[str, Any], fresh: list[Any]) -> A
 # -- the wrappers ---------------------------------------------------------------------------
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _app_site() -> tuple[str, int, str]:
+    """The app's line that made the wrapper: the first frame outside toolledger.
+
+    A tool node runs its tools in worker threads, where the app's ``invoke`` line is not
+    on the stack; the line that adopted the adapter is, when the wrapper is made.
+    """
+    frame = sys._getframe(1)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE + os.sep
+    ):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_globals.get("__name__", "")
+
+
 def _configurable(request: ToolCallRequest) -> Mapping[str, Any]:
     """The graph run's ``config["configurable"]`` (empty outside a graph)."""
     runtime = getattr(request, "runtime", None)
@@ -189,6 +208,8 @@ class _Wrapper:
     def __init__(self, guard: FrameworkGuard) -> None:
         self._guard = guard
         self._warned = False
+        #: Where the app made this wrapper: the durability warning points there.
+        self._site = _app_site()
         self._lock = threading.Lock()
 
     def _check(self, request: ToolCallRequest) -> tuple[Mapping[str, Any], str]:
@@ -223,13 +244,16 @@ class _Wrapper:
             if checkpointer is None
             else f'the graph runs with durability="{durability}"'
         )
-        warnings.warn(
+        filename, lineno, module = self._site
+        warnings.warn_explicit(
             f"toolledger: {why}, so a crash can lose the checkpoint that holds the model's tool "
             "calls; the model is then asked again and issues the same action under new call "
             "ids, which the call-id checkpoint cannot recognize. Compile with a checkpointer "
             'and invoke with durability="sync", or give the tools an effect key.',
             DurabilityWarning,
-            stacklevel=4,
+            filename,
+            lineno,
+            module=module,
         )
 
     def call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
@@ -280,7 +304,7 @@ class _Wrapper:
 
 
 def _wrapper(
-    run: Run,
+    run: Run | None,
     revisions: Mapping[str, str] | None,
     gates: Mapping[str, ToolGate] | None,
     on_error: str,
@@ -300,7 +324,7 @@ def _wrapper(
 
 
 def guard_tool_calls(
-    run: Run,
+    run: Run | None,
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
@@ -311,7 +335,7 @@ def guard_tool_calls(
     """Return a ``wrap_tool_call`` for ``ToolNode``: every call through ``run.call``.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
         gates: Tool name -> ``ToolGate`` (a call waiting for a decision is answered with an
             error ``ToolMessage`` "awaiting approval; not executed yet").
@@ -324,7 +348,7 @@ def guard_tool_calls(
 
 
 def aguard_tool_calls(
-    run: Run,
+    run: Run | None,
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
@@ -343,13 +367,13 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
     """``create_agent`` middleware: every tool call of the agent through the guard.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         revisions, gates, on_error, recover, effect_keys: as :func:`guard_tool_calls`.
     """
 
     def __init__(
         self,
-        run: Run,
+        run: Run | None = None,
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,

@@ -151,7 +151,7 @@ def _needs_approval(guard: FrameworkGuard, sdk: Any) -> Callable[..., Any]:
 
 
 def guarded_tools(
-    run: Run,
+    run: Run | None,
     tools: Iterable[Any],
     *,
     revisions: Mapping[str, str] | None = None,
@@ -164,7 +164,7 @@ def guarded_tools(
     """Return guarded copies of the SDK's ``FunctionTool``s, for ``Agent(tools=...)``.
 
     Args:
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         tools: ``FunctionTool``s (``@function_tool``).
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
         gates: Tool name -> ``ToolGate`` (a toolledger approval gate; a call waiting for a

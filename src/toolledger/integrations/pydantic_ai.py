@@ -17,8 +17,12 @@ Rules this module keeps:
   exception is the tool's error: released when the operation journal is empty, re-raised.
 - A call without a ``tool_call_id`` is refused (``INVALID_ARGUMENT``), never run unguarded.
 - A toolledger gate (``gates=``) waiting for a decision defers the call (``CallDeferred``
-  with ``metadata={"toolledger": "awaiting_approval"}``); a denial raises
-  ``ApprovalDenied``. An unknown outcome is answered ``"outcome unknown; not re-run"``.
+  with ``metadata={"toolledger": "awaiting_approval"}``: the run ends with deferred tool
+  requests; resume it from its history once decided); a denial is the tool's result,
+  ``"denied by X: reason"`` (never an exception out of ``agent.run``). An unknown outcome is
+  answered ``"outcome unknown; not re-run"``.
+- ``GuardedTools`` (a capability) guards the agent's whole toolset in place, tools declared
+  with ``@agent.tool``/``tool_plain`` included.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
+from ..errors import ApprovalDenied, InvalidArgumentError
 from ..tools import EffectKey
-from ._framework import FrameworkGuard, ToolGate, missing
+from ._framework import FrameworkGuard, ToolGate, denied_text, missing
 
 try:
     from pydantic_ai import CallDeferred
+    from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.tools import RunContext
     from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -43,7 +48,7 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from ..guard._run import Run
 
-__all__ = ["GuardedToolset"]
+__all__ = ["GuardedTools", "GuardedToolset"]
 
 
 @dataclass
@@ -52,25 +57,30 @@ class GuardedToolset(WrapperToolset[Any]):
 
     Args:
         wrapped: The toolset to guard (``FunctionToolset``, an MCP server, ...).
-        run: The ``toolledger.Run``.
+        run: The ``toolledger.Run``, or ``None``: the run active when a tool is called.
         revisions: Tool name -> revision (default ``"1"``; bump it when a tool changes).
         gates: Tool name -> ``ToolGate``.
         recover: Tool name -> ``recover(input, ctx)`` (or ``recover(ctx)``).
         effect_keys: Tool name -> ``"input"`` or ``effect_key(input)``: re-plan safety
             (``ModelRetry`` and id-less providers re-plan with new ids).
+        on_error: ``"raise"`` (the tool's exception fails the call, as Pydantic AI does;
+            the claim is released when the operation journal is empty) or ``"result"``
+            (stored as an error result, the same on every replay).
     """
 
-    run: Run = field(kw_only=True)
+    run: Run | None = field(default=None, kw_only=True)
     revisions: Mapping[str, str] | None = field(default=None, kw_only=True)
     gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
     recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
     effect_keys: Mapping[str, EffectKey] | None = field(default=None, kw_only=True)
+    on_error: str = field(default="raise", kw_only=True)
 
     def __post_init__(self) -> None:
         self._guard = FrameworkGuard(
             self.run,
             revisions=self.revisions,
             gates=self.gates,
+            on_error=self.on_error,
             recover=self.recover,
             effect_keys=self.effect_keys,
         )
@@ -85,6 +95,7 @@ class GuardedToolset(WrapperToolset[Any]):
             gates=self.gates,
             recover=self.recover,
             effect_keys=self.effect_keys,
+            on_error=self.on_error,
         )
 
     async def call_tool(
@@ -102,9 +113,50 @@ class GuardedToolset(WrapperToolset[Any]):
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             return to_jsonable_python(result)
 
-        answer = await self._guard.acall(
-            name, call_id=call_id, arguments=to_jsonable_python(tool_args), execute=execute
-        )
+        try:
+            answer = await self._guard.acall(
+                name, call_id=call_id, arguments=to_jsonable_python(tool_args), execute=execute
+            )
+        except ApprovalDenied as denied:  # the model is told; the run goes on
+            return denied_text(denied)
         if answer.kind == "awaiting_approval":
             raise CallDeferred(metadata={"toolledger": "awaiting_approval"})
         return answer.payload
+
+
+@dataclass
+class GuardedTools(AbstractCapability[Any]):
+    """A capability that guards every tool of the agent in place, however declared.
+
+    ``Agent(model, capabilities=[GuardedTools(run)])``: the tools given with ``tools=``,
+    ``@agent.tool``/``@agent.tool_plain`` and ``toolsets=`` all go through
+    :class:`GuardedToolset` (Pydantic AI wraps the agent's assembled toolset with it for
+    each run). Same arguments as :class:`GuardedToolset`; ``run=None`` takes the run
+    active when a tool is called.
+    """
+
+    run: Run | None = None
+    revisions: Mapping[str, str] | None = field(default=None, kw_only=True)
+    gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
+    recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
+    effect_keys: Mapping[str, EffectKey] | None = field(default=None, kw_only=True)
+    on_error: str = field(default="raise", kw_only=True)
+
+    def __post_init__(self) -> None:
+        # Bad options fail when the agent is built, not at its first tool call.
+        FrameworkGuard(self.run, gates=self.gates, on_error=self.on_error)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # not spec-serializable (it holds a run and callables)
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+        return GuardedToolset(
+            toolset,
+            run=self.run,
+            revisions=self.revisions,
+            gates=self.gates,
+            recover=self.recover,
+            effect_keys=self.effect_keys,
+            on_error=self.on_error,
+        )
