@@ -14,6 +14,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -102,6 +103,7 @@ class Group(click.Group):
     """The ``toolledger`` group: turns any error a command lets escape into one line."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        _escape_unencodable(sys.stdout)
         try:
             result = super().invoke(ctx)
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -125,6 +127,17 @@ class Group(click.Group):
                 err=True,
             )
             ctx.exit(EXIT_INTERNAL)
+
+
+def _escape_unencodable(stream: Any) -> None:
+    """On an output that cannot encode all of Unicode (``PYTHONIOENCODING=ascii``), print
+    what it cannot as ``\\xe9`` escapes instead of failing with ``UnicodeEncodeError``."""
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is None or encoding.lower().replace("-", "") in ("utf8", "utf16", "utf32"):
+        return
+    with contextlib.suppress(ValueError, OSError, io.UnsupportedOperation):
+        reconfigure(errors="backslashreplace")
 
 
 def _silence_stdout() -> None:

@@ -86,7 +86,7 @@ def style(text: str, fg: str | None, *, bold: bool = False) -> str:
     """``text`` in colour ``fg`` when colour is enabled, else unchanged."""
     if (fg is None and not bold) or not color_enabled():
         return text
-    return click.style(text, fg=fg, bold=bold)
+    return click.style(text, fg=fg, bold=bold or None)
 
 
 def status_color(status: str) -> str | None:
