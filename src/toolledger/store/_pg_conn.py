@@ -252,13 +252,17 @@ class PgConnections:
                 with contextlib.suppress(Exception):
                     pool.close(timeout=5.0)
 
-    def read(self, query: Any, params: Sequence[Any] = ()) -> builtins.list[Any]:
+    def read(
+        self, query: Any, params: Sequence[Any] = (), *, prepare: bool | None = None
+    ) -> builtins.list[Any]:
+        """Run one read statement (``prepare=False``: never as a prepared statement, whose
+        generic plan cannot see its parameters)."""
         relaxed = self.relaxed(True)
         for attempt in (0, 1):
             conn = self.take(relaxed)
             try:
                 cur = conn.kept_cursor()
-                cur.execute(query, params)
+                cur.execute(query, params, prepare=prepare)
                 return cur.fetchall()
             except psycopg.Error as exc:
                 if attempt == 0 and (conn.closed or conn.broken):

@@ -321,10 +321,11 @@ def search_sql(
         ctes.append(f"h{i} AS ({event_hits})")
         ctes.append(f"g{i} AS ({goal_hits})")
         params.extend([match_value(term)] * (hit_params + 1))
-        # IN, not a correlated EXISTS: the hits are looked up, never scanned per event.
+        if i == 0:
+            continue  # the candidates are its hits (``cand``)
         term_checks.append(
-            f"((e.run_id, e.event_id) IN (SELECT run_id, event_id FROM h{i}) "
-            f"OR e.run_id IN (SELECT run_id FROM g{i}))"
+            f"(EXISTS (SELECT 1 FROM h{i} WHERE h{i}.run_id = e.run_id AND "
+            f"h{i}.event_id = e.event_id) OR e.run_id IN (SELECT run_id FROM g{i}))"
         )
     where, where_params = _filters(query, ph=ph, events=events)
     if query.terms:
