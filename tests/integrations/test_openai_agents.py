@@ -22,8 +22,9 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 import toolledger
 from toolledger import Pending
+from toolledger.approvals import get_approval, list_approvals
 from toolledger.integrations import ToolGate
-from toolledger.integrations.openai_agents import SDK_APPROVER, guarded_tools
+from toolledger.integrations.openai_agents import SDK_APPROVER, apply_decisions, guarded_tools
 from toolledger.testing import stored_run
 
 
@@ -178,6 +179,44 @@ def test_toolledger_gate_pending_runs_nothing(run: toolledger.Run) -> None:
     )
     assert box.sent == []
     assert tool_output(model) == "awaiting approval; not executed yet"
+
+
+@pytest.mark.parametrize(
+    ("granted", "told"), [(True, "sent to ana@example.com"), (False, "denied by ops: no")]
+)
+def test_sdk_pause_is_a_toolledger_request_decided_with_toolledger(
+    run: toolledger.Run, granted: bool, told: str
+) -> None:
+    """An SDK ``needs_approval`` pause files a toolledger request; ``decide_approval`` (the
+    CLI's ``approve``/``deny``) decides it, and ``apply_decisions`` resumes the SDK."""
+    box = Outbox()
+    model = scripted()
+    agent = Agent(
+        name="mailer", model=model, tools=guarded_tools(run, [box.tool(needs_approval=True)])
+    )
+    first = Runner.run_sync(agent, "go")
+    assert [i.raw_item.call_id for i in first.interruptions] == ["call_1"]
+    (pending,) = list_approvals(run.store, namespace=run.namespace)
+    assert (pending.binding.call_id, pending.status.value) == ("call_1", "pending")
+    toolledger.decide_approval(
+        run.store, run.namespace, "call_1", granted, "ops", None if granted else "no"
+    )
+    state = first.to_state()
+    assert apply_decisions(state, run) == ["call_1"]
+    result = Runner.run_sync(agent, state)
+    assert result.interruptions == []
+    assert box.sent == (["ana@example.com"] if granted else [])
+    assert tool_output(model) == told
+
+
+def test_toolledger_gate_without_approver_pauses_the_sdk(run: toolledger.Run) -> None:
+    """A toolledger gate decided by a person: the SDK's own interruption, nothing runs."""
+    box = Outbox()
+    tools = guarded_tools(run, [box.tool()], gates={"send_email": ToolGate()})
+    first = Runner.run_sync(Agent(name="mailer", model=scripted(), tools=tools), "go")
+    assert [i.raw_item.call_id for i in first.interruptions] == ["call_1"]
+    assert get_approval(run.store, run.namespace, "call_1").status.value == "pending"
+    assert box.sent == []
 
 
 def test_models_justification_is_journaled(run: toolledger.Run) -> None:

@@ -24,6 +24,9 @@ Rules this module keeps:
   recorded as the call's decision, so a toolledger gate does not ask again. A decision
   stored in toolledger (``toolledger approve``, ``decide_approval``) answers the SDK's
   ``needs_approval`` (no interruption): approved runs, denied is refused by the guard. A
+  call the SDK pauses (its ``needs_approval``, or a toolledger gate without an approver)
+  files a pending toolledger request, so ``toolledger approve``/``deny`` decides either
+  way; ``apply_decisions(state)`` answers the paused ``RunState`` with those decisions. A
   call the SDK rejected never reaches the tool.
 - ``session=`` (the SDK ``Session`` the agent runs with): its ``session_id`` is the run's
   conversation when the app named none.
@@ -33,18 +36,19 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..approvals import Approved, get_approval
-from ..errors import InvalidArgumentError
+from ..approvals import Approved, Pending, decide_approval, get_approval
+from ..errors import InvalidArgumentError, InvalidTransitionError
 from ..store._approval_record import ApprovalStatus
 from ..tools import EffectKey
 from ._common import render
-from ._framework import Answer, FrameworkGuard, ToolGate, missing
+from ._framework import Answer, FrameworkGuard, ToolGate, active_run, missing
 
 try:
     from agents import FunctionTool
@@ -60,7 +64,7 @@ except ImportError as exc:
 if TYPE_CHECKING:
     from ..guard._run import Run
 
-__all__ = ["SDK_APPROVER", "guarded_tools"]
+__all__ = ["SDK_APPROVER", "apply_decisions", "guarded_tools"]
 
 #: ``by`` of a decision made through the SDK's ``RunState.approve``.
 SDK_APPROVER = "openai-agents"
@@ -112,9 +116,10 @@ def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) ->
             arguments = {"arguments": input_json}  # the SDK reports the bad JSON itself
         gate = None
         if ctx.is_tool_approved(name, call_id) is True:
+            _record_sdk_approval(guard.run, call_id)
             gate = ToolGate(
                 approval="effect-only",
-                approver=lambda request: Approved(SDK_APPROVER, "approved through RunState"),
+                approver=lambda request: Approved(SDK_APPROVER, _SDK_REASON),
             )
 
         async def execute() -> Any:
@@ -132,22 +137,93 @@ def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) ->
         "on_invoke_tool": with_function_tool_failure_error_handler(invoke, _ignore_handled)
     }
     if tool.needs_approval is not False or guard.gate(name) is not None:
-        changes["needs_approval"] = _needs_approval(guard, tool.needs_approval)
+        changes["needs_approval"] = _needs_approval(guard, name, tool.needs_approval)
     return dataclasses.replace(tool, **changes)
 
 
-def _needs_approval(guard: FrameworkGuard, sdk: Any) -> Callable[..., Any]:
-    """The SDK's ``needs_approval``, answered by a decision toolledger already holds."""
+_SDK_REASON = "approved through RunState"
+
+
+def _record_sdk_approval(run: Run, call_id: str) -> None:
+    """The SDK approved a call whose pause filed a toolledger request: decide that request
+    (a person may have decided it in toolledger meanwhile; that decision stands)."""
+    rec = get_approval(run.store, run.namespace, call_id)
+    if rec is None or rec.status is not ApprovalStatus.PENDING:
+        return
+    with contextlib.suppress(InvalidTransitionError):
+        decide_approval(run.store, run.namespace, call_id, True, SDK_APPROVER, _SDK_REASON)
+
+
+#: The gate that files a pending toolledger request for a call the SDK pauses.
+_FILE_REQUEST = ToolGate(approval="always", approver=lambda request: Pending(SDK_APPROVER))
+
+
+async def _never() -> Any:
+    raise AssertionError("a paused call is never executed")  # a pending gate never runs
+
+
+def _needs_approval(guard: FrameworkGuard, name: str, sdk: Any) -> Callable[..., Any]:
+    """The SDK's ``needs_approval``, answered by a decision toolledger already holds.
+
+    A call toolledger has decided (or already ran) does not pause. A call the SDK pauses
+    (its own ``needs_approval``, or a toolledger gate whose decision comes from the store)
+    files a pending toolledger request, so ``toolledger approve``/``deny`` can decide it
+    (``apply_decisions`` then answers the SDK's interruption).
+    """
 
     async def needs(ctx: Any, params: Any, call_id: str) -> bool:
-        rec = get_approval(guard.run.store, guard.run.namespace, call_id)
+        run = guard.run
+        rec = get_approval(run.store, run.namespace, call_id)
         if rec is not None and rec.status in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):
             return False  # decided: the guard runs (or refuses) the call on that decision
-        if callable(sdk):
-            return bool(await sdk(ctx, params, call_id))
-        return bool(sdk)
+        done = run.store.get(run.namespace, call_id)
+        if done is not None and done.result is not None:
+            return False  # it ran: the guard replays it, nobody is asked
+        pause = bool(await sdk(ctx, params, call_id)) if callable(sdk) else bool(sdk)
+        gate = guard.gate(name)
+        if gate is not None and gate.approver is None:
+            pause = True  # a person decides in toolledger: the SDK's own pause
+        if pause:
+            await guard.acall(
+                name, call_id=call_id, arguments=params, execute=_never, gate=_FILE_REQUEST
+            )
+        return pause
 
     return needs
+
+
+def apply_decisions(state: Any, run: Run | None = None) -> list[str]:
+    """Answer a paused ``RunState``'s interruptions with the decisions toolledger holds.
+
+    For each interruption whose call was decided in toolledger (``toolledger approve`` /
+    ``deny``, ``decide_approval``): approved -> ``state.approve(item)``; denied ->
+    ``state.reject(item)`` with the message ``"denied by X: reason"``, which the model
+    gets. Undecided calls stay paused. Then resume: ``Runner.run(agent, state)``.
+
+    Args:
+        state: The SDK's ``RunState`` (``result.to_state()``, ``RunState.from_string``).
+        run: The ``toolledger.Run``, or ``None``: the run active now.
+
+    Returns:
+        The call ids answered.
+    """
+    active = active_run(run)
+    answered = []
+    for item in state.get_interruptions():
+        raw = item.raw_item
+        call_id = raw.get("call_id") if isinstance(raw, Mapping) else getattr(raw, "call_id", None)
+        if not isinstance(call_id, str):
+            continue
+        rec = get_approval(active.store, active.namespace, call_id)
+        if rec is None or rec.status not in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED):
+            continue
+        if rec.status is ApprovalStatus.APPROVED:
+            state.approve(item)
+        else:
+            text = f"denied by {rec.by}" + (f": {rec.reason}" if rec.reason else "")
+            state.reject(item, rejection_message=text)
+        answered.append(call_id)
+    return answered
 
 
 def guarded_tools(
