@@ -21,7 +21,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
 import toolledger
-from toolledger.integrations import ConversationWarning
+from toolledger.integrations import ConversationWarning, ToolGate
 from toolledger.integrations.langgraph import (
     DurabilityWarning,
     ToolledgerMiddleware,
@@ -172,6 +172,50 @@ def test_durability_async_warns_once(run: toolledger.Run) -> None:
     assert 'durability="async"' in str(warning.message)
     assert (warning.filename, warning.lineno) == (__file__, line)  # the app's line
     assert box.sent == ["ana@example.com"]
+
+
+def test_pending_gate_interrupts_the_graph_and_a_toolledger_decision_resumes_it(
+    run: toolledger.Run,
+) -> None:
+    """A gate a person decides: ``interrupt()``; ``toolledger approve`` then the graph's
+    ``Command(resume=...)``: the call runs once."""
+    box = Outbox()
+    node = ToolNode(
+        [box.tool()], wrap_tool_call=guard_tool_calls(run, gates={"send_email": ToolGate()})
+    )
+    app = graph(node, InMemorySaver())
+    paused = app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    (pause,) = paused["__interrupt__"]
+    assert pause.value == {
+        "toolledger": "awaiting_approval",
+        "call_id": "call_1",
+        "tool": "send_email",
+        "args": {"to": "ana@example.com"},
+    }
+    assert box.sent == []
+    toolledger.decide_approval(run.store, run.namespace, "call_1", True, "ops", "checked")
+    out = app.invoke(Command(resume=True), thread("t"), durability="sync")
+    assert [m.content for m in tool_messages(out)] == ["sent to ana@example.com"]
+    assert box.sent == ["ana@example.com"]
+
+
+def test_decision_passed_with_command_resume_is_stored_and_a_denial_told(
+    run: toolledger.Run,
+) -> None:
+    """``Command(resume={"approved": False, ...})``: stored in toolledger; the model is told."""
+    box = Outbox()
+    node = ToolNode(
+        [box.tool()], wrap_tool_call=guard_tool_calls(run, gates={"send_email": ToolGate()})
+    )
+    app = graph(node, InMemorySaver())
+    app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    decision = {"approved": False, "by": "ops", "reason": "not today"}
+    out = app.invoke(Command(resume=decision), thread("t"), durability="sync")
+    (told,) = tool_messages(out)
+    assert (told.content, told.status) == ("denied by ops: not today", "error")
+    assert box.sent == []
+    rec = toolledger.approvals.get_approval(run.store, run.namespace, "call_1")
+    assert (rec.status.value, rec.by) == ("denied", "ops")
 
 
 def test_thread_id_becomes_the_runs_conversation(run: toolledger.Run) -> None:

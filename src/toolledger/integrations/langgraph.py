@@ -18,6 +18,12 @@ Rules this module keeps:
   released (when the operation journal is empty) and the same message goes to the model;
   with ``on_error="result"`` it is stored and sent again on every replay. An exception the
   tool node does not handle propagates the same way.
+- Approvals pause the graph its own way: a call whose gate waits for a decision is an
+  ``interrupt()`` (value ``{"toolledger": "awaiting_approval", "call_id", "tool",
+  "args"}``; the graph needs a checkpointer). Resume with ``Command(resume=...)``: a
+  decision made in toolledger (``toolledger approve``/``deny``) is read first; else
+  ``resume={"approved": bool, "by": name, "reason": text}`` is stored as the decision.
+  A denial is an error ``ToolMessage`` ``"denied by X: reason"`` (the model is told).
 - The stored result is what the model and the graph see of the ``ToolMessage`` (its text
   alone when it is a plain success; else content, status, artifact) or the ``Command``
   (its ``update``, messages as dicts, ``goto``, ``graph``), rebuilt on replay (the
@@ -41,10 +47,11 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
+from ..approvals import decide_approval
+from ..errors import ApprovalDenied, InvalidArgumentError
 from ..tools import EffectKey
 from ._common import render
-from ._framework import Answer, FrameworkGuard, ToolGate, missing
+from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -52,7 +59,7 @@ try:
     from langchain_core.messages import messages_from_dict as _messages_from_dict
     from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
     from langgraph.prebuilt.tool_node import ToolCallRequest
-    from langgraph.types import Command
+    from langgraph.types import Command, interrupt
     from pydantic_core import to_jsonable_python
 except ImportError as exc:
     raise missing("langgraph", "langgraph", "langgraph") from exc
@@ -256,6 +263,34 @@ class _Wrapper:
             module=module,
         )
 
+    def _decided(self, tool_call: Mapping[str, Any], call_id: str) -> bool:
+        """Pause the graph for a pending decision (``interrupt``); on resume, take a decision
+        passed with ``Command(resume={"approved": bool, "by": name, "reason": text})``.
+
+        Returns whether a decision was stored now (the call is then tried again). A graph
+        resumed with anything else, or a decision made in toolledger meanwhile (which the
+        next attempt reads first), changes nothing here.
+        """
+        value = interrupt(
+            {
+                "toolledger": "awaiting_approval",
+                "call_id": call_id,
+                "tool": tool_call["name"],
+                "args": tool_call["args"],
+            }
+        )
+        if not (
+            isinstance(value, Mapping)
+            and isinstance(value.get("approved"), bool)
+            and isinstance(value.get("by"), str)
+        ):
+            return False
+        run = self._guard.run
+        decide_approval(
+            run.store, run.namespace, call_id, value["approved"], value["by"], value.get("reason")
+        )
+        return True
+
     def call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         if request.tool is None:
             return handler(request)  # an unknown tool: the tool node reports it; nothing runs
@@ -270,12 +305,19 @@ class _Wrapper:
             fresh.append(out)
             return _dump(out)
 
-        try:
-            answer = self._guard.call(
+        def attempt() -> Any:
+            return self._guard.call(
                 tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
             )
+
+        try:
+            answer = attempt()
+            if answer.kind == "awaiting_approval" and self._decided(tool_call, call_id):
+                answer = attempt()  # decided with the graph's Command(resume=...)
         except ToolCallFailed as failed:
             return failed.message
+        except ApprovalDenied as denied:
+            return _error_message(tool_call, denied_text(denied))
         return _answer(answer, tool_call, fresh)
 
     async def acall(
@@ -294,12 +336,19 @@ class _Wrapper:
             fresh.append(out)
             return _dump(out)
 
-        try:
-            answer = await self._guard.acall(
+        async def attempt() -> Any:
+            return await self._guard.acall(
                 tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
             )
+
+        try:
+            answer = await attempt()
+            if answer.kind == "awaiting_approval" and self._decided(tool_call, call_id):
+                answer = await attempt()
         except ToolCallFailed as failed:
             return failed.message
+        except ApprovalDenied as denied:
+            return _error_message(tool_call, denied_text(denied))
         return _answer(answer, tool_call, fresh)
 
 
