@@ -3,11 +3,9 @@ client: Pydantic AI and the OpenAI Agents SDK, their tools guarded by the adapte
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,54 +14,11 @@ from toolledger.integrations.openai import journaled
 
 openai = pytest.importorskip("openai")
 
-from ..integrations._llm_wire import httpx2  # noqa: E402
+from ._wire import Wire, tool_then_answer  # noqa: E402
 
 
-def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-x",
-        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-class Wire:
-    """A model that asks for ``send_email`` once, then answers after the tool result."""
-
-    def __init__(self, *, failing: bool = False) -> None:
-        self.requests = 0
-        self.failing = failing
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.failing:
-            raise AssertionError("a replay reached the network")
-        messages = json.loads(request.content)["messages"]
-        if any(m.get("role") == "tool" for m in messages):
-            return httpx2.Response(
-                200, json=_completion({"role": "assistant", "content": "done"}, "stop")
-            )
-        call = {
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": "send_email", "arguments": '{"to": "a@b.c"}'},
-        }
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        return httpx2.Response(200, json=_completion(message, "tool_calls"))
-
-    def client(self, run: toolledger.Run) -> Any:
-        return journaled(
-            openai.AsyncOpenAI(
-                api_key="k",
-                base_url="http://test/v1",
-                max_retries=0,
-                http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
-            ),
-            run,
-        )
+def _wire(*, failing: bool = False) -> Wire:
+    return Wire(tool_then_answer, failing=failing)
 
 
 def pydantic_ai_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str:
@@ -78,7 +33,9 @@ def pydantic_ai_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str:
         sent.append(to)
         return "sent"
 
-    model = OpenAIChatModel("gpt-x", provider=OpenAIProvider(openai_client=wire.client(run)))
+    model = OpenAIChatModel(
+        "gpt-x", provider=OpenAIProvider(openai_client=journaled(wire.async_client(), run))
+    )
     tools = GuardedToolset(FunctionToolset([send_email]), run=run)
     return str(Agent(model, toolsets=[tools]).run_sync("Mail a@b.c").output)
 
@@ -103,7 +60,7 @@ def openai_agents_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str
         sent.append(to)
         return "sent"
 
-    model = OpenAIChatCompletionsModel("gpt-x", openai_client=wire.client(run))
+    model = OpenAIChatCompletionsModel("gpt-x", openai_client=journaled(wire.async_client(), run))
     agent = Agent(name="mailer", model=model, tools=guarded_tools(run, [send_email]))
     try:
         return str(Runner.run_sync(agent, "Mail a@b.c").final_output)
@@ -127,15 +84,15 @@ def test_framework_replay_fork_and_resume(tmp_path: Path, name: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)  # frameworks' own async cleanup
         with toolledger.run("mail", db=db, run_id="r1") as run:
-            answer = agent(run, Wire(), sent)
-        offline = Wire(failing=True)
+            answer = agent(run, _wire(), sent)
+        offline = _wire(failing=True)
         with toolledger.run("mail", db=db, replay_of="r1") as replayed:
             assert agent(replayed, offline, sent) == answer
         second = [e for e in toolledger.load_run(db, "r1").events if e.kind == "llm_call"][1]
-        live = Wire()
+        live = _wire()
         with toolledger.run("mail", db=db, replay_of="r1", fork_at=second.event_id) as forked:
             assert agent(forked, live, sent) == answer
-        resumed_wire = Wire()
+        resumed_wire = _wire()
         with toolledger.run("mail", db=db, run_id="r1") as resumed:
             assert agent(resumed, resumed_wire, sent) == answer
     assert answer == "done"

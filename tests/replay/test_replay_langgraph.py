@@ -12,43 +12,18 @@ import pytest
 import toolledger
 from toolledger.integrations.openai import journaled
 
-openai = pytest.importorskip("openai")
+pytest.importorskip("openai")
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
-from toolledger.integrations.langgraph import guard_tool_calls  # noqa: E402
+from toolledger.integrations.langgraph import guard_tool_calls
 
-from ..integrations._llm_wire import httpx2  # noqa: E402
-from .test_replay_frameworks import _completion  # noqa: E402
-
-
-class Model:
-    """Asks for ``send_email`` once, then answers; ``failing`` refuses every request."""
-
-    def __init__(self, *, failing: bool = False) -> None:
-        self.requests = 0
-        self.failing = failing
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.failing:
-            raise AssertionError("a replay reached the network")
-        if json.loads(request.content)["messages"][-1]["role"] == "tool":
-            return httpx2.Response(
-                200, json=_completion({"role": "assistant", "content": "Sent."}, "stop")
-            )
-        call = {
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": "send_email", "arguments": '{"to": "ana@example.com"}'},
-        }
-        message = {"role": "assistant", "content": "", "tool_calls": [call]}
-        return httpx2.Response(200, json=_completion(message, "tool_calls"))
+from ._wire import Wire, tool_then_answer
 
 
 def _wire(message: Any) -> dict[str, Any]:
@@ -71,16 +46,8 @@ def _wire(message: Any) -> dict[str, Any]:
     }
 
 
-def graph(run: toolledger.Run, wire: Model, outbox: list[str]) -> str:
-    gpt = journaled(
-        openai.OpenAI(
-            api_key="k",
-            base_url="http://test/v1",
-            max_retries=0,
-            http_client=httpx2.Client(transport=httpx2.MockTransport(wire.handle)),
-        ),
-        run,
-    )
+def graph(run: toolledger.Run, wire: Wire, outbox: list[str]) -> str:
+    gpt = journaled(wire.client(), run)
 
     @tool
     def send_email(to: str) -> str:
@@ -119,11 +86,11 @@ def test_langgraph_replay_no_request_no_second_email(tmp_path: Path) -> None:
     db = tmp_path / "graph.db"
     outbox: list[str] = []
     with toolledger.run("tell ana", db=db) as run:
-        assert graph(run, Model(), outbox) == "Sent."
-    offline = Model(failing=True)
+        assert graph(run, Wire(tool_then_answer), outbox) == "done"
+    offline = Wire(tool_then_answer, failing=True)
     with toolledger.run("tell ana", db=db, replay_of=run.run_id) as again:
-        assert graph(again, offline, outbox) == "Sent."
-    assert outbox == ["ana@example.com"]
+        assert graph(again, offline, outbox) == "done"
+    assert outbox == ["a@b.c"]
     assert offline.requests == 0
     report = again.replay_report
     assert report is not None

@@ -13,29 +13,9 @@ from toolledger.integrations.openai import journaled
 
 openai = pytest.importorskip("openai")
 
-from ..integrations._llm_wire import httpx2, openai_handler  # noqa: E402
+from ._wire import Wire  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Mail a@b.c please."}]
-
-
-class Wire:
-    def __init__(self, *, failing: bool = False) -> None:
-        self.requests = 0
-        self.failing = failing
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.failing:
-            raise AssertionError("a replay reached the network")
-        return openai_handler(request)
-
-    def client(self) -> Any:
-        return openai.OpenAI(
-            api_key="k",
-            base_url="http://test/v1",
-            max_retries=0,
-            http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)),
-        )
 
 
 def loop(run: toolledger.Run, wire: Wire) -> list[Any]:
@@ -167,16 +147,8 @@ def test_calls_out_of_recorded_order_match_any_unanswered_recorded_call(tmp_path
     with the unanswered recorded call equal to it."""
     import asyncio
 
-    def aclient(wire: Wire) -> Any:
-        return openai.AsyncOpenAI(
-            api_key="k",
-            base_url="http://test/v1",
-            max_retries=0,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(wire.handle)),
-        )
-
     async def ask(run: toolledger.Run, wire: Wire, order: list[str]) -> list[Any]:
-        gpt = journaled(aclient(wire), run)
+        gpt = journaled(wire.async_client(), run)
         return [
             await gpt.chat.completions.create(
                 model="gpt-x", messages=[{"role": "user", "content": q}]
