@@ -13,7 +13,11 @@ from toolledger import Denied, Pending
 from toolledger.errors import BindingConflictError
 from toolledger.integrations import ToolGate
 from toolledger.integrations import anthropic_runner as ar
-from toolledger.integrations.anthropic import guarded_tool_runner, resume_tool_runner
+from toolledger.integrations.anthropic import (
+    aresume_tool_runner,
+    guarded_tool_runner,
+    resume_tool_runner,
+)
 from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
 
@@ -97,9 +101,9 @@ def test_guarded_runner_runs_a_tool_once_and_replays_it(
     assert rec.result.payload == "sent to ana@example.com"
 
 
-def test_resume_answers_the_saved_turns_calls_from_the_ledger(run: toolledger.Run) -> None:
-    """A saved turn whose call completed: the resumed runner sends the stored result, and
-    the tool does not run again; a call that never started is answered "not executed"."""
+def test_resume_runs_the_last_turns_calls_through_the_guard(run: toolledger.Run) -> None:
+    """A saved last turn: the call that completed replays its result (the tool does not
+    run again); the call that never started runs now, once; earlier turns are repaired."""
     box = Outbox()
     fake = FakeMessages()
     saved = list(PARAMS["messages"])
@@ -113,12 +117,76 @@ def test_resume_answers_the_saved_turns_calls_from_the_ledger(run: toolledger.Ru
     options = {k: v for k, v in PARAMS.items() if k != "messages"}
     resumed = resume_tool_runner(run, fake.client(), saved, tools=[box.sync_tool()], **options)
     assert resumed.until_done().content[0].text == "Done."
+    assert box.sent == ["ana@example.com", "bo"]
+    replayed, ran = fake.tool_results()[-2:]
+    assert (replayed["tool_use_id"], replayed["content"]) == ("toolu_1", "sent to ana@example.com")
+    assert (ran["tool_use_id"], ran["content"]) == ("toolu_9", "sent to bo")
+    assert not replayed.get("is_error")
+    assert not ran.get("is_error")
+
+
+@pytest.mark.parametrize(
+    ("granted", "told"), [(True, "sent to ana@example.com"), (False, "denied by ops: no")]
+)
+def test_call_waiting_for_a_decision_runs_on_resume_once_decided(
+    run: toolledger.Run, granted: bool, told: str
+) -> None:
+    """The model was told "awaiting approval"; the app resumes the saved turn once a person
+    decided: the call runs (or the denial is its result), with its id."""
+    box = Outbox()
+    fake = FakeMessages()
+    gates = {"send_email": ToolGate()}
+    runner = guarded_tool_runner(run, fake.client(), tools=[box.sync_tool()], gates=gates, **PARAMS)
+    turn = next(iter(runner))
+    waiting = runner.generate_tool_call_response()
+    assert waiting["content"][0]["content"] == "awaiting approval; not executed yet"
+    saved = [
+        *PARAMS["messages"],
+        {"role": "assistant", "content": turn.model_dump(mode="json")["content"]},
+    ]
+    toolledger.decide_approval(
+        run.store, run.namespace, "toolu_1", granted, "ops", None if granted else "no"
+    )
+    options = {k: v for k, v in PARAMS.items() if k != "messages"}
+    resumed = resume_tool_runner(
+        run, fake.client(), saved, tools=[box.sync_tool()], gates=gates, **options
+    )
+    resumed.until_done()
+    (result,) = fake.tool_results()
+    assert (result["tool_use_id"], result["content"]) == ("toolu_1", told)
+    assert box.sent == (["ana@example.com"] if granted else [])
+    assert bool(result.get("is_error")) is not granted
+
+
+def test_resume_with_an_async_client_awaits_the_last_turns_calls(run: toolledger.Run) -> None:
+    """``aresume_tool_runner``: the same, with ``AsyncAnthropic`` and an async tool."""
+    box = Outbox()
+    fake = FakeMessages()
+    saved = [
+        *PARAMS["messages"],
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "send_email",
+                    "input": {"to": "ana@example.com"},
+                }
+            ],
+        },
+    ]
+    options = {k: v for k, v in PARAMS.items() if k != "messages"}
+
+    async def go() -> Any:
+        runner = await aresume_tool_runner(
+            run, fake.client(is_async=True), saved, tools=[box.async_tool()], **options
+        )
+        return await runner.until_done()
+
+    assert asyncio.run(go()).content[0].text == "Done."
     assert box.sent == ["ana@example.com"]
-    sent, not_started = fake.tool_results()[-2:]
-    assert (sent["tool_use_id"], sent["content"]) == ("toolu_1", "sent to ana@example.com")
-    assert not sent.get("is_error")
-    assert (not_started["tool_use_id"], not_started["content"]) == ("toolu_9", "not executed")
-    assert not_started["is_error"] is True
+    assert fake.tool_results()[-1]["content"] == "sent to ana@example.com"
 
 
 def test_stock_runner_runs_the_same_call_twice(run: toolledger.Run) -> None:

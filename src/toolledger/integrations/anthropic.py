@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ToolCall",
     "adeliver_results",
+    "aresume_tool_runner",
     "arun_tool_calls",
     "deliver_results",
     "repair_transcript",
@@ -241,19 +242,23 @@ def resume_tool_runner(
     tools: Iterable[Any],
     **options: Any,
 ) -> Any:
-    """Return a guarded tool runner that resumes a conversation a crash interrupted.
+    """Return a guarded tool runner that resumes a conversation a crash (or a wait for a
+    decision) interrupted.
 
-    The SDK's runner never runs the tool calls of an assistant turn it is given (it sends
-    them on, and the API refuses a ``tool_use`` without its result). Save each turn as
-    the runner yields it; after a restart, pass the saved turns here: every call without a
-    result is answered from its checkpoint (:func:`repair_transcript`): the stored result,
-    ``"outcome unknown; not re-run"`` (it was running when the process died) or ``"not
-    executed"`` (it never started; the model may ask again, and it then runs once). Needs
-    the SDK (``toolledger[anthropic]``), as ``guarded_tool_runner``.
+    The SDK's runner never runs the tool calls of an assistant turn it is given. Save each
+    turn as the runner yields it; after a restart, pass the saved turns here. The calls of
+    the last turn that have no result go through the guard now, with their ids, as the
+    runner would have run them: a call that completed returns its stored result, one that
+    was running when the process died is answered from ``recover`` or ``"outcome unknown;
+    not re-run"``, one that never started runs (once), one that waited for a decision runs
+    (or is denied) now that it is decided. Calls of earlier turns without a result are
+    answered from their checkpoints (:func:`repair_transcript`). Needs the SDK
+    (``toolledger[anthropic]``), as ``guarded_tool_runner``. With an ``AsyncAnthropic``
+    client, use :func:`aresume_tool_runner`.
 
     Args:
         run: The ``toolledger.Run``, or ``None``: the run active now.
-        client: An ``Anthropic`` or ``AsyncAnthropic`` client.
+        client: An ``Anthropic`` client.
         messages: The saved conversation (dicts or SDK objects).
         tools: The SDK's runnable tools.
         options: As ``guarded_tool_runner`` (``model``, ``max_tokens``, ``revisions``,
@@ -263,9 +268,45 @@ def resume_tool_runner(
         InvalidArgumentError: ``INVALID_ARGUMENT`` when ``run`` is ``None`` and no run is
             active.
     """
+    runner, tools, uses, answer = _resumed(run, client, messages, tools, options)
+    if uses:
+        answer(runner, tools, uses)
+    return runner
+
+
+async def aresume_tool_runner(
+    run: Run | None,
+    client: Any,
+    messages: Sequence[Any],
+    *,
+    tools: Iterable[Any],
+    **options: Any,
+) -> Any:
+    """Async :func:`resume_tool_runner` (an ``AsyncAnthropic`` client, async tools)."""
+    runner, tools, uses, answer = _resumed(run, client, messages, tools, options)
+    if uses:
+        await answer(runner, tools, uses)
+    return runner
+
+
+def _resumed(
+    run: Run | None,
+    client: Any,
+    messages: Sequence[Any],
+    tools: Iterable[Any],
+    options: Mapping[str, Any],
+) -> tuple[Any, list[Any], list[Any], Any]:
     from . import anthropic_runner  # the SDK, imported on first use (see __getattr__)
 
     active = active_run(run)
-    return anthropic_runner.guarded_tool_runner(
-        active, client, tools=tools, messages=repair_transcript(messages, active), **options
+    out = [as_plain(m) for m in messages]
+    uses: list[Any] = []
+    if out and field(out[-1], "role") == "assistant" and isinstance(out[-1]["content"], list):
+        uses = [b for b in out[-1]["content"] if field(b, "type") == "tool_use"]
+    head = out[:-1] if uses else out
+    history = [*repair_transcript(head, active), *out[len(head) :]]
+    tools = list(tools)
+    runner = anthropic_runner.guarded_tool_runner(
+        active, client, tools=tools, messages=history, **options
     )
+    return runner, tools, uses, anthropic_runner.answer_calls

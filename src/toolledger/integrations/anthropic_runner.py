@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ApprovalDenied, CheckpointError
 from ..tools import EffectKey
 from ._common import render, split_args
-from ._framework import Answer, FrameworkGuard, ToolGate, missing
+from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
 try:
     import anthropic as _sdk
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GuardedSessionToolRunner",
     "guarded_session_tool_runner",
+    "answer_calls",
     "guarded_tool_runner",
 ]
 
@@ -128,6 +129,8 @@ class _GuardedTool:
                     self._tool.call(_strip_justification(self._tool, input))
                 ),
             )
+        except ApprovalDenied as denied:
+            raise ToolError(denied_text(denied)) from denied
         except Exception as exc:
             self._keep(exc)
             raise
@@ -162,6 +165,8 @@ class _AsyncGuardedTool(_GuardedTool):
             answer = await self._guard.acall(
                 self.name, call_id=self._call_id, arguments=input, execute=execute
             )
+        except ApprovalDenied as denied:
+            raise ToolError(denied_text(denied)) from denied
         except Exception as exc:
             self._keep(exc)
             raise
@@ -257,6 +262,38 @@ def guarded_tool_runner(
 
         runner._run_tool = run_tool  # type: ignore[method-assign]
     return runner
+
+
+def answer_calls(runner: Any, tools: Iterable[Any], uses: Iterable[Mapping[str, Any]]) -> Any:
+    """Run a saved turn's calls through ``runner``'s guarded per-call method (same ids),
+    and append their results to its history: what ``resume_tool_runner`` does for the last
+    turn. Returns ``None``; for an async runner, an awaitable to await first."""
+    by_name = {t.name: t for t in tools}
+    blocks = [_sdk.types.beta.BetaToolUseBlock.model_validate(dict(u)) for u in uses]
+
+    def missing(block: Any) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "tool_use_id": block.id,
+            "content": f"Error: Tool '{block.name}' not found",
+            "is_error": True,
+        }
+
+    if isinstance(runner, _runner_mod.BaseAsyncToolRunner):
+
+        async def answer() -> None:
+            results: list[Any] = [
+                await runner._run_tool(by_name[b.name], b) if b.name in by_name else missing(b)
+                for b in blocks
+            ]
+            runner.append_messages({"role": "user", "content": results})
+
+        return answer()
+    results = [
+        runner._run_tool(by_name[b.name], b) if b.name in by_name else missing(b) for b in blocks
+    ]
+    runner.append_messages({"role": "user", "content": results})
+    return None
 
 
 # -- the session runner -------------------------------------------------------------------
