@@ -6,6 +6,7 @@ Snapshots are compared with times, ages and durations replaced by placeholders
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -66,7 +67,8 @@ def normal(text: str) -> str:
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", _nines, text)
     text = re.sub(r"\+\d+\.\d{3}s", _nines, text)
     text = re.sub(r" \d+\.\dms", " <MS>", text)
-    text = re.sub(r"(?m)^ *\d+s(?=  )", _nines, text)
+    text = re.sub(r"(?m)(^ *|(?<= ))\d+s(?=  )", _nines, text)
+    text = re.sub(r"\b[0-9a-f]{32}\b", "e" * 32, text)
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
@@ -124,6 +126,21 @@ started 9999-99-99T99:99:99.999+99:99 (times below are since this start)
 └─ finish [completed] +9.999s"""
 
 
+CHECKPOINTS = """\
+call        tool  status     rev  age  blocks (same action)  reason
+default/c1  send  completed    2   9s  -                     result stored, not yet delivered"""
+
+E = "e" * 32  # an event id (see ``normal``)
+
+REPLAY = f"""\
+seq  event                             parent  kind       name    status
+  0  {E}  -       step       search  completed
+  1  {E}  -       tool_call  send    completed
+  3  {E}  -       tool_call  send    completed
+  5  {E}  -       approval   email   refused
+  6  {E}  -       finish     finish  completed"""
+
+
 class TestSnapshots:
     """Each listing in a pipe (no colour) and on a terminal (colour), same text."""
 
@@ -135,15 +152,26 @@ class TestSnapshots:
             store.close()
 
     @pytest.mark.parametrize("color", [False, True], ids=["pipe", "tty"])
-    @pytest.mark.parametrize("command", ["runs", "search", "approvals", "show"])
+    @pytest.mark.parametrize(
+        "command", ["runs", "search", "approvals", "checkpoints", "replay", "show"]
+    )
     def test_listing(self, db: Path, command: str, color: bool) -> None:
         args = {
             "runs": ["runs"],
             "search": ["search", "--run", "run-a"],
             "approvals": ["approvals"],
+            "checkpoints": ["checkpoints"],
+            "replay": ["replay", "run-a"],
             "show": ["show", "run-a"],
         }[command]
-        expected = {"runs": RUNS, "search": SEARCH, "approvals": APPROVALS, "show": SHOW}[command]
+        expected = {
+            "runs": RUNS,
+            "search": SEARCH,
+            "approvals": APPROVALS,
+            "checkpoints": CHECKPOINTS,
+            "replay": REPLAY,
+            "show": SHOW,
+        }[command]
         if command == "approvals":
             expected = expected.format(fp=self._fingerprint(db))
         result = invoke(db, *args, color=color)
@@ -154,7 +182,17 @@ class TestSnapshots:
         if color:  # statuses coloured: green done, red refused/failed, yellow waiting
             assert "\x1b[3" in result.stdout
 
-    @pytest.mark.parametrize("command", [["runs"], ["search"], ["approvals"], ["show", "run-a"]])
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ["runs"],
+            ["search"],
+            ["approvals"],
+            ["checkpoints"],
+            ["replay", "run-a"],
+            ["show", "latest"],
+        ],
+    )
     def test_no_color_turns_colour_off_on_a_terminal(self, db: Path, command: list[str]) -> None:
         result = invoke(db, *command, color=True, env={"NO_COLOR": "1"})
         assert result.exit_code == 0
@@ -197,14 +235,36 @@ class TestRunIds:
             if command[0] == "verify":
                 assert result.stdout.startswith(f"OK store {run_id}:")
 
-    @pytest.mark.parametrize("command", ["show", "export", "verify", "export-otlp"])
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ["show", "run-"],
+            ["export", "run-"],
+            ["verify", "run-"],
+            ["export-otlp", "run-"],
+            ["replay", "run-"],
+            ["replay", "run-a", "--diff", "run-"],
+            ["fork", "run-", "--at", "e", "--", "true"],
+            ["diff", "run-a", "run-"],
+            ["search", "--run", "run-"],
+        ],
+        ids=" ".join,
+    )
     def test_an_ambiguous_prefix_is_exit_2_naming_the_candidates(self, db, command) -> None:
-        result = invoke(db, command, "run-")
+        result = invoke(db, *command)
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.splitlines()
         assert "ambiguous" in line
         assert "run-a, run-b" in line
         assert result.stdout == ""
+
+    def test_replay_and_diff_take_prefixes_and_latest(self, db) -> None:
+        listed = invoke(db, "replay", "latest", "--json")
+        assert listed.exit_code == 0, listed.output
+        assert [json.loads(line)["kind"] for line in listed.stdout.splitlines()][-1] == "finish"
+        diff = invoke(db, "diff", "run-a", "zet")
+        assert diff.exit_code == 1, diff.output  # found, and they diverge
+        assert "zeta-1" in diff.stdout + diff.stderr
 
     def test_an_unknown_prefix_is_exit_2_not_found(self, db) -> None:
         result = invoke(db, "show", "nope")

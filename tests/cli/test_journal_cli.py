@@ -102,10 +102,17 @@ class TestCommands:
         assert len(result.stderr.strip().splitlines()) == 1
 
     def test_replay_prints_events_and_diff_names_divergence(self, db):
-        result = invoke(db, "replay", "run-a")
+        result = invoke(db, "replay", "run-a", "--json")
         assert result.exit_code == 0
         kinds = [json.loads(line)["kind"] for line in result.output.splitlines()]
         assert kinds == ["step", "approval", "finish"]
+        table = invoke(db, "replay", "run-a").output.splitlines()
+        assert table[0].split() == ["seq", "event", "parent", "kind", "name", "status"]
+        assert [line.split()[3:] for line in table[1:]] == [
+            ["step", "search", "completed"],
+            ["approval", "email", "refused"],
+            ["finish", "finish", "completed"],
+        ]
         diff = invoke(db, "replay", "run-a", "--diff", "run-b")
         assert diff.exit_code == 1
         assert "event 0 (step 'search'): outputs differs" in diff.stderr
@@ -123,7 +130,9 @@ class TestCommands:
         (row,) = [json.loads(line) for line in result.output.splitlines()]
         assert (row["call_id"], row["status"], row["revision"]) == ("c1", "executing", 1)
         assert row["age_seconds"] >= 0
-        assert invoke(db, "checkpoints", "--status", "delivered").output == ""
+        empty = invoke(db, "checkpoints", "--status", "delivered").output.splitlines()
+        assert [line.split()[:3] for line in empty] == [["call", "tool", "status"]]
+        assert invoke(db, "checkpoints", "--status", "delivered", "--json").output == ""
 
 
 class TestExitCodes:

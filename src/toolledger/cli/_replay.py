@@ -22,13 +22,26 @@ import click
 
 from ..errors import CheckpointError, InvalidArgumentError, NotFoundError
 from . import main
-from ._common import UsageError, clean, fail_check, get_store, json_line
+from ._common import RUN, UsageError, clean, fail_check, get_store, json_line
+from ._table import Column, print_table, status_color
 
 __all__ = ["diff", "fork", "replay"]
 
 
-def _listing(ctx: click.Context, run_id: str, from_event: str | None, other: str | None) -> None:
-    """The run's events in recorded order as JSON lines, or the first divergence."""
+_LISTING = (
+    Column("seq", "seq", right=True),
+    Column("event", "event_id"),
+    Column("parent", "parent_id"),
+    Column("kind", "kind"),
+    Column("name", "name", cap=40),
+    Column("status", "status", color=status_color),
+)
+
+
+def _listing(
+    ctx: click.Context, run_id: str, from_event: str | None, other: str | None, fmt: str
+) -> None:
+    """The run's events in recorded order (a table, or JSON lines), or the first divergence."""
     from ..replay import Replayer
 
     store = get_store(ctx)
@@ -54,9 +67,16 @@ def _listing(ctx: click.Context, run_id: str, from_event: str | None, other: str
                 fail_check(f"runs diverge: {div.reason}")
                 return
             keys = ("seq", "event_id", "parent_id", "kind", "name", "status")
+            rows = []
             for item in replayer.replay(run_id, from_event=from_event):
                 ev = item.event
-                click.echo(json_line({k: ev.get(k) for k in (*keys, "inputs", "outputs", "error")}))
+                if fmt == "json":
+                    fields = (*keys, "inputs", "outputs", "error")
+                    click.echo(json_line({k: ev.get(k) for k in fields}))
+                else:
+                    rows.append({k: ev.get(k) for k in keys})
+            if fmt != "json":
+                print_table(_LISTING, rows, fmt=fmt)
         except (NotFoundError, InvalidArgumentError) as exc:
             raise UsageError(exc.message) from exc
     finally:
@@ -173,14 +193,19 @@ _DIVERGENCE = click.Choice(["raise", "live"])
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_id")
+@click.argument("run_id", type=RUN)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--from", "from_event", default=None, help="List from this event id.")
-@click.option("--diff", "other", default=None, help="Name the first divergence from this run.")
+@click.option(
+    "--diff", "other", type=RUN, default=None, help="Name the first divergence from this run."
+)
 @click.option(
     "--on-divergence", type=_DIVERGENCE, default=None, help="With a command: raise or go live."
 )
-@click.option("--json", "as_json", is_flag=True, help="With a command: the report as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="The listing as JSON lines; with a command: the report."
+)
+@click.option("--csv", "as_csv", is_flag=True, help="The listing as CSV.")
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -190,8 +215,9 @@ def replay(
     other: str | None,
     on_divergence: str | None,
     as_json: bool,
+    as_csv: bool,
 ) -> None:
-    """List a run's events as JSON lines, or re-run a command from the run's record.
+    """List a run's events (a table; --json: JSON lines), or re-run a command from its record.
 
     With a command (after --), it runs with TOOLLEDGER_REPLAY_OF=RUN_ID: model calls
     through journaled clients are answered from the record, tool calls by their
@@ -201,13 +227,15 @@ def replay(
     Example: toolledger replay 3f2a… -- python agent.py
     """
     if not command:
-        _listing(ctx, run_id, from_event, other)
+        _listing(
+            ctx, run_id, from_event, other, "json" if as_json else "csv" if as_csv else "table"
+        )
         return
     _drive(ctx, run_id, command, at=None, on_divergence=on_divergence, as_json=as_json)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_id")
+@click.argument("run_id", type=RUN)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.option("--at", "at", required=True, help="The source event where the run goes live.")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
@@ -269,8 +297,8 @@ def _diff_html(
 
 
 @main.command()
-@click.argument("run_a")
-@click.argument("run_b")
+@click.argument("run_a", type=RUN)
+@click.argument("run_b", type=RUN)
 @click.option(
     "--format",
     "fmt",

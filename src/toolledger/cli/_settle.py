@@ -23,6 +23,7 @@ from ..settle import ReconcileItem, reconcile, resolve
 from ..tools import Tool
 from . import main
 from ._common import LIMIT, UsageError, clean, fail_check, get_store, json_line
+from ._table import Column, format_option, print_table, status_color
 
 __all__ = ["checkpoints", "reconcile_command", "resolve_command"]
 
@@ -40,10 +41,10 @@ _QUEUE = ["executing", "uncertain", "completed", "delivering"]
 )
 @click.option("--namespace", default=None, help="Only this namespace.")
 @click.option("--limit", type=LIMIT, default=100, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@format_option()
 @click.pass_context
 def checkpoints(
-    ctx: click.Context, statuses: tuple[str, ...], namespace: str | None, limit: int, as_json: bool
+    ctx: click.Context, statuses: tuple[str, ...], namespace: str | None, limit: int, fmt: str
 ) -> None:
     """List checkpoints waiting for reconciliation or delivery, oldest first.
 
@@ -60,14 +61,14 @@ def checkpoints(
             records = store.list(status=list(statuses) or _QUEUE, namespace=namespace, limit=limit)
         except CheckpointError as exc:
             raise UsageError(exc.message) from exc
-        for rec in records:
-            row = _row(rec, now)
-            if as_json:
-                click.echo(json_line(row))
-            else:
-                click.echo(clean(_line(row)))
+        rows = [_row(rec, now) for rec in records]
     finally:
         store.close()
+    if fmt == "json":
+        for row in rows:
+            click.echo(json_line(row))
+    else:
+        print_table(_COLUMNS, [_cells(row) for row in rows], fmt=fmt)
 
 
 def _row(rec: CheckpointRecord, now: datetime) -> dict[str, Any]:
@@ -119,19 +120,29 @@ def _reason(rec: CheckpointRecord, now: datetime) -> str:
     return "delivered"
 
 
-def _line(row: dict[str, Any]) -> str:
-    text = (
-        f"{row['namespace']}/{row['call_id']}  {row['tool']}  {row['status']}  "
-        f"rev {row['revision']}  age {_age(row['age_seconds'])}  reason: {row['reason']}"
-    )
+_COLUMNS = (
+    Column("call", "call", cap=40),
+    Column("tool", "tool", cap=24),
+    Column("status", "status", color=status_color),
+    Column("rev", "revision", right=True),
+    Column("age", "age", right=True),
+    Column("blocks (same action)", "blocks"),
+    Column("reason", "reason"),
+)
+
+
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row: the call, its age, and the action it blocks as ``TOOL@REV sha256:…``."""
     blocks = row["blocks"]
-    if blocks is not None:
-        same = blocks["same_action"]
-        text += (
-            f"  blocks: same action ({same['tool']}, revision {same['revision']}, "
-            f"{same['input_fingerprint'][:19]}…)"
-        )
-    return text
+    same = blocks["same_action"] if blocks is not None else None
+    return {
+        **row,
+        "call": f"{row['namespace']}/{row['call_id']}",
+        "age": _age(row["age_seconds"]),
+        "blocks": f"{same['tool']}@{same['revision']} {same['input_fingerprint'][:19]}"
+        if same
+        else None,
+    }
 
 
 def _age(seconds: float) -> str:
