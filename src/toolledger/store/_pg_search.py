@@ -126,7 +126,7 @@ FEW_GOAL_RUNS = 20
 
 
 def search_select(
-    schema_sql: Callable[[str], str], read: Callable[[str, Sequence[Any]], list[Any]]
+    schema_sql: Callable[[str], str], read: Callable[..., list[Any]]
 ) -> Callable[[EventQuery], list[tuple[str, str]]]:
     """Return the ``(run_id, event_id)`` selector for a schema (``schema_sql`` qualifies).
 
@@ -137,6 +137,10 @@ def search_select(
     ``event_search`` and ``events``): ordering every hit of the database to keep the newest
     ``limit`` would cost as much as the database is large. A text query whose matches are
     rare there goes back to the one statement after ``FALLBACK_AFTER_RUNS`` runs.
+
+    ``read(sql, params, prepare=...)`` runs a statement. One that holds a ``tsquery`` is
+    never prepared: a prepared statement's generic plan cannot tell a rare word from a
+    common one (the hit count scanned the whole index for a rare word once prepared).
     """
     events, runs = schema_sql("{s}.events"), schema_sql("{s}.runs")
     event_hits = schema_sql(
@@ -169,10 +173,11 @@ def search_select(
         )
 
     def run_events(run_id: Any, key: Any, q: EventQuery) -> list[Any]:
-        return read(*statement(q, "e.at, e.run_id, e.seq, e.event_id"))
+        return read(*statement(q, "e.at, e.run_id, e.seq, e.event_id"), prepare=_prepare(q))
 
     def one_statement(query: EventQuery) -> list[tuple[str, str]]:
-        return [(str(a), str(b)) for a, b in read(*statement(query, "e.run_id, e.event_id"))]
+        rows = read(*statement(query, "e.run_id, e.event_id"), prepare=_prepare(query))
+        return [(str(a), str(b)) for a, b in rows]
 
     def select(query: EventQuery) -> list[tuple[str, str]]:
         if query.run_id is None and not few_hits(query):
@@ -191,12 +196,17 @@ def search_select(
         if not query.terms:
             return False  # a filter alone would visit every record
         match = tsquery_text(query.terms[0])
-        if int(read(count_goals, (match, FEW_GOAL_RUNS))[0][0]) >= FEW_GOAL_RUNS:
+        if int(read(count_goals, (match, FEW_GOAL_RUNS), prepare=False)[0][0]) >= FEW_GOAL_RUNS:
             return False
-        rows = read(count_hits, (match, FEW_HITS))
+        rows = read(count_hits, (match, FEW_HITS), prepare=False)
         return int(rows[0][0]) < FEW_HITS
 
     return select
+
+
+def _prepare(query: EventQuery) -> bool | None:
+    """``False`` for a statement holding a ``tsquery`` (never prepared), else the default."""
+    return False if query.terms else None
 
 
 def search_records(

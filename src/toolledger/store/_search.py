@@ -332,12 +332,25 @@ def search_sql(
         # Drive from the index hits (small) rather than from every record. A goal hit
         # stands for every event of its run: those are filtered before they are taken
         # (else every event of every run whose goal matches is materialised, per run).
-        ctes.append(
-            "cand AS (SELECT run_id, event_id FROM h0 UNION "
-            f"SELECT e.run_id, e.event_id FROM {events} e JOIN {runs} r ON r.run_id = e.run_id "
-            "WHERE e.run_id IN (SELECT run_id FROM g0) AND " + " AND ".join(where) + ")"
-        )
-        params.extend(where_params)
+        if query.status is not None:
+            # The records with that status that are their event's last (a column check
+            # per record, a lookup only for those), rather than a lookup per event.
+            run = "" if query.run_id is None else f"x.run_id = {ph} AND "
+            expand = (
+                f"SELECT x.run_id, x.event_id FROM {events} x WHERE {run}"
+                f"x.run_id IN (SELECT run_id FROM g0) AND x.status = {ph} AND NOT EXISTS "
+                f"(SELECT 1 FROM {events} l WHERE l.run_id = x.run_id AND "
+                "l.event_id = x.event_id AND l.seq > x.seq)"
+            )
+            params.extend([*([] if query.run_id is None else [query.run_id]), query.status])
+        else:
+            expand = (
+                f"SELECT e.run_id, e.event_id FROM {events} e JOIN {runs} r "
+                "ON r.run_id = e.run_id WHERE e.run_id IN (SELECT run_id FROM g0) AND "
+                + " AND ".join(where)
+            )
+            params.extend(where_params)
+        ctes.append(f"cand AS (SELECT run_id, event_id FROM h0 UNION {expand})")
         source = (
             f"cand c JOIN {events_by_id or events + ' e'} ON e.run_id = c.run_id "
             "AND e.event_id = c.event_id "
@@ -357,11 +370,9 @@ def search_sql(
 
 def _filters(query: EventQuery, *, ph: str, events: str) -> tuple[list[str], list[Any]]:
     """Return the conditions (and their parameters) on an event's first record ``e`` and
-    its run ``r`` that every field of ``query`` but its terms sets."""
-    where = [
-        f"NOT EXISTS (SELECT 1 FROM {events} p WHERE p.run_id = e.run_id AND "
-        "p.event_id = e.event_id AND p.seq < e.seq)"
-    ]
+    its run ``r`` that every field of ``query`` but its terms sets: the column checks
+    first, the lookups after them."""
+    where: list[str] = []
     params: list[Any] = []
     if query.kinds is not None:
         where.append(f"e.kind IN ({', '.join([ph] * len(query.kinds))})")
@@ -381,6 +392,10 @@ def _filters(query: EventQuery, *, ph: str, events: str) -> tuple[list[str], lis
     if query.until is not None:
         where.append(f"e.at < {ph}")
         params.append(query.until)
+    where.append(
+        f"NOT EXISTS (SELECT 1 FROM {events} p WHERE p.run_id = e.run_id AND "
+        "p.event_id = e.event_id AND p.seq < e.seq)"
+    )
     if query.status is not None:
         # The last record by its key: max(seq) from the (run_id, event_id) index, then
         # that record (ordering the run's records by seq walks all of them per event).

@@ -27,7 +27,6 @@ Rules this module keeps:
 from __future__ import annotations
 
 import builtins
-import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -521,11 +520,8 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
 
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
         """Return the records of matching events, newest first; see ``Store.search_events``."""
-        # Planned for each query's own terms: a prepared statement's generic plan cannot
-        # tell a rare word from a common one (it scanned every index row for a rare one).
         select = _pg_search.search_select(
-            lambda t: qualify(t, self.schema).as_string(None),
-            functools.partial(self._db.read, prepare=False),
+            lambda t: qualify(t, self.schema).as_string(None), self._db.read
         )
         keys = select(query)
         if not keys:
