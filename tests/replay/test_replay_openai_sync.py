@@ -186,3 +186,22 @@ def test_resume_without_model_calls_reads_nothing_and_records_no_report(tmp_path
         assert again.call(tool, call_id="t1", input={}).replayed is True
         assert again.replay_report is None
     assert [e.kind for e in toolledger.load_run(db, "q1").events if e.kind == "replay"] == []
+
+
+def test_volatile_prompt_cache_key_is_not_compared(tmp_path: Path) -> None:
+    """A framework's per-run ``prompt_cache_key`` (the Agents SDK makes one up) does not
+    make a replay diverge; another parameter does."""
+    db = tmp_path / "volatile.db"
+    with toolledger.run("gpt", db=db) as run:
+        journaled(Wire().client(), run).chat.completions.create(
+            model="gpt-x", messages=MESSAGES, prompt_cache_key="run-a"
+        )
+    offline = Wire(failing=True)
+    with toolledger.run("gpt", db=db, replay_of=run.run_id) as again:
+        journaled(offline.client(), again).chat.completions.create(
+            model="gpt-x", messages=MESSAGES, prompt_cache_key="run-b"
+        )
+    assert offline.requests == 0
+    report = again.replay_report
+    assert report is not None
+    assert report.served_model_calls == 1

@@ -11,6 +11,8 @@ Rules this module keeps:
   journal stores them (``inputs`` of an ``llm_call``: ``messages``, ``system``, ``tools``,
   ``parameters``; the model is the event's ``meta.model``), after the journal's own JSON
   conversion, so what was stored and what is asked compare alike.
+- Parameters that never change the answer and that frameworks make up per run
+  (``VOLATILE_PARAMETERS``: the Agents SDK's ``prompt_cache_key``) are not compared.
 - Replay and fork: the n-th model call is matched with the n-th recorded one (concurrent
   calls: with any unanswered one that equals it); the first that differs raises
   ``ReplayDivergedError`` (``on_divergence="raise"``) or makes the run live from there
@@ -43,7 +45,7 @@ from ..journal import Event, load_run
 from ..journal._values import to_json
 from ..store import Store
 
-__all__ = ["ON_DIVERGENCE", "ReplayController", "ReplayReport", "Served"]
+__all__ = ["ON_DIVERGENCE", "VOLATILE_PARAMETERS", "ReplayController", "ReplayReport", "Served"]
 
 #: What a replayed run does at its first divergence.
 ON_DIVERGENCE = ("raise", "live")
@@ -100,9 +102,23 @@ class Served:
     marker: dict[str, Any]
 
 
+#: Request parameters that never change the answer and that frameworks make up per run
+#: (the OpenAI Agents SDK's generated ``prompt_cache_key``): not compared.
+VOLATILE_PARAMETERS = frozenset({"prompt_cache_key"})
+
+
 def _plain(value: Any) -> Any:
     converted, _ = to_json(value)
     return converted
+
+
+def _compared(request: dict[str, Any]) -> dict[str, Any]:
+    """The request as compared: without its volatile parameters."""
+    params = request.get("parameters")
+    if isinstance(params, dict) and VOLATILE_PARAMETERS & set(params):
+        kept = {k: v for k, v in params.items() if k not in VOLATILE_PARAMETERS}
+        return {**request, "parameters": kept}
+    return request
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -273,7 +289,7 @@ class ReplayController:
                 return None
             index = self._asked
             self._asked += 1
-            now = {"model": model, **_plain(request)}
+            now = _compared({"model": model, **_plain(request)})
             pending = [i for i in range(self._next, len(self._calls)) if i not in self._answered]
             if not pending:
                 self._diverged(index, "llm_call", model, "event", None, now, None)
@@ -320,7 +336,7 @@ class ReplayController:
     def _request_of(self, ev: Event) -> dict[str, Any]:
         inputs = ev.inputs
         model = ev.meta.get("model", ev.name)
-        return {"model": model, **(inputs if isinstance(inputs, dict) else {})}
+        return _compared({"model": model, **(inputs if isinstance(inputs, dict) else {})})
 
     def _equal(self, ev: Event, now: dict[str, Any]) -> bool:
         recorded = self._request_of(ev)
