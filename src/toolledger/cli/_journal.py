@@ -148,7 +148,7 @@ def _counts(rows: Iterable[Any]) -> dict[str, int]:
 
 
 @main.command()
-@click.argument("run_id", type=RUN)
+@click.argument("run_id", metavar="RUN", type=RUN)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run and its merged events as JSON."
 )
@@ -179,7 +179,7 @@ def show(ctx: click.Context, run_id: str, as_json: bool, no_pager: bool) -> None
 
 
 @main.command()
-@click.argument("run_id", type=RUN)
+@click.argument("run_id", metavar="RUN", type=RUN)
 @click.option(
     "--format",
     "fmt",
@@ -250,7 +250,7 @@ def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
 
 
 @main.command()
-@click.argument("run_id", type=RUN, required=False)
+@click.argument("run_id", metavar="[RUN]", type=RUN, required=False)
 @click.option(
     "--expect-head",
     "--expected-head",
