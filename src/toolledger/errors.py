@@ -157,7 +157,7 @@ class OutcomeUnknownError(CheckpointError):
 #: How an ``OUTCOME_UNKNOWN`` message tells a person to settle the call (its last words).
 SETTLE_HINT = (
     "settle it with `toolledger reconcile --tools MODULE:ATTR --apply` (the tool's own "
-    "recover) or `toolledger resolve CALL_ID` (a person's decision); do not retry it "
+    "recover) or `toolledger resolve CALL_ID` (a person's decision); do not retry "
     "under a new call id"
 )
 

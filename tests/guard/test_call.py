@@ -260,16 +260,17 @@ class TestExecuteRaises:
         assert list(cause.exceptions) == [boom, oops]
         assert db.get("default", "c1").status is Status.UNCERTAIN
 
-    def test_call_result_that_cannot_be_stored_marks_uncertain(self, run, db) -> None:
-        """A result over the bound: the tool ran, so the call is uncertain, not re-runnable."""
+    def test_call_result_that_cannot_be_stored_completes_as_an_error(self, run, db) -> None:
+        """A result over the bound: the tool ran, so the call completes with an error result
+        naming the bound (never re-runnable, never stuck uncertain for its shape)."""
         tool = toolledger.tool(
             "big", revision="1", execute=lambda i, c: "x" * 100, max_result_bytes=10
         )
-        with pytest.raises(toolledger.PayloadLimitError):
-            run.call(tool, call_id="c1", input={})
+        out = run.call(tool, call_id="c1", input={})
+        assert out.is_error
+        assert "PAYLOAD_LIMIT" in out.payload["message"]
         rec = db.get("default", "c1")
-        assert rec.status is Status.UNCERTAIN
-        assert "PAYLOAD_LIMIT" in rec.uncertain_reason
+        assert rec.status is Status.COMPLETED
 
 
 class TestInterruption:

@@ -36,6 +36,7 @@ import dataclasses
 from collections.abc import Generator
 from typing import Any
 
+from ..checkpoint._encode import stored_result, unencodable_result
 from ..checkpoint.model import Action, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,
@@ -47,6 +48,7 @@ from ..checkpoint.transitions import (
     release_execution,
 )
 from ..errors import (
+    SETTLE_HINT,
     InvalidArgumentError,
     InvalidTransitionError,
     OutcomeUnknownError,
@@ -520,6 +522,9 @@ class CallFlow:
     def _complete(self, rec: CheckpointRecord, output: Any, *, is_error: bool, own: bool) -> Flow:
         """Store ``output`` acting for the attempt on ``rec`` (ours when ``own``)."""
         attempt = self.attempt_id if own else (rec.execution_fence or self.attempt_id)
+        # Not exact JSON: stored by the journal's rules, or as an error result naming what
+        # cannot be (checkpoint._encode). Its shape never leaves the call uncertain.
+        output, is_error = stored_result(output, is_error)
         for _ in range(DECIDE_ROUNDS):
             if rec.status in DONE:
                 # Our own commit may have landed although it reported an error.
@@ -528,7 +533,7 @@ class CallFlow:
                 raise OutcomeUnknownError(
                     message=f"call {self.binding.call_id}: the result is known here but the "
                     f"checkpoint moved to {rec.status.value} under another attempt; "
-                    "reconcile it, do not retry under a new call id",
+                    f"{SETTLE_HINT}",
                     details=self._details(rec),
                 )
             try:
@@ -541,11 +546,12 @@ class CallFlow:
                     max_payload_bytes=self.call.tool.max_result_bytes,
                 )
             except (InvalidArgumentError, PayloadLimitError) as err:
-                if own:
-                    yield from self._mark_uncertain(
-                        rec, f"execute returned a result that cannot be stored ({err.code})"
-                    )
-                raise
+                # Over its bound: the call completes with an error result naming it (small,
+                # toolledger's own, within the default bound).
+                output, is_error = unencodable_result(f"{err.code}: {err.message}"), True
+                t = complete_execution(
+                    rec, attempt_id=attempt, at=after(rec), result=output, is_error=True
+                )
             end = None
             if self.journaled:
                 assert t.next.result is not None
@@ -691,8 +697,7 @@ class CallFlow:
         return OutcomeUnknownError(
             message=f"call {self.binding.namespace}/{self.binding.call_id} "
             f"({self.binding.tool_name}) may have taken effect and its outcome could not be "
-            f"recovered ({why}); the checkpoint stays {rec.status.value}. Reconcile it; do "
-            "not retry under a new call id",
+            f"recovered ({why}); the checkpoint stays {rec.status.value}: {SETTLE_HINT}",
             details={**self._details(rec), "why": why},
         )
 
@@ -701,8 +706,7 @@ class CallFlow:
         self.last = rec
         return OutcomeUnknownError(
             message=f"call {self.binding.call_id}: the tool ran but its result could not be "
-            f"stored; the checkpoint still says {rec.status.value}. Reconcile it; do not "
-            "retry under a new call id",
+            f"stored; the checkpoint still says {rec.status.value}: {SETTLE_HINT}",
             details=self._details(rec),
         )
 
