@@ -276,7 +276,12 @@ def test_replanned_call_with_an_effect_key_returns_the_first_result(run: toolled
     """A new call id for the same action: executed again without a key, deduplicated with one."""
     plain = Outbox()
     for call_id in ("call_1", "call_2"):
-        Agent(scripted(call_id), toolsets=[GuardedToolset(plain.toolset(), run=run)]).run_sync("go")
+        # GuardedTools sees the model's last turn, which saw the first result: once the
+        # model saw it, the same action asked again is a new one.
+        agent = Agent(
+            scripted(call_id), toolsets=[plain.toolset()], capabilities=[GuardedTools(run)]
+        )
+        agent.run_sync("go")
     assert plain.sent == ["ana@example.com"] * 2  # a repeated action is legitimate by default
     keyed = Outbox()
     toolset = GuardedToolset(keyed.toolset(), run=run, effect_keys={"send_email": "input"})
