@@ -350,3 +350,23 @@ def test_reconcile_keeps_a_call_settled_meanwhile_and_goes_on(store: Store) -> N
     assert rec is not None
     assert rec.result is not None
     assert rec.result.payload["at"]["$type"] == "datetime"  # encoded by the journal's rules
+
+
+def test_copy_ledger_keeps_a_decision_and_its_label(store: Store, tmp_path: Path) -> None:
+    """A copied ledger's history labels the decision as the source does (by its record)."""
+    run_id = _stuck(store, Payments())
+    tl.resolve(store, "toolu_1", outcome="not_executed", by="ana", reason="no charge")
+    with tl.run("again", db=store) as run:
+        run.call(
+            Payments(crash=False).tool(), call_id="toolu_1", input={"order": "o-1", "amount": 5}
+        )
+    dst = SQLiteStore(tmp_path / "copy.db")
+    try:
+        report = tl.copy_ledger(store, dst)
+        assert report.ok, report.problems
+        labels = [h.transition for h in dst.history("default", "toolu_1")]
+        assert labels == [h.transition for h in store.history("default", "toolu_1")]
+        assert "resolve_not_executed" in labels
+        assert tl.verify(dst, run_id).ok
+    finally:
+        dst.close()
