@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -258,6 +259,31 @@ class TestGoalWordWithAFilter:
             assert 4 <= len(searches) <= 6
             found = toolledger.search(store, "ticket", kind="step", limit=3)
             assert len(found) == 3
+        finally:
+            store.close()
+
+    def test_postgres_visits_a_bounded_number_of_runs_then_one_statement(
+        self, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The same plan on PostgreSQL: a few runs one by one, then one statement."""
+        from toolledger.store import _pg_search
+        from toolledger.store.postgres import PostgresStore
+
+        monkeypatch.setattr(search_module, "FALLBACK_AFTER_RUNS", 4)
+        monkeypatch.setattr(_pg_search, "FEW_HITS", 1)
+        store = PostgresStore(pg_dsn_or_skip(), schema=pg_schema)
+        try:
+            _goal_runs(store, 20)
+            statements: list[str] = []
+            read = store._db.read
+
+            def counting(query: Any, params: Any = (), **kw: Any) -> list[Any]:
+                statements.append(str(query))
+                return read(query, params, **kw)
+
+            monkeypatch.setattr(store._db, "read", counting)
+            assert toolledger.search(store, "ticket", status="failed") == []
+            assert 4 <= len([s for s in statements if "cand AS" in s]) <= 6
         finally:
             store.close()
 
