@@ -377,16 +377,18 @@ class TestSearchWhileAnotherProcessWrites:
                 holder.release()
             store.close()
 
+    @pytest.mark.parametrize("owned", [False, True], ids=["store", "path"])
     def test_run_ending_under_another_writers_lock_is_closed_when_it_clears(
-        self, tmp_path: Path
+        self, tmp_path: Path, owned: bool
     ) -> None:
         """A run that ends while another process holds the write lock (its closing record
         and columns refused: STORE_BUSY) is closed once the lock clears, at the latest
-        when its process exits: completed and verified, never ``interrupted``."""
+        when its process exits: completed and verified, never ``interrupted`` (a store
+        the run opened from a path is closed after that)."""
         db = tmp_path / "closing.db"
         SQLiteStore(db).close()
         agent = subprocess.Popen(
-            [sys.executable, "-c", _AGENT, str(db)],
+            [sys.executable, "-c", _AGENT, str(db), "path" if owned else "store"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -421,13 +423,15 @@ class TestSearchWhileAnotherProcessWrites:
         assert [e.run_id for e in toolledger.search(db, "parcel")] == [run_id]
 
 
-# The agent of the test above: a run that ends when told, a store with a short busy timeout.
+# The agent of the test above: a run that ends when told, stores with a short busy timeout,
+# given the store or opening it from the path.
 _AGENT = """
 import sys
 import toolledger
 from toolledger.store import SQLiteStore
-store = SQLiteStore(sys.argv[1], busy_timeout=0.2)
-run = toolledger.run("Refund A-1001", db=store)
+SQLiteStore.__init__.__kwdefaults__["busy_timeout"] = 0.2
+db = sys.argv[1] if sys.argv[2] == "path" else SQLiteStore(sys.argv[1])
+run = toolledger.run("Refund A-1001", db=db)
 with run:
     run.note("the parcel was lost")
     print(run.run_id, flush=True)
