@@ -60,7 +60,10 @@ class Column:
 
 
 def format_option(*, csv: bool = True) -> Callable[[F], F]:
-    """Add ``--json`` (and ``--csv`` for tables) as one ``fmt`` parameter (default ``table``)."""
+    """Add ``--json`` (and ``--csv`` for tables) as one ``fmt`` parameter.
+
+    ``fmt`` is ``"json"``, ``"csv"`` or ``"table"`` (neither flag given).
+    """
 
     def decorate(fn: F) -> F:
         if csv:
@@ -68,13 +71,22 @@ def format_option(*, csv: bool = True) -> Callable[[F], F]:
                 "--csv",
                 "fmt",
                 flag_value="csv",
+                callback=_table_by_default,
                 help="CSV with a header row (control characters escaped as in the table).",
             )(fn)
-        return click.option("--json", "fmt", flag_value="json", help="JSON (one object per line).")(
-            click.option("--table", "fmt", flag_value="table", default=True, hidden=True)(fn)
-        )
+        return click.option(
+            "--json",
+            "fmt",
+            flag_value="json",
+            callback=_table_by_default,
+            help="JSON (one object per line).",
+        )(fn)
 
     return decorate
+
+
+def _table_by_default(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    return value or "table"
 
 
 def color_enabled() -> bool:
