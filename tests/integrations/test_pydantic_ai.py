@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,17 @@ from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
 
 from ._spans import ancestors, only
+
+
+@pytest.fixture(autouse=True)
+def _fresh_event_loop() -> Iterator[None]:
+    """``run_sync`` runs on the thread's event loop: a fresh one per test (the Agents SDK's
+    ``run_sync`` in another test module leaves one that was shut down)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 def scripted(call_id: str = "call_1", args: dict[str, Any] | None = None) -> FunctionModel:
