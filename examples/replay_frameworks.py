@@ -11,6 +11,7 @@ Run it:  python examples/replay_frameworks.py   (prints one JSON summary)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 from collections.abc import Callable
@@ -80,7 +81,7 @@ def pydantic_ai(run: toolledger.Run, api: API) -> str:
 
     model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=api.client(run)))
     tools = GuardedToolset(FunctionToolset([send_email]), run=run)
-    return str(Agent(model, toolsets=[tools]).run_sync("Tell Ana").output)
+    return str(asyncio.run(Agent(model, toolsets=[tools]).run("Tell Ana")).output)
 
 
 def openai_agents(run: toolledger.Run, api: API) -> str:
@@ -97,7 +98,10 @@ def openai_agents(run: toolledger.Run, api: API) -> str:
     set_tracing_disabled(True)
     model = OpenAIChatCompletionsModel("gpt-4o", openai_client=api.client(run))
     agent = Agent(name="mailer", model=model, tools=guarded_tools(run, [function_tool(send_email)]))
-    return str(Runner.run_sync(agent, "Tell Ana").final_output)
+    # asyncio.run(...) rather than the SDKs' run_sync, which leave the thread's default
+    # event loop open (the Agents SDK's with its async generators shut down, so a second
+    # run_sync on it warns).
+    return str(asyncio.run(Runner.run(agent, "Tell Ana")).final_output)
 
 
 def main() -> None:

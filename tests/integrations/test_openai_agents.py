@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,6 +32,19 @@ from toolledger.testing import stored_run
 @pytest.fixture(autouse=True)
 def _local_traces() -> None:
     set_trace_processors([])  # traces stay in the process: nothing is exported
+
+
+@pytest.fixture(autouse=True)
+def _own_event_loop() -> Iterator[None]:
+    """``Runner.run_sync`` runs on the thread's default event loop and leaves it open with
+    its async generators shut down; a later ``run_sync`` of another SDK (Pydantic AI's
+    reuses an open default loop) then fails on it. Each test gets its own loop, closed and
+    unset after it."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 def scripted(call_id: str = "call_1", args: dict[str, Any] | None = None) -> ScriptedModel:

@@ -3,7 +3,7 @@ client: Pydantic AI and the OpenAI Agents SDK, their tools guarded by the adapte
 
 from __future__ import annotations
 
-import warnings
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,7 +63,9 @@ def openai_agents_agent(run: toolledger.Run, wire: Wire, sent: list[str]) -> str
     model = OpenAIChatCompletionsModel("gpt-x", openai_client=journaled(wire.async_client(), run))
     agent = Agent(name="mailer", model=model, tools=guarded_tools(run, [send_email]))
     try:
-        return str(Runner.run_sync(agent, "Mail a@b.c").final_output)
+        # asyncio.run, not Runner.run_sync: run_sync leaves the thread's default loop open
+        # with its async generators shut down, and the next run on it warns.
+        return str(asyncio.run(Runner.run(agent, "Mail a@b.c")).final_output)
     finally:
         set_tracing_disabled(False)  # the SDK's default, for the tests after this one
 
@@ -81,20 +83,18 @@ def test_framework_replay_fork_and_resume(tmp_path: Path, name: str) -> None:
     agent = AGENTS[name]
     db = tmp_path / f"{name}.db"
     sent: list[str] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)  # frameworks' own async cleanup
-        with toolledger.run("mail", db=db, run_id="r1") as run:
-            answer = agent(run, _wire(), sent)
-        offline = _wire(failing=True)
-        with toolledger.run("mail", db=db, replay_of="r1") as replayed:
-            assert agent(replayed, offline, sent) == answer
-        second = [e for e in toolledger.load_run(db, "r1").events if e.kind == "llm_call"][1]
-        live = _wire()
-        with toolledger.run("mail", db=db, replay_of="r1", fork_at=second.event_id) as forked:
-            assert agent(forked, live, sent) == answer
-        resumed_wire = _wire()
-        with toolledger.run("mail", db=db, run_id="r1") as resumed:
-            assert agent(resumed, resumed_wire, sent) == answer
+    with toolledger.run("mail", db=db, run_id="r1") as run:
+        answer = agent(run, _wire(), sent)
+    offline = _wire(failing=True)
+    with toolledger.run("mail", db=db, replay_of="r1") as replayed:
+        assert agent(replayed, offline, sent) == answer
+    second = [e for e in toolledger.load_run(db, "r1").events if e.kind == "llm_call"][1]
+    live = _wire()
+    with toolledger.run("mail", db=db, replay_of="r1", fork_at=second.event_id) as forked:
+        assert agent(forked, live, sent) == answer
+    resumed_wire = _wire()
+    with toolledger.run("mail", db=db, run_id="r1") as resumed:
+        assert agent(resumed, resumed_wire, sent) == answer
     assert answer == "done"
     assert sent == ["a@b.c"]
     assert offline.requests == 0
