@@ -266,11 +266,10 @@ class TestGoalWordWithAFilter:
         self, pg_schema: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The same plan on PostgreSQL: a few runs one by one, then one statement."""
-        from toolledger.store import _pg_search
         from toolledger.store.postgres import PostgresStore
 
         monkeypatch.setattr(search_module, "FALLBACK_AFTER_RUNS", 4)
-        monkeypatch.setattr(_pg_search, "FEW_HITS", 1)
+        monkeypatch.setattr("toolledger.store._pg_search.FEW_HITS", 1)
         store = PostgresStore(pg_dsn_or_skip(), schema=pg_schema)
         try:
             _goal_runs(store, 20)
