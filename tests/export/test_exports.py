@@ -128,3 +128,49 @@ class TestSpecialTargets:
         reader.join(timeout=60)
         assert stat.S_ISFIFO(os.stat(fifo).st_mode)
         assert json.loads(received[0])["format"] == "toolledger-journal"
+
+
+def test_html_carries_the_approval_request_and_drops_it_once_scrubbed(tmp_path: Path):
+    """A pending call's page shows the stored request's input, ticket and justification;
+    after retention scrubs the request, the page carries none of its content."""
+    from toolledger import Pending
+    from toolledger.approvals import scrub_approval
+    from toolledger.store import SQLiteStore
+
+    @toolledger.tool(
+        revision="1", approval="effect-only", approver=lambda r: Pending(ticket="HELP-7")
+    )
+    def send_email(input, ctx):  # type: ignore[no-untyped-def]
+        return {"sent": True}
+
+    db = tmp_path / "gated.db"
+    with toolledger.run("email Ana", db=db) as run:
+        out = run.call(
+            send_email,
+            call_id="toolu_1",
+            input={"to": "ana-secret@example.org"},
+            justification="Ana asked to be told",
+        )
+        assert out.status == "awaiting_approval"
+
+    def page() -> dict:
+        text = toolledger.export_html(db, run.run_id, tmp_path / "run.html").path.read_text()
+        raw = re.search(r'id="tl-data">(.*?)</script>', text, re.S).group(1)
+        return json.loads(raw)
+
+    request = page()["checkpoints"]["default/toolu_1"]["approval"]
+    assert request["status"] == "pending"
+    assert request["ticket"] == "HELP-7"
+    assert request["input"] == {"to": "ana-secret@example.org"}
+    assert request["justification"] == "Ana asked to be told"
+    assert request["binding_fingerprint"].startswith("sha256:")
+    store = SQLiteStore(db)
+    try:
+        assert scrub_approval(store, "default", "toolu_1")
+    finally:
+        store.close()
+    data = page()
+    request = data["checkpoints"]["default/toolu_1"]["approval"]
+    assert (request["input"], request["justification"]) == (None, None)
+    assert request["ticket"] == "HELP-7"  # the decision's facts stay
+    assert "ana-secret" not in json.dumps(data)

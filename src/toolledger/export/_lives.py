@@ -1,8 +1,8 @@
 """A tool call's checkpoint life, read from the store's history, for the viewers.
 
 Rules this module keeps: it only reads (``Store.history``, ``Store.get``,
-``Store.tombstone``); a key that cannot be read is reported as such, never guessed, and
-never stops an export. Times are the stored ISO-8601 UTC text.
+``Store.tombstone``, ``Store.approval_get``); a key that cannot be read is reported as
+such, never guessed, and never stops an export. Times are the stored ISO-8601 UTC text.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from ..checkpoint.model import format_time
 from ..errors import CheckpointError
+from ..journal._view import epoch_ms
 from ..store import Store
 
 __all__ = ["checkpoint_life", "checkpoint_lives"]
@@ -21,9 +22,38 @@ def _t(value: Any) -> str | None:
     return None if value is None else format_time(value)
 
 
+def _approval(store: Store, namespace: str, call_id: str) -> dict[str, Any] | None:
+    """The call's approval request as stored now (what an approver is shown), or ``None``.
+
+    ``input`` is the store's copy (``None`` once too large to keep, or scrubbed by an
+    erasure); a damaged record is reported under ``error``.
+    """
+    try:
+        record = store.approval_get(namespace, call_id)
+    except CheckpointError as exc:
+        return {"error": f"{exc.code}: {exc.message}"}
+    if record is None:
+        return None
+    return {
+        "status": record.status.value,
+        "ticket": record.ticket,
+        "justification": record.justification,
+        "description": record.description,
+        "input": record.input,
+        "tool": record.binding.tool_name,
+        "requested_at": _t(record.requested_at),
+        "by": record.by,
+        "reason": record.reason,
+        "decided_at": _t(record.decided_at),
+        "expires_at": _t(record.expires_at),
+        "binding_fingerprint": record.binding_fingerprint,
+    }
+
+
 def checkpoint_life(store: Store, namespace: str, call_id: str) -> dict[str, Any]:
     """Return ``{status, delivered, delivered_at, delivery_attempts, uncertain_reason,
-    transitions: [{revision, status, transition, at, attempt_id, delivery_id}], erased}``.
+    transitions: [{revision, status, transition, at, at_ms, attempt_id, delivery_id}],
+    erased, approval}`` (``approval``: the stored request and decision, when gated).
     """
     life: dict[str, Any] = {"namespace": namespace, "call_id": call_id}
     try:
@@ -39,6 +69,7 @@ def checkpoint_life(store: Store, namespace: str, call_id: str) -> dict[str, Any
             "status": h.status.value,
             "transition": h.transition,
             "at": _t(h.at),
+            "at_ms": epoch_ms(h.at),
             "attempt_id": h.record.execution_fence,
             "delivery_id": h.record.delivery_fence,
             "delivery_attempts": h.record.delivery_attempts,
@@ -68,6 +99,9 @@ def checkpoint_life(store: Store, namespace: str, call_id: str) -> dict[str, Any
         )
     else:
         life["status"] = "missing"
+    approval = _approval(store, namespace, call_id)
+    if approval is not None:
+        life["approval"] = approval
     return life
 
 

@@ -6,7 +6,8 @@ as ``\\u003c`` … (so ``</script>`` or ``<!--`` in run text can never end or co
 the element), and the viewer renders every value with ``textContent``. A
 Content-Security-Policy of ``default-src 'none'`` forbids any network request.
 The viewer walks the tree iteratively (no recursion) and stays usable at 20,000 events
-and a nesting depth of 1,000.
+and a nesting depth of 1,000. Times show relative to the run's start (absolute, with
+their zone, on hover); ``#<event id>`` opens that event and follows the selection.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def render_html(view: Any, lives: dict[str, Any] | None = None, *, back: str | N
             "status": view.status,
             "started_at": facts.started_at,
             "ended_at": facts.ended_at,
+            "ts_start_ms": epoch_ms(parse_event_time(facts.started_at)),
             "head_hash": view.rows[-1].hash if view.rows else view.doc.get("genesis"),
             "event_count": len(view.rows),
         },

@@ -12,6 +12,93 @@
     return e;
   }
 
+  var hasOwn = Object.prototype.hasOwnProperty;
+
+  // ---- one-line previews (bounded: a huge value costs no more than a short one) ----
+  function brief(v, budget) {
+    var out = [], left = budget;
+    function put(s) { if (left > 0) { out.push(s.length > left ? s.slice(0, left) : s); left -= s.length; } }
+    function go(x, d) {
+      if (left <= 0) return;
+      if (x === null || x === undefined) { put("null"); return; }
+      if (typeof x === "string") { put(JSON.stringify(x.length > left + 2 ? x.slice(0, left + 2) : x)); return; }
+      if (typeof x !== "object") { put(String(x)); return; }
+      if (d >= 3) { put(Array.isArray(x) ? "[\u2026]" : "{\u2026}"); return; }
+      var first = true;
+      if (Array.isArray(x)) {
+        put("[");
+        for (var a = 0; a < x.length && left > 0; a++) { if (!first) put(", "); first = false; go(x[a], d + 1); }
+        put("]");
+        return;
+      }
+      if (d) put("{");
+      for (var key in x) {
+        if (!hasOwn.call(x, key)) continue;
+        if (left <= 0) break;
+        if (!first) put(", ");
+        first = false;
+        put(key + (d ? ": " : "=")); go(x[key], d + 1);
+      }
+      if (d) put("}");
+    }
+    go(v, 0);
+    var s = out.join("").replace(/\s+/g, " ");
+    return s.length >= budget ? s.slice(0, budget - 1) + "\u2026" : s;
+  }
+  function cut(s, budget) {
+    s = String(s).replace(/\s+/g, " ");
+    return s.length > budget ? s.slice(0, budget - 1) + "\u2026" : s;
+  }
+  // A <wbr> after each "_" lets a long snake_case name wrap at its words (text stays exact).
+  function breakable(td, s) {
+    td.textContent = "";
+    String(s).split("_").forEach(function (part, i) {
+      if (i) { td.appendChild(document.createTextNode("_")); td.appendChild(document.createElement("wbr")); }
+      td.appendChild(document.createTextNode(part));
+    });
+  }
+  function durText(ms) {
+    if (ms < 1) return Math.round(ms * 1000) + " \u00B5s";
+    return ms < 1000 ? ms.toFixed(1) + " ms" : (ms / 1000).toFixed(2) + " s";
+  }
+  function isEmpty(v) {
+    return v === null || v === undefined || (typeof v === "object" && Object.keys(v).length === 0);
+  }
+  function previewOf(ev) {
+    var B = 160, parts = [];
+    if (ev.approval) {
+      var ap = ev.approval;
+      if (ap.for_call) parts.push("for " + ap.for_call);
+      if (ap.ticket) parts.push("ticket " + ap.ticket);
+      if (ap.by) parts.push("by " + ap.by);
+      if (ap.reason) parts.push(ap.reason);
+      return cut(parts.join(" \u00B7 "), B);
+    }
+    if (ev.artifact) {
+      var ar = ev.artifact;
+      return [ar.media_type, typeof ar.size === "number" ? ar.size + " B" : null, ar.path].filter(Boolean).join(" \u00B7 ");
+    }
+    if (typeof ev.text === "string" && isEmpty(ev.inputs) && isEmpty(ev.outputs)) return cut(ev.text, B);
+    if (!isEmpty(ev.inputs)) parts.push(brief(ev.inputs, B));
+    if (ev.error) parts.push("\u2717 " + (ev.error.type ? ev.error.type + ": " : "") + (ev.error.message || ""));
+    else if (!isEmpty(ev.outputs)) parts.push(brief(ev.outputs, B));
+    return cut(parts.join(" \u2192 "), B);
+  }
+
+  // ---- times: relative to the run's start; absolute (with zone) on hover ----
+  function relText(d) {
+    var sign = d < 0 ? "\u2212" : "+", a = Math.abs(d);
+    if (a < 1000) return sign + Math.round(a) + " ms";
+    if (a < 60000) return sign + (a / 1000).toFixed(3) + " s";
+    var h = Math.floor(a / 3600000), mi = Math.floor(a / 60000) % 60, sec = (a % 60000) / 1000;
+    var ss = (sec < 10 ? "0" : "") + sec.toFixed(h ? 0 : 3);
+    return sign + (h ? h + " h " + (mi < 10 ? "0" : "") + mi + " m " : mi + " m ") + ss + " s";
+  }
+  function absText(iso, ms) {
+    var s = String(iso).replace("T", " ").replace(/\+00:00$|Z$/, " UTC");
+    if (typeof ms === "number") s += "\nyour time: " + new Date(ms).toString();
+    return s;
+  }
   // ---- the tree: iterative pre-order, no recursion (depth 1,000 is fine) ----
   var idx = new Map();
   for (var i = 0; i < n; i++) idx.set(evs[i].event_id, i);
@@ -49,6 +136,16 @@
     if (typeof s1 === "number" && s1 > t1) t1 = s1;
   }
   var span = t1 > t0 ? t1 - t0 : 1;
+  var tRun = typeof (data.run || {}).ts_start_ms === "number" ? data.run.ts_start_ms : (t0 < Infinity ? t0 : null);
+  function timeEl(iso, ms) {
+    if (iso === null || iso === undefined) return null;
+    if (typeof ms !== "number" || tRun === null) return el("span", "time", iso);
+    var t = el("span", "time", relText(ms - tRun));
+    t.title = absText(iso, ms);
+    t.setAttribute("data-abs", String(iso));
+    return t;
+  }
+  function relOf(iso, ms) { return typeof ms === "number" && tRun !== null ? relText(ms - tRun) : (iso || ""); }
   var posOf = new Int32Array(n);
   for (i = 0; i < m; i++) posOf[order[i]] = i;
 
@@ -78,11 +175,15 @@
   document.getElementById("title").textContent = "Run: " + (run.goal === null || run.goal === undefined ? "(goal erased)" : run.goal);
   document.title = "toolledger · " + (run.goal || run.run_id || "run");
   var facts = document.getElementById("facts");
+  var runEnd = run.ended_at ? Date.parse(run.ended_at) : NaN;
   [["run", run.run_id], ["agent", run.agent], ["status", run.status], ["namespace", run.namespace],
-   ["started", run.started_at], ["ended", run.ended_at], ["records", run.event_count],
+   ["started", run.started_at ? absText(run.started_at).split("\n")[0] : null],
+   ["ended", run.ended_at ? relOf(run.ended_at, isNaN(runEnd) ? null : runEnd) : null], ["records", run.event_count],
    ["events", n], ["head", run.head_hash]].forEach(function (f) {
     if (f[1] === null || f[1] === undefined || f[1] === "") return;
-    var s = el("span"); s.appendChild(el("b", null, f[0] + " ")); s.appendChild(document.createTextNode(String(f[1])));
+    var s = el("span", f[0] === "head" || f[0] === "run" ? "hash" : null); s.appendChild(el("b", null, f[0] + " ")); s.appendChild(document.createTextNode(String(f[1])));
+    if (f[0] === "ended") s.title = absText(run.ended_at, isNaN(runEnd) ? null : runEnd);
+    if (f[0] === "started" && typeof run.ts_start_ms === "number") s.title = absText(run.started_at, run.ts_start_ms);
     facts.appendChild(s);
   });
 
@@ -96,6 +197,7 @@
   var collapsed = new Uint8Array(m), hit = new Uint8Array(m);
   var shown = new Int32Array(m), nShown = 0;
   var query = "", texts = null, selected = -1, rendered = [-1, -1];
+  var shownAt = new Int32Array(m).fill(-1), previews = new Array(m);
   function statusOf(ev) { return ev.interrupted ? "interrupted" : (ev.status || ""); }
   function buildRow(k) {
     var ev = evs[order[k]], d = depthOf[k];
@@ -109,15 +211,17 @@
     row.appendChild(el("span", "kind", ev.kind));
     row.appendChild(el("span", "name", ev.name || ""));
     row.appendChild(el("span", "status " + statusOf(ev), statusOf(ev)));
+    if (previews[k] === undefined) previews[k] = previewOf(ev);
+    row.appendChild(el("span", "preview", previews[k]));
     if (typeof ev.duration_ms === "number" && ev.kind !== "approval" && ev.kind !== "note" && ev.kind !== "artifact" && ev.kind !== "finish")
-      row.appendChild(el("span", "dur", ev.duration_ms.toFixed(1) + " ms"));
+      row.appendChild(el("span", "dur", durText(ev.duration_ms)));
     var track = el("span", "track");
     if (typeof ev.ts_start_ms === "number") {
       var end = typeof ev.ts_end_ms === "number" ? ev.ts_end_ms : t1;
       var bar = el("span", "bar " + statusOf(ev) + (typeof ev.ts_end_ms === "number" ? "" : " open"));
       bar.style.left = ((ev.ts_start_ms - t0) / span * 100).toFixed(3) + "%";
       bar.style.width = Math.max(0, (end - ev.ts_start_ms) / span * 100).toFixed(3) + "%";
-      bar.title = (ev.ts_start_ms - t0).toFixed(1) + " ms + " + (end - ev.ts_start_ms).toFixed(1) + " ms";
+      bar.title = relOf(ev.started_at, ev.ts_start_ms) + " for " + (end - ev.ts_start_ms).toFixed(1) + " ms";
       track.appendChild(bar);
     }
     row.appendChild(track);
@@ -174,6 +278,8 @@
       while (j < m) { shown[nShown++] = j; j += collapsed[j] ? size[j] : 1; }
       countEl.textContent = m + " events";
     }
+    shownAt.fill(-1);
+    for (j = 0; j < nShown; j++) shownAt[shown[j]] = j;
     tree.setAttribute("data-visible", String(nShown));
     spacer.style.height = (nShown * ROW_H) + "px";
     render(true);
@@ -208,28 +314,155 @@
 
   // ---- details ----
   var details = document.getElementById("details");
-  function section(title, value) {
-    if (value === null || value === undefined) return;
-    if (typeof value === "object" && Object.keys(value).length === 0) return;
-    details.appendChild(el("h3", null, title));
-    details.appendChild(el("pre", null, typeof value === "string" ? value : JSON.stringify(value, null, 2)));
+  // ---- collapsible JSON with a copy button (all text via textContent) ----
+  var JSON_TREE_MAX = 200000, JSON_OPEN_DEPTH = 2, JSON_DEPTH_MAX = 60;
+  function copyText(text, btn) {
+    function done(ok) { btn.textContent = ok ? "Copied" : "Copy failed"; btn.setAttribute("data-copied", ok ? "yes" : "no"); }
+    function fallback() {
+      var ta = el("textarea", "copy-buffer");
+      ta.value = text;
+      document.body.appendChild(ta);
+      ta.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+      document.body.removeChild(ta);
+      return ok;
+    }
+    try {
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(text).then(function () { done(true); }, function () { done(fallback()); });
+        return;
+      }
+    } catch (err) { /* fall through */ }
+    done(fallback());
   }
+  function jsonNode(value, label, depth) {
+    var isArr = Array.isArray(value);
+    if (value === null || typeof value !== "object" || depth >= JSON_DEPTH_MAX) {
+      var line = el("div", "jl");
+      if (label !== null) line.appendChild(el("span", "jk", label + ": "));
+      var t = value === null ? "null" : typeof value;
+      var text = t === "object" ? JSON.stringify(value) : (t === "string" ? JSON.stringify(value) : String(value));
+      line.appendChild(el("span", "jv " + t, text));
+      return line;
+    }
+    var keys = isArr ? null : Object.keys(value), count = isArr ? value.length : keys.length;
+    var open = isArr ? "[" : "{", close = isArr ? "]" : "}";
+    if (!count) return jsonNode(isArr ? [] : {}, label, JSON_DEPTH_MAX);
+    var d = el("details", "jn");
+    if (depth < JSON_OPEN_DEPTH) d.open = true;
+    var sm = el("summary");
+    if (label !== null) sm.appendChild(el("span", "jk", label + ": "));
+    sm.appendChild(el("span", "jb", open));
+    sm.appendChild(el("span", "jsum", " " + count + (isArr ? (count === 1 ? " item " : " items ") : (count === 1 ? " key " : " keys ")) + close));
+    d.appendChild(sm);
+    var body = el("div", "jc");
+    for (var i = 0; i < count; i++) {
+      var key = isArr ? i : keys[i];
+      body.appendChild(jsonNode(value[key], isArr ? String(i) : JSON.stringify(key), depth + 1));
+    }
+    d.appendChild(body);
+    d.appendChild(el("div", "jb", close));
+    return d;
+  }
+  function section(title, value, parent) {
+    if (isEmpty(value)) return;
+    var into = parent || details;
+    var text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    var head = el("h3", "sec");
+    head.appendChild(el("span", null, title));
+    var btn = el("button", "copy", "Copy");
+    btn.type = "button";
+    btn.title = "Copy " + title.toLowerCase() + (typeof value === "string" ? "" : " as JSON");
+    btn.addEventListener("click", function () { copyText(text, btn); });
+    head.appendChild(btn);
+    into.appendChild(head);
+    if (typeof value !== "object" || text.length > JSON_TREE_MAX) {
+      into.appendChild(el("pre", null, text));
+      return;
+    }
+    var box = el("div", "json");
+    box.appendChild(jsonNode(value, null, 0));
+    into.appendChild(box);
+  }
+  function kv(rows, cls) {
+    var table = el("table", cls || "kv");
+    rows.forEach(function (f) {
+      if (f[1] === null || f[1] === undefined || f[1] === "") return;
+      var tr = el("tr"); tr.appendChild(el("td", null, f[0]));
+      var td = el("td", f[2] || null);
+      if (typeof f[1] === "object" && f[1].nodeType) td.appendChild(f[1]); else td.textContent = String(f[1]);
+      tr.appendChild(td);
+      table.appendChild(tr);
+    });
+    return table;
+  }
+  function hashOf(k) { return "#" + encodeURIComponent(String(evs[order[k]].event_id)); }
   function link(text, eventIndex) {
     var a = el("a", "jump", text);
-    a.href = "#";
+    a.href = hashOf(posOf[eventIndex]);
     a.setAttribute("data-jump", String(posOf[eventIndex]));
     return a;
+  }
+  // Open row k: clear the search, unfold its ancestors, scroll it into the middle, select it.
+  function reveal(k) {
+    if (query || shownAt[k] < 0) {
+      query = ""; document.getElementById("search").value = "";
+      for (var a = parentPos[k]; a >= 0; a = parentPos[a]) collapsed[a] = 0;
+      refresh();
+    }
+    var j = shownAt[k];
+    if (j >= 0) tree.scrollTop = Math.max(0, j * ROW_H - Math.floor((tree.clientHeight || 600) / 2));
+    select(k);
   }
   details.addEventListener("click", function (e) {
     var t = e.target;
     if (!t || !t.getAttribute || t.getAttribute("data-jump") === null) return;
     e.preventDefault();
-    var k = Number(t.getAttribute("data-jump"));
-    query = ""; document.getElementById("search").value = "";
-    for (var a = parentPos[k]; a >= 0; a = parentPos[a]) collapsed[a] = 0;
-    refresh();
-    for (var j = 0; j < nShown; j++) if (shown[j] === k) { tree.scrollTop = Math.max(0, j * ROW_H - 120); break; }
-    select(k);
+    reveal(Number(t.getAttribute("data-jump")));
+  });
+  // The URL names the selected event (#<event id>): a link that opens it.
+  function setHash(k) {
+    var h = hashOf(k);
+    if (location.hash === h) return;
+    try { history.replaceState(null, "", h); } catch (err) { location.replace(h); }
+  }
+  function openHash() {
+    var h = location.hash.slice(1), id;
+    if (!h) return false;
+    try { id = decodeURIComponent(h); } catch (err) { return false; }
+    var i = idx.get(id);
+    if (i === undefined) return false;
+    if (posOf[i] !== selected) reveal(posOf[i]);
+    return true;
+  }
+  window.addEventListener("hashchange", openHash);
+
+  // ---- keyboard: up/down move between rows, left/right fold, Home/End ----
+  function moveTo(j) {
+    if (!nShown) return;
+    j = Math.max(0, Math.min(nShown - 1, j));
+    var top = j * ROW_H, h = tree.clientHeight || 600;
+    if (top < tree.scrollTop) tree.scrollTop = top;
+    else if (top + ROW_H > tree.scrollTop + h) tree.scrollTop = top + ROW_H - h;
+    select(shown[j]);
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    var t = e.target, tag = t && t.tagName;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) return;
+    var j = selected >= 0 ? shownAt[selected] : -1;
+    if (e.key === "ArrowDown" || e.key === "j") moveTo(j + 1);
+    else if (e.key === "ArrowUp" || e.key === "k") moveTo(j < 0 ? 0 : j - 1);
+    else if (e.key === "Home") moveTo(0);
+    else if (e.key === "End") moveTo(nShown - 1);
+    else if (e.key === "ArrowRight" && selected >= 0 && !query && collapsed[selected]) { collapsed[selected] = 0; refresh(); }
+    else if (e.key === "ArrowLeft" && selected >= 0 && !query) {
+      if (size[selected] > 1 && !collapsed[selected]) { collapsed[selected] = 1; refresh(); }
+      else if (parentPos[selected] >= 0) moveTo(shownAt[parentPos[selected]]);
+      else return;
+    } else return;
+    e.preventDefault();
   });
   function short(v, a, b) {
     if (v === null || v === undefined) return "";
@@ -244,7 +477,9 @@
     box.appendChild(el("span", "label", "Checkpoint " + key));
     var summary = el("div", "life-summary");
     summary.appendChild(el("span", "status " + (life.status || ""), life.status || "unknown"));
-    summary.appendChild(el("span", null, life.delivered ? "delivered at " + life.delivered_at : "not delivered"));
+    var dl = el("span", null, life.delivered ? "delivered at " + relOf(life.delivered_at, Date.parse(life.delivered_at)) : "not delivered");
+    if (life.delivered_at) dl.title = absText(life.delivered_at, Date.parse(life.delivered_at));
+    summary.appendChild(dl);
     summary.appendChild(el("span", null, "delivery attempts: " + (life.delivery_attempts || 0)));
     if (typeof life.revision === "number") summary.appendChild(el("span", null, "revision " + life.revision));
     box.appendChild(summary);
@@ -255,14 +490,20 @@
     if (rows.length) {
       var table = el("table", "transitions");
       var head = el("tr");
-      ["time", "transition", "status", "rev", "attempt id", "delivery id", "deliveries"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+      [["time", "since the run started"], ["transition"], ["status"], ["rev", "revision"], ["attempt", "attempt id"],
+       ["delivery", "delivery id"], ["tries", "delivery attempts"]].forEach(function (h) {
+        var th = el("th", null, h[0]);
+        if (h[1]) th.title = h[1];
+        head.appendChild(th);
+      });
       table.appendChild(head);
       rows.forEach(function (r) {
         var tr = el("tr", r.status);
-        [[short(r.at, 11, 26), r.at], [r.transition], [r.status], [r.revision],
+        [[relOf(r.at, r.at_ms), r.at ? absText(r.at, r.at_ms) : null], [r.transition], [r.status], [r.revision],
          [short(r.attempt_id, 0, 12), r.attempt_id], [short(r.delivery_id, 0, 12), r.delivery_id],
-         [r.delivery_attempts]].forEach(function (v) {
+         [r.delivery_attempts]].forEach(function (v, col) {
           var td = el("td", null, v[0]);
+          if (col === 1 && v[0]) breakable(td, v[0]);
           if (v[1] && v[1] !== v[0]) td.title = String(v[1]);
           tr.appendChild(td);
         });
@@ -284,27 +525,76 @@
     p.appendChild(el("span", "label", ev.kind === "approval" ? "Authorizes" : "Approvals"));
     others.forEach(function (o) {
       var oe = evs[o];
-      p.appendChild(link((oe.kind || "") + " " + (oe.name || "") + " [" + statusOf(oe) + "] at " + (oe.started_at || ""), o));
+      p.appendChild(link((oe.kind || "") + " " + (oe.name || "") + " [" + statusOf(oe) + "] at " + relOf(oe.started_at, oe.ts_start_ms), o));
     });
     details.appendChild(p);
   }
-  function select(k) {
+  function approvalBox(ev) {
+    var ap = ev.approval, key = keyOf(ev), life = key ? checkpoints[key] : null;
+    var req = life && life.approval ? life.approval : null;
+    var state = ap.granted === true ? "granted" : (ap.granted === false ? "refused" : "pending");
+    var box = el("div", "approval-box " + state);
+    box.setAttribute("data-state", state);
+    box.appendChild(el("span", "label", state === "pending" ? "Approval pending: waiting for a decision" :
+      (state === "granted" ? "Approval granted" : "Approval refused") + " by " + ap.by));
+    if (ap.reason) box.appendChild(el("div", "reason", ap.reason));
+    if (req && req.status && req.status !== "pending" && state === "pending") {
+      box.appendChild(el("div", "now", "Decided since: " + req.status + " by " + req.by +
+        (req.decided_at ? " at " + relOf(req.decided_at, Date.parse(req.decided_at)) : "") + (req.reason ? " (" + req.reason + ")" : "")));
+    }
+    var decided = ap.decided_at || (req && req.decided_at);
+    box.appendChild(kv([
+      ["ticket", ap.ticket || (req && req.ticket)],
+      ["tool", (ev.name || (req && req.tool) || "") + (ap.tool_revision ? " (revision " + ap.tool_revision + ")" : "")],
+      ["call", ap.for_call ? (key || ap.for_call) : null],
+      ["mode", ap.mode],
+      ["requested", req && req.requested_at ? timeEl(req.requested_at, Date.parse(req.requested_at)) : null],
+      ["decided", decided ? timeEl(decided, Date.parse(decided)) : null],
+      ["expires", ap.expires_at ? timeEl(ap.expires_at, Date.parse(ap.expires_at)) : null],
+      ["binding", ap.binding_fingerprint, "hash"],
+      ["input", ap.input_fingerprint, "hash"]
+    ], "kv approval-facts"));
+    if (req && req.description) box.appendChild(el("div", "description", req.description));
+    var why = req && req.justification;
+    if (!why && ap.for_call) {
+      var calls = callsByKey.get(key) || [];
+      for (var c = 0; c < calls.length && !why; c++) why = evs[calls[c]].justification;
+    }
+    if (why) {
+      var w = el("div", "why");
+      w.appendChild(el("span", "label", "Justification (what the approver is shown)"));
+      w.appendChild(document.createTextNode(why));
+      box.appendChild(w);
+    }
+    if (req && req.input !== null && req.input !== undefined) section("Input to authorize", req.input, box);
+    else if (req) box.appendChild(el("p", "erased", "The stored request keeps no input (too large, or erased); the input fingerprint binds it."));
+    if (req && req.error) box.appendChild(el("p", "erased", req.error));
+    details.appendChild(box);
+  }
+  function artifactBox(a) {
+    var box = el("div", "artifact-box");
+    box.appendChild(el("span", "label", "Artifact " + (a.name || "")));
+    box.appendChild(kv([["name", a.name], ["media type", a.media_type],
+      ["size", typeof a.size === "number" ? a.size.toLocaleString("en-US") + " bytes" : a.size],
+      ["sha256", a.sha256, "hash"], ["path", a.path, "hash"], ["uri", a.uri, "hash"]]));
+    details.appendChild(box);
+  }
+  function select(k, keepUrl) {
     selected = k;
     render(true);
     var ev = evs[order[k]];
+    if (!keepUrl) setHash(k);
     details.textContent = "";
     details.appendChild(el("h2", null, (ev.kind || "") + " \u00B7 " + (ev.name || "")));
-    var table = el("table");
-    [["status", statusOf(ev)], ["event id", ev.event_id], ["parent", ev.parent_id],
-     ["started", ev.started_at], ["ended", ev.ended_at],
+    if (ev.approval) approvalBox(ev);
+    var idLink = el("a", "hash", ev.event_id);
+    idLink.href = hashOf(k);
+    idLink.title = "A link to this event";
+    details.appendChild(kv([["status", statusOf(ev)], ["event id", idLink], ["parent", ev.parent_id, "hash"],
+     ["started", timeEl(ev.started_at, ev.ts_start_ms)], ["ended", timeEl(ev.ended_at, ev.ts_end_ms)],
      ["duration", typeof ev.duration_ms === "number" ? ev.duration_ms + " ms" : null],
-     ["checkpoint", ev.checkpoint ? (ev.checkpoint.namespace + "/" + ev.checkpoint.call_id + " (revision " + ev.checkpoint.revision + ")") : null],
-     ["trace id", ev.trace_id], ["span id", ev.span_id], ["depth", depthOf[k]]].forEach(function (f) {
-      if (f[1] === null || f[1] === undefined) return;
-      var tr = el("tr"); tr.appendChild(el("td", null, f[0])); tr.appendChild(el("td", null, f[1]));
-      table.appendChild(tr);
-    });
-    details.appendChild(table);
+     ["checkpoint", ev.checkpoint ? (ev.checkpoint.namespace + "/" + ev.checkpoint.call_id + " (revision " + ev.checkpoint.revision + ")") : null, "hash"],
+     ["trace id", ev.trace_id, "hash"], ["span id", ev.span_id, "hash"], ["depth", depthOf[k]]], "kv facts"));
     if (ev.interrupted) details.appendChild(el("p", "erased", "Interrupted: the run ended or crashed before this event ended."));
     if (ev.erased) details.appendChild(el("p", "erased", "Content erased at " + ev.erased.at + ": " + ev.erased.reason));
     if (ev.justification !== undefined && ev.justification !== null) {
@@ -318,15 +608,7 @@
       miss.appendChild(document.createTextNode("Missing: the " + (ev.justification_source || "model") + " gave no justification."));
       details.appendChild(miss);
     }
-    if (ev.approval) {
-      var waiting = ev.approval.granted !== true && ev.approval.granted !== false;
-      var box = el("div", "approval-box" + (ev.approval.granted ? "" : " refused"));
-      box.appendChild(el("span", "label", waiting ? "Approval requested (waiting for a decision)" : (ev.approval.granted ? "Approval granted" : "Approval refused") + " by " + ev.approval.by));
-      if (ev.approval.reason) box.appendChild(document.createTextNode(ev.approval.reason));
-      if (ev.approval.for_call) box.appendChild(el("div", null, "for call " + ev.approval.for_call + (ev.approval.binding_fingerprint ? " (" + ev.approval.binding_fingerprint + ")" : "")));
-      if (ev.approval.input_fingerprint) box.appendChild(el("div", null, "bound to input " + ev.approval.input_fingerprint + (ev.approval.tool_revision ? " (tool revision " + ev.approval.tool_revision + ")" : "")));
-      details.appendChild(box);
-    }
+    if (ev.artifact) artifactBox(ev.artifact);
     links(ev);
     if (ev.kind === "tool_call") checkpointLife(ev);
     if (ev.error) {
@@ -338,10 +620,11 @@
     section("Text", ev.text);
     section("Inputs", ev.inputs);
     section("Outputs", ev.outputs);
+    section("Artifact", ev.artifact);
     section("Artifacts", ev.artifacts);
     section("Meta", ev.meta);
     section("Other fields", ev.extra);
   }
   refresh();
-  if (m) select(0);
+  if (!openHash() && m) select(0, true);
 })();
