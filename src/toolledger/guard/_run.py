@@ -26,6 +26,8 @@ from ..checkpoint import Status
 from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
+from ..telemetry import Redactor
+from ..telemetry._policy import DEFAULTS
 from ..tools import Tool, ToolOutcome
 from . import _batch, _deliver, _drivers
 from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport
@@ -64,6 +66,9 @@ class Run(JournalRun):
         super().__init__(goal, **options)
         #: Model calls through journaled clients store their content (request, response).
         self.journal_content = bool(journal_content)
+        #: The hook that content passes through before it is stored: the run's
+        #: ``redact=``, else ``configure()``'s (the same hook telemetry applies).
+        self.journal_redact: Redactor | None = options.get("redact") or DEFAULTS.redact
         self._requests: dict[str, EventHandle] = {}
         self._replay_args = (replay_of, fork_at, on_divergence, resume_turns)
         self._controller: ReplayController | None = None
@@ -342,7 +347,9 @@ def run(
         namespace: Checkpoint namespace for the run's tool calls (default ``default``; a
             replay or fork: its source run's).
         strict: Raise storage failures instead of recording them in ``run.errors``.
-        tracer_provider, capture_content, capture_intent, redact: Telemetry options.
+        tracer_provider, capture_content, capture_intent, redact: Telemetry options;
+            ``redact`` (else ``configure()``'s) also runs on journaled model content
+            before it is stored (``docs/replay.md``).
         conversation_id: The conversation (session, thread) this run belongs to: telemetry's
             ``gen_ai.conversation.id`` on the run's spans (none when not given; never the
             run id).

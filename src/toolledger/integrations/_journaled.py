@@ -27,6 +27,13 @@ Rules this module keeps:
   journal_content=False)`` or ``journaled(..., capture_content=False)`` turn it off; the
   telemetry capture setting governs spans only. ``meta.tool_calls`` (ids and names) is
   stored either way.
+- Stored content passes through the run's redact hook first (``run.journal_redact``: the
+  run's ``redact=``, else ``configure()``'s): the request as ``{REDACT_REQUEST: <JSON
+  text>}``, the response as ``{REDACT_RESPONSE: <JSON text>}``; what the hook returns under
+  the key is parsed back and stored. A hook that raises, drops the key or returns text
+  that is not a JSON object stores no content for that half (fail closed; the failure is
+  kept in ``run.errors``). Replay compares a live request in the same redacted form, and
+  ``meta.content_sha256`` then hashes the redacted messages and content (what is stored).
 - Streams: the event is begun when the request is sent and ended when the stream is
   consumed, closed, or fails; a stream closed early records what was received
   (``meta.stream_closed_early``).
@@ -43,17 +50,20 @@ import hashlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint._json import canonical_json
+from ..errors import InvalidArgumentError
 from ._common import as_plain
 
 if TYPE_CHECKING:
     from ..guard._run import Run
 
 __all__ = [
+    "REDACT_REQUEST",
+    "REDACT_RESPONSE",
     "AsyncStream",
     "LLMCall",
     "Recorder",
@@ -62,6 +72,11 @@ __all__ = [
     "SyncStream",
     "content_sha256",
 ]
+
+#: The key a model request's journaled content is given to the run's redact hook under.
+REDACT_REQUEST = "toolledger.llm_call.request"
+#: The key a model response's journaled content is given to the run's redact hook under.
+REDACT_RESPONSE = "toolledger.llm_call.response"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -95,6 +110,38 @@ def content_sha256(messages: Any, content: Any) -> str:
     except Exception:  # not exact JSON: still hash something stable
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def redacted(run: Run, key: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """``doc`` as the run's redact hook leaves it (``doc`` itself without a hook).
+
+    The hook gets ``{key: <compact JSON text of doc>}`` and returns a mapping whose value
+    under ``key`` is parsed back. ``None`` (fail closed: no content is stored) when the hook
+    raises, drops the key or returns something that is not a JSON object's text; the
+    failure goes to ``run.errors`` (raised when the run is strict).
+    """
+    hook = run.journal_redact
+    if hook is None:
+        return doc
+    try:
+        text = json.dumps(
+            doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
+        )
+        out = hook({key: text})
+        value = out.get(key) if isinstance(out, Mapping) else None
+        back = json.loads(value) if isinstance(value, str) else None
+        if not isinstance(back, dict):
+            raise TypeError(f"returned no JSON object text under {key!r}")
+        return back
+    except Exception as exc:  # fail closed: the content is not stored
+        run.record_failure(
+            InvalidArgumentError(
+                message=f"redact hook failed on a model call's content ({exc}); "
+                "the content was not journaled",
+                details={"key": key},
+            )
+        )
+        return None
 
 
 def _capture(run: Run, explicit: bool | None) -> bool:
@@ -231,6 +278,15 @@ class Recorder:
         self.capture = _capture(run, capture_content)
         self.server = server
 
+    def request(
+        self, messages: Any, system: Any, kwargs: dict[str, Any], *, stream: bool
+    ) -> dict[str, Any] | None:
+        """The request as stored (``inputs``) and as replay compares it: ``request_doc``
+        through the run's redact hook (``None``: the hook failed, nothing is stored)."""
+        return redacted(
+            self.run, REDACT_REQUEST, request_doc(messages, system, kwargs, stream=stream)
+        )
+
     def begin(
         self,
         model: Any,
@@ -306,7 +362,10 @@ class LLMCall:
             stream = stream or kwargs.get("stream") is True
             inputs: dict[str, Any] | None = None
             if recorder.capture:
-                inputs = request_doc(messages, system, kwargs, stream=stream)
+                inputs = recorder.request(messages, system, kwargs, stream=stream)
+                if recorder.run.journal_redact is not None:
+                    # meta.content_sha256 hashes what is stored: the redacted messages
+                    self.messages = None if inputs is None else inputs.get("messages")
                 if stream:
                     self.stream_items = []
             meta: dict[str, Any] = {
@@ -350,8 +409,19 @@ class LLMCall:
         self._done = True
         if self.handle is None:
             return
+        outputs: dict[str, Any] | None = None
+        content = facts.content
+        if self.recorder.capture:
+            outputs = {"content": facts.content}
+            if self.stream_items is not None and not closed_early and self.stream_items:
+                outputs["stream"] = self.stream_items
+            elif facts.response is not None:
+                outputs["response"] = facts.response
+            if self.recorder.run.journal_redact is not None:
+                outputs = redacted(self.recorder.run, REDACT_RESPONSE, outputs)
+                content = None if outputs is None else outputs.get("content")
         try:
-            digest: str | None = content_sha256(self.messages, facts.content)
+            digest: str | None = content_sha256(self.messages, content)
         except Exception:  # an unreadable request object: the facts still count
             digest = None
         usage: dict[str, Any] = {
@@ -387,13 +457,6 @@ class LLMCall:
             meta["time_to_first_chunk"] = round(self._first, 6)
         if closed_early:
             meta["stream_closed_early"] = True
-        outputs: dict[str, Any] | None = None
-        if self.recorder.capture:
-            outputs = {"content": facts.content}
-            if self.stream_items is not None and not closed_early and self.stream_items:
-                outputs["stream"] = self.stream_items
-            elif facts.response is not None:
-                outputs["response"] = facts.response
         try:
             self.handle.end("completed", outputs=outputs, meta=meta)
         except Exception as exc:

@@ -12,7 +12,8 @@ Rules this module keeps:
   whether the record answers it (``guard._replay``); an answered request is made on the
   serving copy of the client (``_journaled_replay``), so it reaches no network and the
   SDK builds its own objects from the recorded answer. It is journaled like any other,
-  its ``meta`` naming the recorded event (``replayed_from`` / ``resumed_from``).
+  its ``meta`` naming the recorded event (``replayed_from`` / ``resumed_from``). The
+  request is compared as the journal stores it: through the run's redact hook.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from ._journaled import (
     ResponseFacts,
     StreamManager,
     SyncStream,
-    request_doc,
 )
 from ._journaled_replay import ReplayAnswers, answer_body
 
@@ -120,7 +120,7 @@ class Endpoint(Proxy):
         model = kwargs.get("model")
         served = ctl.model_call(
             model if isinstance(model, str) and model else "unknown",
-            request_doc(kwargs.get(self._key), system, kwargs, stream=stream),
+            self._recorder.request(kwargs.get(self._key), system, kwargs, stream=stream) or {},
         )
         if served is None:
             return self._inner, kwargs, None

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError, ReplayUnavailableError
 from ..tools import Tool, tool
 from ._common import JUSTIFICATION, JUSTIFICATION_SCHEMA, field
-from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream, request_doc
+from ._journaled import AsyncStream, LLMCall, Recorder, SyncStream
 from ._journaled_endpoint import Proxy
 from ._journaled_facts import ChatAccumulator, chat_facts
 
@@ -124,7 +124,7 @@ class _JournaledProvider(Proxy):
         ctl = self._recorder.run.replay
         if ctl is None or ctl.live:
             return None
-        doc = request_doc(messages, None, dict(kwargs), stream=stream)
+        doc = self._recorder.request(messages, None, dict(kwargs), stream=stream) or {}
         served = ctl.model_call(model if isinstance(model, str) and model else "unknown", doc)
         if served is not None and stream:
             raise ReplayUnavailableError(
