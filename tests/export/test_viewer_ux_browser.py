@@ -241,6 +241,22 @@ def test_artifact_pane_relative_times_and_json(browser, gated):  # noqa: F811
     assert _severe(browser) == []
 
 
+def test_a_pending_approval_decided_since_says_so(browser, tmp_path):  # noqa: F811
+    """The journal's event stays pending; the page reads the store's decision at export."""
+    from toolledger.approvals import decide_approval
+
+    db = tmp_path / "gated.db"
+    run_id = _gated_run(db, tmp_path / "findings.md")
+    decide_approval(db, "default", "toolu_email", True, "carol", "checked with Ana")
+    page = toolledger.export_html(db, run_id, tmp_path / "decided.html").path
+    _open(browser, page, 1280)
+    _select(browser, "send_email", "approval")
+    box = _box(browser, "pending")
+    assert box["state"] == "pending"
+    assert "Decided since: approved by carol" in box["text"]
+    assert "(checked with Ana)" in box["text"]
+
+
 def test_keyboard_and_event_links(browser, gated):  # noqa: F811
     page, run_id = gated
     events = stored_run(page.parent / "gated.db", run_id).events
@@ -259,9 +275,10 @@ def test_keyboard_and_event_links(browser, gated):  # noqa: F811
     body.send_keys(Keys.ARROW_UP)
     assert selected() == names[2]
     # The URL follows the selection; the page opened at that URL opens that event.
-    hash_ = browser.execute_script("return location.hash")
     target = next(e for e in events if e["name"] == names[2])
-    assert hash_ == "#" + target["event_id"]
+    WebDriverWait(browser, 5).until(
+        lambda d: d.execute_script("return location.hash") == "#" + target["event_id"]
+    )
     body.send_keys(Keys.END)
     assert selected() == names[-1]
     email = next(e for e in events if e["name"] == "send_email")

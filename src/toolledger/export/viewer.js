@@ -422,10 +422,17 @@
     reveal(Number(t.getAttribute("data-jump")));
   });
   // The URL names the selected event (#<event id>): a link that opens it.
+  // Written 150 ms after the selection settles: a held arrow key does not flood the
+  // history API (browsers throttle it).
+  var hashTimer = null;
   function setHash(k) {
-    var h = hashOf(k);
-    if (location.hash === h) return;
-    try { history.replaceState(null, "", h); } catch (err) { location.replace(h); }
+    if (hashTimer !== null) clearTimeout(hashTimer);
+    hashTimer = setTimeout(function () {
+      hashTimer = null;
+      var h = hashOf(k);
+      if (location.hash === h) return;
+      try { history.replaceState(null, "", h); } catch (err) { location.replace(h); }
+    }, 150);
   }
   function openHash() {
     var h = location.hash.slice(1), id;
@@ -580,8 +587,13 @@
     details.appendChild(box);
   }
   function select(k, keepUrl) {
+    var prev = selected;
     selected = k;
-    render(true);
+    render(false);  // a new window of rows is built with the selection; else mark it in place
+    var old = prev >= 0 ? layer.querySelector('[data-pos="' + prev + '"]') : null;
+    if (old) old.classList.remove("selected");
+    var now = layer.querySelector('[data-pos="' + k + '"]');
+    if (now) now.classList.add("selected");
     var ev = evs[order[k]];
     if (!keepUrl) setHash(k);
     details.textContent = "";
