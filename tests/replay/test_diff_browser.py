@@ -92,3 +92,27 @@ def test_diff_page_marks_first_divergence_escaped_clean_console(
     driver.save_screenshot(str(tmp_path / "diff.png"))
     if os.environ.get("TOOLLEDGER_SCREENSHOT_DIR"):
         shutil.copy(tmp_path / "diff.png", os.environ["TOOLLEDGER_SCREENSHOT_DIR"])
+
+
+def test_viewer_names_a_forked_runs_source_in_its_facts(
+    tmp_path: Path,
+    driver,  # type: ignore[no-untyped-def]
+) -> None:
+    """The run viewer's header facts show ``source fork of RUN at EVENT`` (hashed header)."""
+    db = tmp_path / "fork.db"
+    with toolledger.run("fork", db=db, run_id="r1") as run:
+        run.note("one")
+        run.note("two")
+    at = [e for e in toolledger.load_run(db, "r1").events if e.kind == "note"][1].event_id
+    with toolledger.run("fork", db=db, replay_of="r1", fork_at=at) as forked:
+        pass
+    page = toolledger.export_html(db, forked.run_id, tmp_path / "fork.html").path
+    driver.get(page.resolve().as_uri())
+    facts = [s.text for s in driver.find_elements("css selector", "#facts span")]
+    assert f"source fork of r1 at {at}" in facts
+    driver.get(toolledger.export_html(db, "r1", tmp_path / "r1.html").path.resolve().as_uri())
+    assert not any(
+        s.text.startswith("source") for s in driver.find_elements("css selector", "#facts span")
+    )
+    errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert errors == []

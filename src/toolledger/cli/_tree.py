@@ -21,6 +21,7 @@ from typing import Any
 
 from ..export._tree import tree_order
 from ..journal import Event, RunView
+from ..journal._facts import describe_source
 from ._common import clean
 from ._table import fit, iso, status_color, style, unicode_ok
 
@@ -126,9 +127,10 @@ def tree_lines(view: RunView) -> list[str]:
     fancy = unicode_ok()
     tee, elbow, pipe = ("├─ ", "└─ ", "│  ") if fancy else ("|- ", "`- ", "|  ")
     status = _one(view.status)
+    source = describe_source(view.source)  # from the hashed header: replay of / fork of
     lines = [
         f"run {_one(view.run_id)}  {style(status, status_color(status))}  "
-        f"agent={_one(view.agent or '-')}",
+        f"agent={_one(view.agent or '-')}" + (f"  {_one(source)}" if source else ""),
         f"goal: {_one(view.goal) if view.goal is not None else '(erased)'}",
         f"started {iso_exact(view.started_at)} (times below are since this start)",
     ]

@@ -95,6 +95,7 @@ def render_html(view: Any, lives: dict[str, Any] | None = None, *, back: str | N
             "ts_start_ms": epoch_ms(parse_event_time(facts.started_at)),
             "head_hash": view.rows[-1].hash if view.rows else view.doc.get("genesis"),
             "event_count": len(view.rows),
+            "source": facts.source,
         },
         "events": [_compact(_with_times(dict(ev))) for ev in view.events],
         "checkpoints": lives or {},

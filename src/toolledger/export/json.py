@@ -5,7 +5,7 @@ Layout (``format: "toolledger-journal"``, ``version: 1``)::
     {"format", "version", "toolledger_version", "exported_at",
      "head_hash", "event_count",                   # what verify_export checks against
      "run": {"run_id", "namespace", "agent", "goal", "status", "started_at", "ended_at",
-             "head_hash", "event_count", "document"},  # document: the stored run JSON
+             "head_hash", "event_count", "source", "document"},  # document: the stored run JSON
                                   # (the other fields are its hashed facts: journal._facts)
      "events": [{"run_id", "event_id", "seq", "parent_id", "kind", "name", "status",
                  "goal", "started_at", "ended_at", "ts_start_ms", "ts_end_ms",
@@ -89,6 +89,7 @@ def export_json(
             "ended_at": facts.ended_at,
             "head_hash": row.head_hash,
             "event_count": row.event_count,
+            "source": facts.source,
             "document": doc,
         }
         fh.write(f'"run":{_dumps(run)},\n"events":[\n')

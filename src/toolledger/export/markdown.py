@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..journal._facts import describe_source
 from ._common import ExportInfo, Progress, export_rendered
 from ._tree import tree_order
 
@@ -65,6 +66,9 @@ def render_markdown(view: Any) -> str:
         ("Records", row.event_count),
         ("Head hash", row.head_hash or ""),
     ]
+    source = describe_source(run.source)  # from the hashed header
+    if source:
+        facts.insert(1, ("Source", source))
     out += ["| | |", "| --- | --- |"]
     out += [f"| {name} | {escape_md(value)} |" for name, value in facts]
     out += ["", "## Timeline", ""]

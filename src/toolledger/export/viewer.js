@@ -176,7 +176,9 @@
   document.title = "toolledger · " + (run.goal || run.run_id || "run");
   var facts = document.getElementById("facts");
   var runEnd = run.ended_at ? Date.parse(run.ended_at) : NaN;
-  [["run", run.run_id], ["agent", run.agent], ["status", run.status], ["namespace", run.namespace],
+  var src = run.source, srcText = null;  // from the run's hashed header: replay_of / forked_from
+  if (src && src.run_id) srcText = src.mode === "fork" ? "fork of " + src.run_id + " at " + src.event_id : "replay of " + src.run_id;
+  [["run", run.run_id], ["source", srcText], ["agent", run.agent], ["status", run.status], ["namespace", run.namespace],
    ["started", run.started_at ? absText(run.started_at).split("\n")[0] : null],
    ["ended", run.ended_at ? relOf(run.ended_at, isNaN(runEnd) ? null : runEnd) : null], ["records", run.event_count],
    ["events", n], ["head", run.head_hash]].forEach(function (f) {

@@ -9,7 +9,10 @@ The hashed facts of a run are:
 - ``goal``: the run document's content, whose hash is the header's ``content_sha256``;
 - the end (``status, ended_at, error``): the run's closing record, the last ``finish``
   record whose header carries ``run_end: true`` (written when the run ends, for runs whose
-  header has ``v >= 2``); the finish summary is that event's ``text``.
+  header has ``v >= 2``); the finish summary is that event's ``text``;
+- ``source``: a replayed or forked run's source, named by the header (``replay_of:
+  {run_id}`` or ``forked_from: {run_id, event_id}``), read as ``{"mode": "replay" |
+  "fork", "run_id", "event_id"}`` (``event_id`` is ``None`` for a replay).
 
 ``run_facts`` returns those values and names every column that differs from them
 (``RunFacts.differs``). Readers (``toolledger runs``, ``show``, every export, the Python
@@ -30,7 +33,17 @@ from typing import Any
 from ..store.base import EventRow, RunRow
 from ._events import RUN_FORMAT_VERSION, parse_many
 
-__all__ = ["RUN_END_KEY", "TAIL", "EndRecord", "RunFacts", "end_record", "find_end", "run_facts"]
+__all__ = [
+    "RUN_END_KEY",
+    "TAIL",
+    "EndRecord",
+    "RunFacts",
+    "describe_source",
+    "end_record",
+    "find_end",
+    "run_facts",
+    "run_source",
+]
 
 #: The header key marking a run's closing record.
 RUN_END_KEY = "run_end"
@@ -63,6 +76,8 @@ class RunFacts:
         ended_at, error, summary: From the closing record (``None`` while running).
         end_hashed: Whether ``status``/``ended_at`` come from the chain (``False`` for a
             run recorded before run ends were chained: they are the columns').
+        source: The run this one replays or forks (``{"mode", "run_id", "event_id"}``,
+            from the hashed header), or ``None``.
         differs: ``(column, column value, hashed value)`` for each ``runs`` column that
             disagrees with the hashed run.
     """
@@ -79,6 +94,7 @@ class RunFacts:
     summary: str | None
     end_hashed: bool
     differs: tuple[tuple[str, Any, Any], ...]
+    source: Mapping[str, str | None] | None = None
 
     def describe_differences(self) -> str:
         """One line naming each column that differs from the hashed run."""
@@ -201,7 +217,33 @@ def run_facts(row: RunRow, doc: Mapping[str, Any], end: EndRecord | None) -> Run
         summary=summary,
         end_hashed=end_hashed,
         differs=tuple(differs),
+        source=run_source(header),
     )
+
+
+def run_source(header: Mapping[str, Any] | None) -> dict[str, str | None] | None:
+    """The source a run header names (``replay_of`` / ``forked_from``), or ``None``."""
+    if header is None:
+        return None
+    for key, mode in (("forked_from", "fork"), ("replay_of", "replay")):
+        value = header.get(key)
+        if isinstance(value, Mapping) and isinstance(value.get("run_id"), str):
+            event_id = value.get("event_id")
+            return {
+                "mode": mode,
+                "run_id": value["run_id"],
+                "event_id": event_id if isinstance(event_id, str) else None,
+            }
+    return None
+
+
+def describe_source(source: Mapping[str, Any] | None) -> str | None:
+    """``replay of RUN`` or ``fork of RUN at EVENT`` (``None`` without a source)."""
+    if not source:
+        return None
+    if source.get("mode") == "fork":
+        return f"fork of {source.get('run_id')} at {source.get('event_id')}"
+    return f"replay of {source.get('run_id')}"
 
 
 def _hashed_end(

@@ -144,6 +144,7 @@ def run_view(
         head_hash=head_hash if event_count else stored.row.head_hash,
         event_count=event_count if event_count else stored.row.event_count,
         error=fields["error"],
+        source=stored.facts.source,
         events=tuple(events),
     )
 

@@ -45,7 +45,7 @@ from ._events import (
     key_id,
     run_genesis,
 )
-from ._facts import EndRecord, end_record, run_facts
+from ._facts import EndRecord, end_record, run_facts, run_source
 from ._read import get_run_row, iter_rows, run_document
 
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
@@ -599,7 +599,7 @@ def verify_export(path: str | os.PathLike[str], *, key: str | bytes | None = Non
             reason=exc.message,
             source="export",
         )
-    return check_chain(
+    report = check_chain(
         run_id,
         run.get("document") or {},
         rows,
@@ -611,6 +611,18 @@ def verify_export(path: str | os.PathLike[str], *, key: str | bytes | None = Non
         columns=export_columns(run),
         key=key,
     )
+    if report.ok and "source" in run:  # exports made before the field carry none
+        document = run.get("document")
+        header = document.get("header") if isinstance(document, dict) else None
+        hashed = run_source(header if isinstance(header, dict) else None)
+        if run["source"] != hashed:
+            return dataclasses.replace(
+                report,
+                ok=False,
+                reason=f"the export's run source {run['source']!r} is not the one its hashed "
+                f"header names ({hashed!r})",
+            )
+    return report
 
 
 def export_columns(run: Mapping[str, Any]) -> RunRow:

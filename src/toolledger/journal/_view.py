@@ -180,6 +180,9 @@ class RunView:
     ``status`` is ``running``, ``completed``, ``failed`` or ``interrupted`` (its writer
     crashed). ``head_hash`` and ``event_count`` are the chain's head and record count (a
     step is two records, so ``event_count`` counts records, ``len(events)`` events).
+    ``source``: the run a replayed or forked run came from, as its hashed header names it
+    (``{"mode": "replay" | "fork", "run_id", "event_id"}``; ``event_id`` is the fork
+    point, ``None`` for a replay), else ``None``.
     """
 
     run_id: str
@@ -192,6 +195,7 @@ class RunView:
     head_hash: str | None = None
     event_count: int = 0
     error: Any = None
+    source: Mapping[str, str | None] | None = None
     events: tuple[Event, ...] = ()
     _children: Mapping[str | None, tuple[int, ...]] = field(
         default_factory=dict, repr=False, compare=False
@@ -244,6 +248,7 @@ class RunView:
             "head_hash": self.head_hash,
             "event_count": self.event_count,
             "error": self.error,
+            "source": None if self.source is None else dict(self.source),
         }
 
     def to_dict(self) -> dict[str, Any]:
