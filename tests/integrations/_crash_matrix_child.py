@@ -49,7 +49,15 @@ PROMPT = "Pay the invoices"
 #: Frameworks whose app passes ``conversation_id`` to ``toolledger.run``.
 APP_CONVERSATION = {"anthropic", "pydantic_ai"}
 #: Frameworks that run one turn's tool calls concurrently.
-CONCURRENT = {"anthropic": False, "langgraph": True, "openai_agents": True, "pydantic_ai": True}
+CONCURRENT = {
+    "anthropic": False,
+    "claude_agent_sdk": False,
+    "langgraph": True,
+    "openai_agents": True,
+    "pydantic_ai": True,
+}
+#: The fake ``claude`` CLI the Claude Agent SDK talks to (examples/_fake_claude_cli.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 Event = tuple[Any, ...]  # ("call", id, to, amount) | ("result", id, text)
 
@@ -378,8 +386,46 @@ def run_pydantic_ai(run: toolledger.Run, s: Step) -> None:
     asyncio.run(go())
 
 
+def run_claude_agent_sdk(run: toolledger.Run, s: Step) -> None:
+    from _fake_claude_cli import FakeCLI
+    from claude_agent_sdk import ClaudeAgentOptions, query, tool
+
+    from toolledger.integrations.claude_agent_sdk import ToolledgerHooks
+
+    @tool("pay", "Pay an invoice.", {"to": str, "amount": int})
+    async def pay(args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": s.pay(args["to"], args["amount"])}]}
+
+    def model(history: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+        events: list[Event] = []
+        for m in history:
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b["type"] == "tool_use":
+                    events.append(("call", b["id"], b["input"]["to"], b["input"]["amount"]))
+                elif b["type"] == "tool_result":
+                    events.append(("result", b["tool_use_id"], b["content"]))
+        calls = s.decide(events)
+        return [(i, "mcp__pay__pay", {"to": to, "amount": a}) for i, to, a in calls]
+
+    if s.phase == "restart" and s.restart == "replan":
+        s.lost("session.json")
+    guard = ToolledgerHooks(run, **s.options())
+    options = ClaudeAgentOptions(
+        mcp_servers={"pay": guard.server("pay", [pay])}, hooks=guard.hooks()
+    )
+    # The CLI saves the session after every message; resume: the same session file.
+    cli = FakeCLI(model, transcript=s.folder / "session.json", session_id=CONVERSATION)
+
+    async def go() -> None:
+        async for _ in query(prompt=PROMPT, options=options, transport=cli):
+            pass
+
+    asyncio.run(go())
+
+
 FRAMEWORKS: dict[str, Callable[[toolledger.Run, Step], None]] = {
     "anthropic": run_anthropic,
+    "claude_agent_sdk": run_claude_agent_sdk,
     "langgraph": run_langgraph,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,
@@ -389,6 +435,7 @@ FRAMEWORKS: dict[str, Callable[[toolledger.Run, Step], None]] = {
 #: What each framework's steps import (the server imports it once).
 PRELOAD = {
     "anthropic": ["httpx2", "toolledger.integrations.anthropic_runner"],
+    "claude_agent_sdk": ["_fake_claude_cli", "toolledger.integrations.claude_agent_sdk"],
     "langgraph": [
         "langchain.agents",
         "langchain_core.language_models",

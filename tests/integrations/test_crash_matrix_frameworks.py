@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 CHILD = Path(__file__).with_name("_crash_matrix_child.py")
-FRAMEWORKS = ["anthropic", "langgraph", "openai_agents", "pydantic_ai"]
+FRAMEWORKS = ["anthropic", "claude_agent_sdk", "langgraph", "openai_agents", "pydantic_ai"]
 #: Frameworks that run one turn's calls concurrently: all three effects precede the kill.
 CONCURRENT = {"langgraph", "openai_agents", "pydantic_ai"}
 PAYMENTS = ["ana 30", "ben 40", "cy 50"]
