@@ -142,6 +142,7 @@ def test_viewer_handles_20000_events_and_depth_1000(browser, tmp_path):
     total = len(stored_run(store, run.run_id).events)
     assert total == 20_000
     path = toolledger.export_html(store, run.run_id, tmp_path / "big.html").path
+    browser.set_window_size(1280, 900)
     started = time.monotonic()
     browser.get(path.resolve().as_uri())
     assert browser.find_element("id", "count").text == "20000 events"
@@ -158,6 +159,10 @@ def test_viewer_handles_20000_events_and_depth_1000(browser, tmp_path):
         "return Array.from(document.querySelectorAll('#tree .row .depth')).map(e => e.textContent)"
     )
     assert "\u20261000" in deep
+    # Indentation stops before the rows would leave the pane: nothing scrolls sideways.
+    assert browser.execute_script(
+        "const t = document.getElementById('tree'); return t.scrollWidth <= t.clientWidth"
+    )
     _search(browser, "findme")
     # the needle and its 1,000 ancestors
     assert _visible_rows(browser) == 1001

@@ -205,11 +205,11 @@
     var ev = evs[order[k]], d = depthOf[k];
     var row = el("div", "row " + (ev.kind || "") + " " + statusOf(ev) + (k === selected ? " selected" : "") + (hit[k] ? " hit" : ""));
     row.setAttribute("data-pos", String(k));
-    row.style.paddingLeft = (8 + Math.min(d, 40) * 14) + "px";
+    row.style.paddingLeft = (8 + Math.min(d, indentCap) * 14) + "px";
     var tog = el("button", "tog", size[k] > 1 ? (collapsed[k] && !query ? "\u25B8" : "\u25BE") : "");
     tog.type = "button"; tog.tabIndex = -1;
     row.appendChild(tog);
-    if (d > 40) row.appendChild(el("span", "depth", "\u2026" + d));
+    if (d > indentCap) row.appendChild(el("span", "depth", "\u2026" + d));
     row.appendChild(el("span", "kind", ev.kind));
     row.appendChild(el("span", "name", ev.name || ""));
     row.appendChild(el("span", "status " + statusOf(ev), statusOf(ev)));
@@ -229,7 +229,16 @@
     row.appendChild(track);
     return row;
   }
+  // Indentation stops where the row would leave too little room (at most 40 levels);
+  // deeper rows show their depth ("…57").
+  var indentCap = 40;
+  function capFor() {
+    var free = (tree.clientWidth || 800) - (document.body.classList.contains("no-timeline") ? 0 : (window.innerWidth >= 1600 ? 290 : 230)) - 320;
+    return Math.max(3, Math.min(40, Math.floor(free / 14)));
+  }
   function render(force) {
+    var cap = capFor();
+    if (cap !== indentCap) { indentCap = cap; force = true; }
     var first = Math.max(0, Math.floor(tree.scrollTop / ROW_H) - OVERSCAN);
     var last = Math.min(nShown, Math.ceil((tree.scrollTop + (tree.clientHeight || 600)) / ROW_H) + OVERSCAN);
     if (!force && first === rendered[0] && last === rendered[1]) return;
@@ -242,6 +251,7 @@
   }
   tree.addEventListener("scroll", function () { render(false); });
   window.addEventListener("resize", function () { render(false); });
+  // (render re-reads the cap, so a resize or the timeline toggle re-indents the rows)
 
   function flatten(v, out) {
     var st = [v];
@@ -303,6 +313,7 @@
   });
   document.getElementById("timeline").addEventListener("click", function (e) {
     var off = document.body.classList.toggle("no-timeline");
+    render(false);
     e.target.setAttribute("aria-pressed", off ? "false" : "true");
   });
   tree.addEventListener("click", function (e) {
