@@ -76,7 +76,12 @@ from typing import Any
 from ..approvals import APPROVAL_MODES, ApprovalRequest
 from ..checkpoint._attempt import new_attempt_id
 from ..checkpoint.model import Binding, fingerprint
-from ..errors import InvalidArgumentError, InvalidTransitionError, StoreError
+from ..errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+    StoreError,
+)
 from ..journal import EventHandle
 from ..journal._content import check_source, check_text
 from ..telemetry._hooks import NoopSpan
@@ -124,6 +129,8 @@ __all__ = [
     "drive_sync",
     "finish",
     "perform",
+    "refuse",
+    "refused",
     "start",
     "start_item",
 ]
@@ -329,17 +336,21 @@ def call(
         ApprovalDeniedError: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
-    flow = start(
-        run,
-        tool,
-        call_id=call_id,
-        input=input,
-        justification=justification,
-        justification_source=justification_source,
-        on_error=on_error,
-        extra=kw,
-        sync=True,
-    )
+    try:
+        flow = start(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            justification_source=justification_source,
+            on_error=on_error,
+            extra=kw,
+            sync=True,
+        )
+    except InvalidArgumentError as exc:
+        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
     gen, req, done = begin(run, flow)
     if done is not None:
         return done
@@ -363,17 +374,21 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
-    flow = start(
-        run,
-        tool,
-        call_id=call_id,
-        input=input,
-        justification=justification,
-        justification_source=justification_source,
-        on_error=on_error,
-        extra=kw,
-        sync=False,
-    )
+    try:
+        flow = start(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            justification_source=justification_source,
+            on_error=on_error,
+            extra=kw,
+            sync=False,
+        )
+    except InvalidArgumentError as exc:
+        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
     gen, req, done = begin(run, flow, sync=False)
     if done is not None:
         return done
@@ -588,6 +603,9 @@ def finish(
     if handle is None:
         if flow.replay_only and outcome is not None:
             _record_replay(run, flow, outcome)
+        elif refused(error):
+            assert isinstance(error, CheckpointError)
+            refuse(run, flow.call, error)
         return
     facts = _span_facts(flow, outcome)
     try:  # noqa: SIM105 (contextlib.suppress costs three Python frames on every call)
@@ -641,6 +659,70 @@ def _span_facts(flow: CallFlow, outcome: ToolOutcome | None) -> dict[str, Any]:
     if flow.deduplicated_from is not None:
         facts["deduplicated_from"] = flow.deduplicated_from
     return facts
+
+
+#: The codes of a call the guard refuses before its event opens (it never ran): journaled
+#: as a ``tool_call`` event with status ``refused`` and the error, its span an error with
+#: ``error.type`` = the code. A denial is not among them: its ``approval`` event (outcome
+#: ``deny``) is the journal's record of it, as it always was.
+REFUSED_CODES = frozenset({"BINDING_CONFLICT", "TOMBSTONED", "OUTCOME_UNKNOWN", "INVALID_ARGUMENT"})
+
+
+def refused(error: BaseException | None) -> bool:
+    """Whether ``error`` is the guard refusing a call (a code of ``REFUSED_CODES``)."""
+    return (
+        isinstance(error, CheckpointError)
+        and not isinstance(error, StoreError)
+        and error.code in REFUSED_CODES
+    )
+
+
+def refuse(
+    run: GuardedRun,
+    call: Call | None,
+    error: CheckpointError,
+    *,
+    tool: Tool | None = None,
+    call_id: Any = None,
+    input: Any = None,
+) -> None:
+    """Journal a call the guard refused before its event opened; never raises.
+
+    One ``tool_call`` record, status ``refused``, with the error (its code), the input
+    when it is JSON, and the checkpoint link; its span ends with ``error.type`` = the code.
+    Buffered like a replay's record: the refusal commits nothing of its own.
+    ``call`` is the built call, else ``tool``/``call_id``/``input`` as given (``start``
+    refused them).
+    """
+    if call is not None:
+        tool, call_id, input = call.tool, call.binding.call_id, call.input
+    if not isinstance(tool, Tool):
+        return
+    meta: dict[str, Any] = {"tool_revision": tool.revision, "refused": error.code}
+    if call is not None:
+        meta["input_fingerprint"] = call.binding.input_fingerprint
+    link = None
+    if isinstance(call_id, str) and call_id:
+        link = {"namespace": run.namespace, "call_id": call_id, "revision": None}
+    parent = run.requested_by(call_id) if isinstance(call_id, str) else None
+    inputs = input if isinstance(input, dict) else {"input": input}
+    for given in (inputs, None):  # an input the journal cannot store: recorded without it
+        try:
+            run.record_event(
+                "tool_call",
+                tool.name,
+                "refused",
+                justification=None if call is None else call.justification,
+                justification_source="developer" if call is None else call.justification_source,
+                inputs=given,
+                meta=meta,
+                checkpoint=link,
+                parent=parent or ...,
+                error=error,
+            )
+            return
+        except Exception:  # recording never breaks the agent (the journal keeps run.errors)
+            continue
 
 
 def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> None:

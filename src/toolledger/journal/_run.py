@@ -596,6 +596,7 @@ class Run(Recorder):
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
         facts: Callable[[], Mapping[str, Any]] | None = None,
+        error: BaseException | None = None,
     ) -> str:
         """Write an event that began and ended at once as one record; return its id.
 
@@ -604,7 +605,8 @@ class Run(Recorder):
         the same event. The record is buffered (written by the flush policy or carried by
         the next transaction that rides the buffer). Its span starts and ends here;
         ``facts()`` is told to the span (``span.update``) before it ends (called only
-        when the run has telemetry).
+        when the run has telemetry). ``error`` is recorded as the event's error (its
+        ``code`` for a toolledger error) and ends the span with status ERROR.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -627,6 +629,9 @@ class Run(Recorder):
             out, f3 = convert(outputs if type(outputs) is dict else dict(outputs))
             floats |= f3
             content["outputs"] = out
+        err = error_info(error)
+        if err is not None:
+            content["error"] = err
         if parent is ...:
             parent = self._parent()
         stamp = now()
@@ -649,11 +654,11 @@ class Run(Recorder):
         )
         if event is None:
             return event_id
-        event.update(ended_at=stamp, outputs=out)
+        event.update(ended_at=stamp, outputs=out, error=err)
         if facts is not None:
             self._safe_telemetry(lambda: span.update(dict(facts())))
         self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
-        self._safe_telemetry(span.end, event, None)
+        self._safe_telemetry(span.end, event, error)
         return event_id
 
     def note(self, text: str) -> str:

@@ -104,10 +104,13 @@ class JournalSeam(Protocol):
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
         facts: Callable[[], Mapping[str, Any]] | None = None,
+        error: BaseException | None = None,
     ) -> str:
-        """Write an event that began and ended at once as one buffered record (a replay).
+        """Write an event that began and ended at once as one buffered record (a replay,
+        a refused call).
 
-        ``facts()`` is what its span is told before it ends, asked only with telemetry.
+        ``facts()`` is what its span is told before it ends, asked only with telemetry;
+        ``error``: the event's error (its span ends with status ERROR).
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).

@@ -430,6 +430,7 @@ def event_end_attributes(event: Mapping[str, Any]) -> dict[str, Any]:
             "replayed": meta.get("replayed"),
             "recovered": meta.get("recovered"),
             a.TL_CHECKPOINT_DEDUPLICATED_FROM: meta.get("deduplicated_from"),
+            _REFUSED: event.get("status") == "refused" or None,
             a.GEN_AI_TOOL_CALL_ARGUMENTS: event.get("inputs") or None,
             a.GEN_AI_TOOL_CALL_RESULT: _result(event),
             **_intent(event),
@@ -464,8 +465,15 @@ def _result(event: Mapping[str, Any]) -> Any:
     return outputs if outputs not in (None, {}) else None
 
 
+#: The raw fact (never an attribute) of a tool call the guard refused before it ran.
+_REFUSED = "refused"
+
+
 def tool_outcome(raw: Mapping[str, Any]) -> str:
-    """``executed``, ``replayed``, ``recovered``, ``deduplicated``, ``failed`` or ``unknown``."""
+    """``executed``, ``replayed``, ``recovered``, ``deduplicated``, ``refused``, ``failed`` or
+    ``unknown``."""
+    if raw.get(_REFUSED):
+        return a.OUTCOME_REFUSED
     if raw.get(a.TL_CHECKPOINT_DEDUPLICATED_FROM):
         return a.OUTCOME_DEDUPLICATED
     if raw.get("replayed"):

@@ -96,6 +96,7 @@ __all__ = [
     "OUTCOME_EXECUTED",
     "OUTCOME_FAILED",
     "OUTCOME_RECOVERED",
+    "OUTCOME_REFUSED",
     "OUTCOME_REPLAYED",
     "OUTCOME_UNKNOWN",
     "SCHEMA_URL",
@@ -252,8 +253,8 @@ CAS_WON: Final = "won"
 CAS_LOST: Final = "lost"
 
 # -- toolledger: tool calls that are not executions (replayed, recovered) -------------
-#: ``executed``, ``replayed``, ``recovered``, ``deduplicated``, ``failed`` or ``unknown``
-#: (also a metric label).
+#: ``executed``, ``replayed``, ``recovered``, ``deduplicated``, ``refused``, ``failed`` or
+#: ``unknown`` (also a metric label).
 TL_TOOL_OUTCOME: Final = "toolledger.tool.outcome"
 TL_TOOL_NAME: Final = "toolledger.tool.name"
 TL_TOOL_CALL_ID: Final = "toolledger.tool.call_id"
@@ -268,6 +269,8 @@ OUTCOME_UNKNOWN: Final = "unknown"
 OUTCOME_DENIED: Final = "denied"
 #: An effect-keyed call answered with another call's stored result (the tool did not run).
 OUTCOME_DEDUPLICATED: Final = "deduplicated"
+#: A call the guard refused before it ran (``error.type`` says why: ``BINDING_CONFLICT``…).
+OUTCOME_REFUSED: Final = "refused"
 
 # -- toolledger: run, notes, artifacts ----------------------------------------------------
 #: Intent: the ``finish`` summary of the run.
