@@ -290,6 +290,14 @@ def test_keyboard_and_event_links(browser, gated):  # noqa: F811
     browser.execute_script("location.hash = arguments[0]", plan["event_id"])
     WebDriverWait(browser, 5).until(lambda d: selected() == "plan")
     assert browser.find_element("css selector", "#details h2").text == "step \u00b7 plan"
+    # Left folds the open row (then goes to its parent), right unfolds it.
+    visible = int(browser.find_element("id", "tree").get_attribute("data-visible"))
+    body.send_keys(Keys.ARROW_LEFT)
+    assert int(browser.find_element("id", "tree").get_attribute("data-visible")) == visible - 1
+    body.send_keys(Keys.ARROW_RIGHT)
+    assert int(browser.find_element("id", "tree").get_attribute("data-visible")) == visible
+    body.send_keys(Keys.ARROW_DOWN, Keys.ARROW_LEFT)
+    assert selected() == "plan"  # from the artifact to its parent step
     # Typing in the search box is not navigation.
     box = browser.find_element("id", "search")
     box.send_keys(Keys.ARROW_DOWN)
