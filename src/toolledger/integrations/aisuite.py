@@ -18,6 +18,10 @@ Rules this module keeps:
   (``INVALID_ARGUMENT``) instead of letting the tools vanish silently.
 - Tool schemas passed as dicts, ``aisuite.Tools`` instances and MCP config dicts are
   passed through unchanged (no justification is added to them).
+- Replay, fork, resume: a completion the record answers is aisuite's own
+  ``ChatCompletionResponse`` rebuilt from the stored content; a stream is aisuite's own
+  ``ChatCompletionChunk`` objects (the stored chunks, else rebuilt from the content). The
+  provider is not asked.
 """
 
 from __future__ import annotations
@@ -119,19 +123,12 @@ class _JournaledProvider(Proxy):
 
         Raises:
             ReplayDivergedError: ``REPLAY_DIVERGED``, before anything is sent.
-            ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` for a stream (not served).
         """
         ctl = self._recorder.run.replay
         if ctl is None or ctl.live:
             return None
         doc = self._recorder.request(messages, None, dict(kwargs), stream=stream) or {}
-        served = ctl.model_call(model if isinstance(model, str) and model else "unknown", doc)
-        if served is not None and stream:
-            raise ReplayUnavailableError(
-                message="aisuite streams are not served from the record",
-                details={"event_id": served.event_id},
-            )
-        return served
+        return ctl.model_call(model if isinstance(model, str) and model else "unknown", doc)
 
     def _begin(self, model: str, messages: Any, kwargs: Any, served: Any, stream: bool) -> LLMCall:
         return self._recorder.begin(
@@ -150,10 +147,15 @@ class _JournaledProvider(Proxy):
         messages: Any,
         kwargs: Any,
     ) -> Any:
-        self._served(model, messages, kwargs, stream=True)
-        call = self._begin(model, messages, kwargs, None, True)
+        served = self._served(model, messages, kwargs, stream=True)
+        call = self._begin(model, messages, kwargs, served, True)
         with call:
-            stream = getattr(self._inner, method)(model, messages, **kwargs)
+            if served is None:
+                stream = getattr(self._inner, method)(model, messages, **kwargs)
+            elif wrap is SyncStream:
+                stream = iter(_rebuilt_chunks(served))
+            else:
+                stream = _each(_rebuilt_chunks(served))
         return wrap(stream, call, ChatAccumulator())
 
     def chat_completions_create(self, model: str, messages: Any, **kwargs: Any) -> Any:
@@ -221,6 +223,70 @@ def _rebuilt(served: Any) -> Any:
             prompt_tokens=prompt, completion_tokens=completion, total_tokens=total
         )
     return response
+
+
+async def _each(items: list[Any]) -> Any:
+    for item in items:
+        yield item
+
+
+def _rebuilt_chunks(served: Any) -> list[Any]:
+    """aisuite's own stream chunks (``ChatCompletionChunk``) from a recorded answer: the
+    recorded chunks when the stream was stored whole, else one chunk per choice with its
+    whole message and a last one with the finish reasons and usage.
+
+    Raises:
+        ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` when the record lacks the content.
+    """
+    from aisuite.framework.chat_completion_chunk import (  # type: ignore[import-untyped]
+        ChatCompletionChunk,
+        ChoiceDelta,
+        ChoiceDeltaFunction,
+        ChoiceDeltaToolCall,
+        StreamChoice,
+    )
+    from aisuite.framework.message import CompletionUsage
+
+    items = served.outputs.get("stream")
+    if isinstance(items, list) and all(isinstance(i, dict) for i in items):
+        return [ChatCompletionChunk.model_validate(i) for i in items]
+    content = served.outputs.get("content")
+    if not isinstance(content, list):
+        raise ReplayUnavailableError(
+            message="the recorded call holds no content", details={"event_id": served.event_id}
+        )
+    chunks = []
+    for i, message in enumerate(content):
+        message = message if isinstance(message, dict) else {}
+        calls = [
+            ChoiceDeltaToolCall(
+                index=j,
+                id=call.get("id"),
+                type=call.get("type", "function"),
+                function=ChoiceDeltaFunction(
+                    name=(call.get("function") or {}).get("name"),
+                    arguments=(call.get("function") or {}).get("arguments"),
+                ),
+            )
+            for j, call in enumerate(message.get("tool_calls") or [])
+        ]
+        delta = ChoiceDelta(
+            role=message.get("role", "assistant"),
+            content=message.get("content"),
+            tool_calls=calls or None,
+        )
+        chunks.append(ChatCompletionChunk(choices=[StreamChoice(index=i, delta=delta)]))
+    reasons = served.meta.get("finish_reasons") or []
+    usage = served.meta.get("usage")
+    last = ChatCompletionChunk(
+        choices=[StreamChoice(index=i, finish_reason=r) for i, r in enumerate(reasons)]
+    )
+    if isinstance(usage, dict) and isinstance(usage.get("input_tokens"), int):
+        prompt, completion = usage["input_tokens"], usage.get("output_tokens") or 0
+        last.usage = CompletionUsage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        )
+    return [*chunks, last]
 
 
 def _docstring(fn: Callable[..., Any]) -> str:
