@@ -1,5 +1,5 @@
 """LangGraph: a model node that calls a journaled provider client, tools in a guarded
-``ToolNode``; the graph replays from the record with no request and no second email."""
+``ToolNode``; the graph replays, forks and resumes from the record with no second email."""
 
 from __future__ import annotations
 
@@ -81,11 +81,12 @@ def graph(run: toolledger.Run, wire: Wire, outbox: list[str]) -> str:
     return str(out["messages"][-1].content)
 
 
-def test_langgraph_replay_no_request_no_second_email(tmp_path: Path) -> None:
-    """The graph's model node is answered from the record, its ToolNode by the checkpoint."""
+def test_langgraph_replay_fork_and_resume_no_second_email(tmp_path: Path) -> None:
+    """The graph's model node is answered from the record, its ToolNode by the checkpoint:
+    replay sends no request; a fork at the second model call sends one; a resume none."""
     db = tmp_path / "graph.db"
     outbox: list[str] = []
-    with toolledger.run("tell ana", db=db) as run:
+    with toolledger.run("tell ana", db=db, run_id="r1") as run:
         assert graph(run, Wire(tool_then_answer), outbox) == "done"
     offline = Wire(tool_then_answer, failing=True)
     with toolledger.run("tell ana", db=db, replay_of=run.run_id) as again:
@@ -95,3 +96,19 @@ def test_langgraph_replay_no_request_no_second_email(tmp_path: Path) -> None:
     report = again.replay_report
     assert report is not None
     assert (report.served_model_calls, report.served_tool_calls) == (2, 1)
+    second = [e for e in toolledger.load_run(db, "r1").events if e.kind == "llm_call"][1]
+    live = Wire(tool_then_answer)
+    with toolledger.run("tell ana", db=db, replay_of="r1", fork_at=second.event_id) as forked:
+        assert graph(forked, live, outbox) == "done"
+    report = forked.replay_report
+    assert report is not None
+    assert (report.served_model_calls, report.live_from, live.requests) == (
+        1,
+        second.event_id,
+        1,
+    )
+    resumed_wire = Wire(tool_then_answer)
+    with toolledger.run("tell ana", db=db, run_id="r1") as resumed:
+        assert graph(resumed, resumed_wire, outbox) == "done"
+    assert resumed_wire.requests == 0
+    assert outbox == ["a@b.c"]
