@@ -102,9 +102,8 @@ class JournaledAnthropic:
         self._wrapped = client
         self._recorder = recorder
         self.messages = _endpoint(client.messages, recorder, client, lambda c: c.messages)
-        self.beta: Any = client.beta
-        beta = getattr(client.beta, "messages", None)
-        if beta is not None:
+        beta = getattr(getattr(client, "beta", None), "messages", None)
+        if beta is not None:  # a client without beta messages keeps its own ``beta``
             messages = _endpoint(beta, recorder, client, lambda c: c.beta.messages, beta=True)
             messages.owner = self
             self.beta = _Beta(client.beta, messages)
