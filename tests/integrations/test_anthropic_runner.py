@@ -369,7 +369,7 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_tool_span_nests_under_the_sdks_tool_use_span(
     tmp_path: Path, provider: Any, exporter: Any, is_async: bool
 ) -> None:
-    """With the SDK's tracing on, its tool-use span is our execute_tool's parent, one trace."""
+    """With the SDK's tracing on, its tool-use span is our guard_tool's parent, one trace."""
     box = Outbox()
     tool = box.async_tool() if is_async else box.sync_tool()
     store = toolledger.SQLiteStore(tmp_path / "spans.db", durability="normal")
@@ -383,7 +383,7 @@ def test_tool_span_nests_under_the_sdks_tool_use_span(
     assert box.sent == ["ana@example.com"]
     assert flush_spans()
     spans = list(exporter.get_finished_spans())
-    ours = only(spans, "toolledger", "execute_tool send_email")
+    ours = only(spans, "toolledger", "guard_tool send_email")
     theirs = only(spans, "com.anthropic.sdk.python", "anthropic.custom_tool_use send_email")
     assert ours.parent.span_id == theirs.context.span_id
     run_span = only(spans, "toolledger", "invoke_agent mailer")

@@ -330,9 +330,9 @@ class TestSpansUnderPydanticAiSpans:
     def test_framework_tool_span_is_an_ancestor_in_one_trace(
         self, tmp_path: Path, provider: Any, exporter: Any
     ) -> None:
-        """The run's span current: one trace, our execute_tool under pydantic-ai's."""
+        """The run's span current: one trace, our guard_tool under pydantic-ai's execute_tool."""
         spans = self.spans(tmp_path, provider, exporter, active=True)
-        ours = only(spans, "toolledger", "execute_tool send_email")
+        ours = only(spans, "toolledger", "guard_tool send_email")
         theirs = only(spans, "pydantic-ai", "execute_tool send_email")
         assert ours.parent.span_id == theirs.context.span_id
         assert theirs.context.span_id in ancestors(ours, spans)
@@ -345,7 +345,7 @@ class TestSpansUnderPydanticAiSpans:
     ) -> None:
         """No ``run.span.activate()``: entering the run made its span current, one trace."""
         spans = self.spans(tmp_path, provider, exporter, active=False)
-        ours = only(spans, "toolledger", "execute_tool send_email")
+        ours = only(spans, "toolledger", "guard_tool send_email")
         theirs = only(spans, "pydantic-ai", "execute_tool send_email")
         assert ours.parent.span_id == theirs.context.span_id
         run_span = only(spans, "toolledger", "invoke_agent mailer")

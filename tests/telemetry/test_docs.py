@@ -20,6 +20,7 @@ TEMPLATES = {
     a.SPAN_INVOKE_AGENT.format("{agent}"): "invoke_agent",
     a.SPAN_EXECUTE_TOOL.format("{tool}"): "execute_tool",
     a.SPAN_REPLAY_TOOL.format("{tool}"): "replay_tool",  # recover_tool: the same set
+    a.SPAN_GUARD_TOOL.format("{tool}"): "guard_tool",
     a.SPAN_STEP.format("{name}"): "step",
     a.SPAN_APPROVAL.format("{tool}"): "approval",
     a.SPAN_CHAT.format("{model}"): "chat",

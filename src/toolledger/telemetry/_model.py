@@ -165,7 +165,11 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
     ),
     "other": (a.TL_EVENT_ID, a.TL_EVENT_KIND, a.ERROR_TYPE),
 }
-SPAN_ATTRIBUTES = {**SPAN_ATTRIBUTES, "recover_tool": SPAN_ATTRIBUTES["replay_tool"]}
+SPAN_ATTRIBUTES = {
+    **SPAN_ATTRIBUTES,
+    "recover_tool": SPAN_ATTRIBUTES["replay_tool"],
+    "guard_tool": SPAN_ATTRIBUTES["replay_tool"],
+}
 
 #: Attributes of a ``checkpoint {transition}`` event on a tool call's span (the last three
 #: only on a lost CAS: ``transition_event``).
@@ -217,6 +221,7 @@ _NAMES = {
     "execute_tool": a.SPAN_EXECUTE_TOOL,
     "tool_call": a.SPAN_EXECUTE_TOOL,
     "replay_tool": a.SPAN_REPLAY_TOOL,
+    "guard_tool": a.SPAN_GUARD_TOOL,
     "recover_tool": a.SPAN_RECOVER_TOOL,
     "step": a.SPAN_STEP,
     "approval": a.SPAN_APPROVAL,
@@ -500,14 +505,19 @@ def finish(kind: str, raw: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """Return a span's final type and raw attributes (only those its type carries).
 
     ``raw`` is everything known: start attributes, facts, the final event's attributes. A
-    tool call becomes ``execute_tool``, ``replay_tool`` or ``recover_tool`` here.
+    tool call becomes ``execute_tool``, ``replay_tool`` or ``recover_tool`` here; one that
+    started as ``guard_tool`` (under a framework's tool span) stays one.
     """
-    if kind != "execute_tool":
+    if kind != "execute_tool" and kind != "guard_tool":
         allowed = SPAN_ATTRIBUTES.get(kind, SPAN_ATTRIBUTES["other"])
         return kind, {k: raw[k] for k in allowed if raw.get(k) is not None}
     outcome = tool_outcome(raw)
     out: dict[str, Any] = {}
-    if outcome in (a.OUTCOME_REPLAYED, a.OUTCOME_RECOVERED, a.OUTCOME_DEDUPLICATED):
+    if kind == "guard_tool":  # under the framework's tool span: stays a guard, whatever it did
+        final = kind
+        for key, value in raw.items():
+            out[_AS_REPLAY.get(key, key)] = value
+    elif outcome in (a.OUTCOME_REPLAYED, a.OUTCOME_RECOVERED, a.OUTCOME_DEDUPLICATED):
         final = "recover_tool" if outcome == a.OUTCOME_RECOVERED else "replay_tool"
         for key, value in raw.items():
             out[_AS_REPLAY.get(key, key)] = value

@@ -27,6 +27,8 @@ SPAN_KINDS: Mapping[str, str] = {
     "execute_tool": a.OI_TOOL,
     "replay_tool": a.OI_CHAIN,
     "recover_tool": a.OI_CHAIN,
+    # The framework's span is the call's TOOL span; toolledger's child is the guard on it.
+    "guard_tool": a.OI_GUARDRAIL,
     "chat": a.OI_LLM,
     "step": a.OI_CHAIN,
     "approval": a.OI_GUARDRAIL,
@@ -67,13 +69,18 @@ _META_KEYS: Mapping[str, tuple[tuple[str, str], ...]] = {
         ("size", a.TL_ARTIFACT_SIZE),
     ),
 }
-_META_KEYS = {**_META_KEYS, "recover_tool": _META_KEYS["replay_tool"]}
+_META_KEYS = {
+    **_META_KEYS,
+    "recover_tool": _META_KEYS["replay_tool"],
+    "guard_tool": _META_KEYS["replay_tool"],
+}
 #: (input key, output key, mime type) per span type.
 _IO: Mapping[str, tuple[str | None, str | None, str]] = {
     "invoke_agent": (a.TL_INTENT_GOAL, a.TL_RUN_SUMMARY, a.MIME_TEXT),
     "execute_tool": (a.GEN_AI_TOOL_CALL_ARGUMENTS, a.GEN_AI_TOOL_CALL_RESULT, a.MIME_JSON),
     "replay_tool": (a.TL_TOOL_ARGUMENTS, a.TL_TOOL_RESULT, a.MIME_JSON),
     "recover_tool": (a.TL_TOOL_ARGUMENTS, a.TL_TOOL_RESULT, a.MIME_JSON),
+    "guard_tool": (a.TL_TOOL_ARGUMENTS, a.TL_TOOL_RESULT, a.MIME_JSON),
     "chat": (a.GEN_AI_INPUT_MESSAGES, a.GEN_AI_OUTPUT_MESSAGES, a.MIME_JSON),
     "step": (a.TL_STEP_INPUTS, a.TL_STEP_OUTPUTS, a.MIME_JSON),
     "approval": (a.TL_TOOL_NAME, a.TL_APPROVAL_OUTCOME, a.MIME_TEXT),

@@ -132,7 +132,8 @@ class _Activation:
 #: revision, revision, won, and its time (a datetime or ISO-8601 text, or ns when the span
 #: saw it): the event is built on the telemetry thread.
 Transition = tuple[str, Any, Any, int, int, bool, Any]
-_TOOL_SPANS = frozenset({"execute_tool", "replay_tool", "recover_tool"})
+_TOOL_SPANS = frozenset({"execute_tool", "replay_tool", "recover_tool", "guard_tool"})
+_GUARDED = ("execute_tool", "guard_tool")
 
 
 def _seconds(start: int | None, end: int | None) -> float | None:
@@ -189,6 +190,7 @@ class OTelSpan:
         "_start",
         "_start_ns",
         "_started",
+        "host",
         "own_id",
         "span_id",
         "trace_id",
@@ -233,6 +235,8 @@ class OTelSpan:
         self._start_ns = start_ns
         self._event: Mapping[str, Any] = {}
         self._error: BaseException | None = None
+        #: The framework's tool span this ``guard_tool`` span guards (``None``: none).
+        self.host: trace.Span | None = None
 
     @property
     def span(self) -> trace.Span:
@@ -293,6 +297,8 @@ class OTelSpan:
             return
         self._ended = True
         try:
+            if self.host is not None and event.get("status") == "replayed":
+                _mark_replay(self.host, event.get("name"))
             self._event = dict(event)
             self._error = error
             ENDER.submit(self._end)
@@ -333,7 +339,7 @@ class OTelSpan:
         for entry in self._log:
             if type(entry) is tuple:
                 transitions.append(entry)
-                if entry[5] and kind == "execute_tool":  # won: the call's status so far
+                if entry[5] and kind in _GUARDED:  # won: the call's status so far
                     pending[_TL_STATUS] = entry[2]
                     pending[_TL_REVISION] = entry[4]
                 continue
@@ -500,12 +506,14 @@ class OTelTelemetry:
             raw = _model.event_start_attributes(event, kind)
             if kind in ("execute_tool", "chat") and self._context:
                 raw.update(self._context)
+            cp = event.get("checkpoint")
             return self._start(
                 kind,
                 _model.span_name(name_kind, event.get("name")),
                 raw,
                 parent if parent is not None else self._run,
                 event.get("started_at"),
+                call_id=cp.get("call_id") if isinstance(cp, Mapping) else None,
             )
         except Exception as exc:
             report("event_started", exc)
@@ -519,6 +527,8 @@ class OTelTelemetry:
         parent: SpanHandle | None,
         started_at: Any,
         links: tuple[trace.Link, ...] = (),
+        *,
+        call_id: Any = None,
     ) -> OTelSpan:
         current = trace.get_current_span().get_span_context()
         under = current.span_id if current.is_valid else 0
@@ -537,6 +547,13 @@ class OTelTelemetry:
             )
         else:
             ctx = None  # the current context
+        host = None
+        if kind == "execute_tool" and ctx is None and under:
+            host = _framework_tool(trace.get_current_span())
+            if host is not None:  # the call's tool span is the framework's: ours guards it
+                kind = "guard_tool"
+                name = _model.span_name(kind, name[len("execute_tool ") :])
+                _join(host, call_id)
         if ctx is None and under and self._run is not None and kind != "invoke_agent":
             run_ctx = self._run.span.get_span_context()
             if run_ctx.is_valid and run_ctx.trace_id != current.trace_id:
@@ -551,7 +568,9 @@ class OTelTelemetry:
             links=links,
             start_time=start_ns,
         )
-        return OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under, applied)
+        out = OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under, applied)
+        out.host = host
+        return out
 
 
 def _links(spans: Any) -> tuple[trace.Link, ...]:
@@ -571,6 +590,56 @@ def _links(spans: Any) -> tuple[trace.Link, ...]:
         if ctx.is_valid:
             out.append(trace.Link(ctx))
     return tuple(out)
+
+
+def _join(host: trace.Span, call_id: Any) -> None:
+    """Put the call id on the framework's tool span when it lacks one (OpenInference's
+    carry none): both spans of a call name it."""
+    try:
+        attrs = getattr(host, "attributes", None) or {}
+        if isinstance(call_id, str) and a.GEN_AI_TOOL_CALL_ID not in attrs:
+            host.set_attribute(a.TL_TOOL_CALL_ID, call_id)
+    except Exception as exc:
+        report("framework span", exc)
+
+
+def _mark_replay(host: trace.Span, tool: Any) -> None:
+    """A replay is never an ``execute_tool``: rename the framework's span of a replayed call
+    ``replay_tool {tool}`` (it is still live: the guarded call ends inside it)."""
+    try:
+        if host.is_recording():
+            host.update_name(_model.span_name("replay_tool", tool))
+            host.set_attribute(a.TL_TOOL_OUTCOME, a.OUTCOME_REPLAYED)
+    except Exception as exc:
+        report("framework span", exc)
+
+
+def _framework_tool(span: trace.Span) -> trace.Span | None:
+    """``span`` when it is another library's tool span for a call (else ``None``).
+
+    A framework's (or its instrumentation's) span for one tool execution: named
+    ``execute_tool …`` or with ``gen_ai.operation.name`` = ``execute_tool`` (the GenAI
+    conventions: Pydantic AI, the Anthropic SDK), or OpenInference kind ``TOOL`` (OpenAI
+    Agents, LangChain/LangGraph). Only a recording SDK span tells its name and attributes.
+    """
+    try:
+        if not span.is_recording():
+            return None
+        scope = getattr(span, "instrumentation_scope", None)
+        if scope is not None and getattr(scope, "name", None) == "toolledger":
+            return None
+        name = getattr(span, "name", None)
+        if isinstance(name, str) and name.startswith("execute_tool"):
+            return span
+        attrs = getattr(span, "attributes", None) or {}
+        if (
+            attrs.get(a.GEN_AI_OPERATION_NAME) == a.OPERATION_EXECUTE_TOOL
+            or attrs.get(a.OI_SPAN_KIND) == a.OI_TOOL
+        ):
+            return span
+    except Exception as exc:
+        report("framework span", exc)
+    return None
 
 
 def _inside(under: int, parent: OTelSpan) -> bool:

@@ -106,6 +106,7 @@ __all__ = [
     "SPAN_CHAT",
     "SPAN_CHECKPOINT",
     "SPAN_EXECUTE_TOOL",
+    "SPAN_GUARD_TOOL",
     "SPAN_INVOKE_AGENT",
     "SPAN_RECOVER_TOOL",
     "SPAN_REPLAY_TOOL",
@@ -162,6 +163,10 @@ SPAN_EXECUTE_TOOL: Final = "execute_tool {}"
 SPAN_REPLAY_TOOL: Final = "replay_tool {}"
 #: A call whose outcome ``recover`` proved (it ran in an earlier attempt): not an execution.
 SPAN_RECOVER_TOOL: Final = "recover_tool {}"
+#: A guarded call inside a framework's own tool span for it (Pydantic AI's ``execute_tool``,
+#: an OpenInference ``TOOL`` span): toolledger's facts on one child of a distinct kind, so
+#: the call has one tool span. Not an execution of its own.
+SPAN_GUARD_TOOL: Final = "guard_tool {}"
 SPAN_CHECKPOINT: Final = "checkpoint {}"
 SPAN_STEP: Final = "step {}"
 SPAN_APPROVAL: Final = "approval {}"

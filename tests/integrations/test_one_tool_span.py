@@ -1,0 +1,221 @@
+"""One trace, one tool span per call, with each framework's own instrumentation on.
+
+The framework's span is the call's tool span (``execute_tool`` for Pydantic AI, an
+OpenInference ``TOOL`` span for OpenAI Agents); toolledger's facts sit on one child of
+another kind, ``guard_tool {tool}`` (OpenInference ``GUARDRAIL``), never a second tool span,
+also for a replay and a recovery, and each guard sits under the framework span of its own
+call when the model asks for two calls at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import toolledger
+from toolledger.telemetry import attributes as a
+from toolledger.telemetry import flush_spans
+
+CALLS = (("call_1", "ana@example.com"), ("call_2", "bo@example.com"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_event_loop() -> Iterator[None]:
+    """Both SDKs' ``run_sync`` use the thread's event loop: a fresh one per test."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+class Mailbox:
+    """``send_email``: the first attempt at ``lose`` writes its journal entry and raises."""
+
+    def __init__(self, lose: str | None = None) -> None:
+        self.sent: list[str] = []
+        self.lose = lose
+
+    def send_email(self, to: str) -> str:
+        """Send one email."""
+        self.sent.append(to)
+        if to == self.lose:
+            self.lose = None
+            ctx = toolledger.current_call()
+            assert ctx is not None
+            ctx.operation.write({"message_id": f"m-{to}"})
+            raise ConnectionError("the answer was lost")
+        return f"sent to {to}"
+
+    @staticmethod
+    def recover(input: Any, ctx: toolledger.RecoverContext) -> Any:
+        entry = ctx.operation.read()
+        return None if entry is None else toolledger.Recovered(output=f"sent to {input['to']}")
+
+
+def tool_spans(spans: list[Any]) -> list[Any]:
+    """The spans a backend counts as tool executions."""
+    return [
+        s
+        for s in spans
+        if s.name.startswith(("execute_tool", "replay_tool", "recover_tool"))
+        or (s.attributes or {}).get(a.GEN_AI_OPERATION_NAME) == a.OPERATION_EXECUTE_TOOL
+        or (s.attributes or {}).get(a.OI_SPAN_KIND) == a.OI_TOOL
+    ]
+
+
+def check_guards(spans: list[Any], runs: int, call_id_of: Any) -> dict[str, list[str]]:
+    """Assert one trace and one guard per framework tool span, its child for the same call;
+    return each call id's guard outcomes in order."""
+    assert len({s.context.trace_id for s in spans}) == 1
+    by_id = {s.context.span_id: s for s in spans}
+    ours = [s for s in spans if s.instrumentation_scope.name == "toolledger"]
+    assert {s.name for s in ours} == {"guard_tool send_email", "invoke_agent mailer"}
+    guards = [s for s in ours if s.name == "guard_tool send_email"]
+    assert len(tool_spans(spans)) == len(CALLS) * runs
+    assert len(guards) == len(CALLS) * runs
+    outcomes: dict[str, list[str]] = {}
+    for guard in guards:
+        host = by_id[guard.parent.span_id]
+        assert host in tool_spans(spans)
+        call_id = guard.attributes[a.TL_TOOL_CALL_ID]
+        assert call_id_of(host) == call_id  # the guard of call_1 is under call_1's span
+        assert guard.attributes[a.OI_SPAN_KIND] == a.OI_GUARDRAIL
+        assert a.GEN_AI_OPERATION_NAME not in guard.attributes
+        outcomes.setdefault(call_id, []).append(guard.attributes[a.TL_TOOL_OUTCOME])
+    return outcomes
+
+
+class TestPydanticAi:
+    def run(self, tmp_path: Path, provider: TracerProvider, box: Mailbox, runs: int) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+        from pydantic_ai.models.function import FunctionModel
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+        from pydantic_ai.toolsets import FunctionToolset
+
+        from toolledger.integrations.pydantic_ai import GuardedToolset
+
+        def model(messages: list[Any], info: Any) -> Any:
+            parts = [p for m in messages for p in getattr(m, "parts", [])]
+            if any(isinstance(p, ToolReturnPart) for p in parts):
+                return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(
+                parts=[ToolCallPart("send_email", {"to": to}, cid) for cid, to in CALLS]
+            )
+
+        with toolledger.run(
+            "tell them", agent="mailer", db=tmp_path / "l.db", tracer_provider=provider
+        ) as run:
+            for _ in range(runs):
+                toolset = GuardedToolset(
+                    FunctionToolset([box.send_email]),
+                    run=run,
+                    recover={"send_email": box.recover},
+                )
+                agent = Agent(FunctionModel(model), toolsets=[toolset])
+                agent.instrument = InstrumentationSettings(tracer_provider=provider)
+                agent.run_sync("go")
+        assert flush_spans()
+
+    @pytest.mark.filterwarnings("ignore::toolledger.NewLedgerWarning")
+    def test_parallel_calls_then_a_replay(
+        self, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """Two calls at once, then the same turn again: one tool span per framework call,
+        each guard under its own call's span; the replayed call's span is ``replay_tool``."""
+        box = Mailbox()
+        self.run(tmp_path, provider, box, runs=2)
+        spans = list(exporter.get_finished_spans())
+        outcomes = check_guards(spans, 2, lambda h: h.attributes[a.GEN_AI_TOOL_CALL_ID])
+        assert outcomes == {"call_1": ["executed", "replayed"], "call_2": ["executed", "replayed"]}
+        assert box.sent == ["ana@example.com", "bo@example.com"]
+        names = sorted(s.name for s in tool_spans(spans))
+        assert names == ["execute_tool send_email"] * 2 + ["replay_tool send_email"] * 2
+
+    @pytest.mark.filterwarnings("ignore::toolledger.NewLedgerWarning")
+    def test_a_recovered_call_has_one_tool_span(
+        self, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """``recover`` proves a lost answer: still one tool span, the guard says recovered."""
+        box = Mailbox(lose="bo@example.com")
+        self.run(tmp_path, provider, box, runs=1)
+        spans = list(exporter.get_finished_spans())
+        outcomes = check_guards(spans, 1, lambda h: h.attributes[a.GEN_AI_TOOL_CALL_ID])
+        assert outcomes == {"call_1": ["executed"], "call_2": ["recovered"]}
+
+
+class TestOpenAiAgents:
+    @pytest.fixture
+    def instrumented(self, provider: TracerProvider) -> Iterator[None]:
+        from agents import set_trace_processors
+        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+        set_trace_processors([])
+        instrumentor = OpenAIAgentsInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        yield
+        instrumentor.uninstrument()
+        set_trace_processors([])
+
+    def run(self, tmp_path: Path, provider: TracerProvider, box: Mailbox, runs: int) -> None:
+        from agents import Agent, Runner, function_tool
+        from agents.testing import ScriptedModel, assistant_message, function_call
+
+        from toolledger.integrations.openai_agents import guarded_tools
+
+        send_email = function_tool(box.send_email)
+        with toolledger.run(
+            "tell them", agent="mailer", db=tmp_path / "l.db", tracer_provider=provider
+        ) as run:
+            for _ in range(runs):
+                model = ScriptedModel(
+                    [
+                        [function_call("send_email", {"to": to}, call_id=cid) for cid, to in CALLS],
+                        [assistant_message("done")],
+                    ]
+                )
+                tools = guarded_tools(run, [send_email], recover={"send_email": box.recover})
+                Runner.run_sync(Agent(name="a", model=model, tools=tools), "go")
+        assert flush_spans()
+
+    @staticmethod
+    def call_id(host: Any) -> str:
+        """OpenInference's TOOL span carries no call id: toolledger adds its own key."""
+        assert (
+            json.loads(host.attributes[a.OI_INPUT_VALUE])["to"]
+            == dict(CALLS)[host.attributes[a.TL_TOOL_CALL_ID]]
+        )
+        return str(host.attributes[a.TL_TOOL_CALL_ID])
+
+    @pytest.mark.filterwarnings("ignore::toolledger.NewLedgerWarning")
+    @pytest.mark.usefixtures("instrumented")
+    def test_parallel_calls_then_a_replay(
+        self, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """Two calls at once, twice: one TOOL span per framework call, a guard under each."""
+        box = Mailbox()
+        self.run(tmp_path, provider, box, runs=2)
+        spans = list(exporter.get_finished_spans())
+        outcomes = check_guards(spans, 2, self.call_id)
+        assert outcomes == {"call_1": ["executed", "replayed"], "call_2": ["executed", "replayed"]}
+        replayed = [s for s in tool_spans(spans) if s.attributes.get(a.TL_TOOL_OUTCOME)]
+        assert [s.attributes[a.TL_TOOL_OUTCOME] for s in replayed] == ["replayed"] * 2
+
+    @pytest.mark.filterwarnings("ignore::toolledger.NewLedgerWarning")
+    @pytest.mark.usefixtures("instrumented")
+    def test_a_recovered_call_has_one_tool_span(
+        self, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """``recover`` proves a lost answer: still one TOOL span, the guard says recovered."""
+        box = Mailbox(lose="bo@example.com")
+        self.run(tmp_path, provider, box, runs=1)
+        outcomes = check_guards(list(exporter.get_finished_spans()), 1, self.call_id)
+        assert outcomes == {"call_1": ["executed"], "call_2": ["recovered"]}
