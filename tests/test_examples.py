@@ -19,19 +19,27 @@ from typing import Any
 
 import pytest
 
+from ._adk import adk_env, adk_python_or_skip
+
 ROOT = Path(__file__).resolve().parents[1]
 # A leading underscore marks a helper module the examples would import, not an example.
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
 MAKE_DEMO = ("quickstart.py", "demo_agent.py")
 SCREEN_LINES = 50
+#: Examples run with the Google ADK's own interpreter (tests/_adk.py).
+ADK_EXAMPLES = {"framework_google_adk.py"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs_and_exits_zero(example: Path, tmp_path: Path) -> None:
     """The example exits 0 when run with the venv's python from an empty directory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLLEDGER_DB")}
+    python = sys.executable
+    if example.name in ADK_EXAMPLES:  # google-adk lives in its own virtualenv
+        python = adk_python_or_skip()
+        env = {k: v for k, v in adk_env().items() if not k.startswith("TOOLLEDGER_DB")}
     proc = subprocess.run(
-        [sys.executable, str(example)],
+        [python, str(example)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -52,6 +52,7 @@ APP_CONVERSATION = {"anthropic", "pydantic_ai"}
 CONCURRENT = {
     "anthropic": False,
     "claude_agent_sdk": False,
+    "google_adk": False,
     "langgraph": True,
     "openai_agents": True,
     "pydantic_ai": True,
@@ -423,9 +424,80 @@ def run_claude_agent_sdk(run: toolledger.Run, s: Step) -> None:
     asyncio.run(go())
 
 
+def run_google_adk(run: toolledger.Run, s: Step) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App, ResumabilityConfig
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+    from google.adk.tools import FunctionTool
+    from google.genai import types
+
+    from toolledger.integrations.google_adk import ToolledgerPlugin
+
+    def pay(to: str, amount: int) -> str:
+        """Pay an invoice."""
+        return s.pay(to, amount)
+
+    def text_of(response: Any) -> str:
+        return str(response.get("result", response.get("error", json.dumps(response))))
+
+    class Scripted(BaseLlm):
+        model: str = "scripted"
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            events: list[Event] = []
+            for c in llm_request.contents:
+                for p in c.parts or []:
+                    if p.function_call is not None and p.function_call.name == "pay":
+                        a = p.function_call.args or {}
+                        events.append(("call", p.function_call.id, a["to"], a["amount"]))
+                    elif p.function_response is not None and p.function_response.name == "pay":
+                        r = p.function_response.response or {}
+                        events.append(("result", p.function_response.id, text_of(r)))
+            calls = s.decide(events)
+            parts = [
+                types.Part(
+                    function_call=types.FunctionCall(
+                        id=i, name="pay", args={"to": to, "amount": amount}
+                    )
+                )
+                for i, to, amount in calls
+            ] or [types.Part(text="done")]
+            yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    if s.phase == "restart" and s.restart == "replan":
+        s.lost("session.db")
+    app = App(
+        name="payer",
+        root_agent=LlmAgent(name="payer", model=Scripted(), tools=[FunctionTool(pay)]),
+        plugins=[ToolledgerPlugin(run, **s.options())],
+        resumability_config=ResumabilityConfig(is_resumable=True),
+    )
+
+    async def go() -> None:
+        sessions = SqliteSessionService(db_path=str(s.folder / "session.db"))
+        runner = Runner(app=app, session_service=sessions)
+        session = await sessions.get_session(app_name="payer", user_id="u", session_id=CONVERSATION)
+        if session is None:
+            await sessions.create_session(app_name="payer", user_id="u", session_id=CONVERSATION)
+            options: dict[str, Any] = {
+                "new_message": types.Content(role="user", parts=[types.Part(text=PROMPT)])
+            }
+        else:  # resume: the session's last invocation, its pending calls with their ids
+            options = {"invocation_id": session.events[-1].invocation_id}
+        async for _event in runner.run_async(user_id="u", session_id=CONVERSATION, **options):
+            pass
+        await runner.close()
+
+    asyncio.run(go())
+
+
 FRAMEWORKS: dict[str, Callable[[toolledger.Run, Step], None]] = {
     "anthropic": run_anthropic,
     "claude_agent_sdk": run_claude_agent_sdk,
+    "google_adk": run_google_adk,
     "langgraph": run_langgraph,
     "openai_agents": run_openai_agents,
     "pydantic_ai": run_pydantic_ai,
@@ -436,6 +508,11 @@ FRAMEWORKS: dict[str, Callable[[toolledger.Run, Step], None]] = {
 PRELOAD = {
     "anthropic": ["httpx2", "toolledger.integrations.anthropic_runner"],
     "claude_agent_sdk": ["_fake_claude_cli", "toolledger.integrations.claude_agent_sdk"],
+    "google_adk": [
+        "google.adk.runners",
+        "google.adk.sessions.sqlite_session_service",
+        "toolledger.integrations.google_adk",
+    ],
     "langgraph": [
         "langchain.agents",
         "langchain_core.language_models",

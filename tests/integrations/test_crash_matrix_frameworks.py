@@ -29,8 +29,17 @@ from typing import Any
 
 import pytest
 
+from .._adk import adk_env, adk_python_or_skip
+
 CHILD = Path(__file__).with_name("_crash_matrix_child.py")
-FRAMEWORKS = ["anthropic", "claude_agent_sdk", "langgraph", "openai_agents", "pydantic_ai"]
+FRAMEWORKS = [
+    "anthropic",
+    "claude_agent_sdk",
+    "google_adk",
+    "langgraph",
+    "openai_agents",
+    "pydantic_ai",
+]
 #: Frameworks that run one turn's calls concurrently: all three effects precede the kill.
 CONCURRENT = {"langgraph", "openai_agents", "pydantic_ai"}
 PAYMENTS = ["ana 30", "ben 40", "cy 50"]
@@ -65,8 +74,11 @@ class Server:
     def __init__(self, framework: str) -> None:
         src = str(Path(__file__).resolve().parents[2] / "src")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+        python = sys.executable
+        if framework == "google_adk":  # in its own virtualenv (tests/_adk.py)
+            python, env = adk_python_or_skip(), adk_env()
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), framework],
+            [python, str(CHILD), framework],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
