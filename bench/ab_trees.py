@@ -52,7 +52,7 @@ def child() -> None:
         run = tl.run("ab trees", agent="bench", db=store)
         run.__enter__()
         for i in range(100):  # warm up
-            run.call(tool, call_id=f"warm-{i}", input=INPUT)
+            run.call(tool, call_id=f"warm-{i}", input={**INPUT, "ref": f"warm-{i}"})
         runs[durability] = run
     count = 0
     for line in sys.stdin:
@@ -65,11 +65,12 @@ def child() -> None:
         for _ in range(int(size)):
             count += 1
             cid = f"c-{count}"
+            given = {**INPUT, "ref": cid}  # each id its own action (the same one is served)
             if name == "replayed":
-                run.call(tool, call_id=cid, input=INPUT)
+                run.call(tool, call_id=cid, input=given)
                 run.flush()
             t0 = time.perf_counter()
-            run.call(tool, call_id=cid, input=INPUT)
+            run.call(tool, call_id=cid, input=given)
             if name == "new + deliver":
                 run.deliver(cid, lambda payload: None)
             out.append(time.perf_counter() - t0)

@@ -36,8 +36,10 @@ def measure(*, replayed: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "frames.db")
         with tl.run("frames", db=db, capture_content=False) as run:
-            run.call(tool, call_id="warm-up", input={"to": "a@example.com"})
+            run.call(tool, call_id="warm-up", input={"to": "w@example.com"})
+            # Another input: the same action under a new id would be served, not executed.
             call_id = "warm-up" if replayed else "measured"
+            given = {"to": "w@example.com" if replayed else "m@example.com"}
             frames: list[tuple[str, str, int]] = []
             depth = 0
             max_depth = 0
@@ -54,7 +56,7 @@ def measure(*, replayed: bool = False) -> dict[str, Any]:
 
             sys.setprofile(profile)
             try:
-                run.call(tool, call_id=call_id, input={"to": "a@example.com"})
+                run.call(tool, call_id=call_id, input=given)
             finally:
                 sys.setprofile(None)
     guard = [f for f, _, _ in frames if "/toolledger/guard/" in f]

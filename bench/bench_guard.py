@@ -80,6 +80,14 @@ from toolledger.telemetry._hooks import NoopSpan
 __all__ = ["main"]
 
 INPUT = {"to": "a@example.com", "subject": "hello"}
+
+
+def input_of(call_id: str) -> dict[str, Any]:
+    """A call's input: ``INPUT`` plus its own reference, so each new id is a new action
+    (the same action under a new id is served the stored result, not executed)."""
+    return {**INPUT, "ref": call_id}
+
+
 BATCH = 20
 
 
@@ -206,8 +214,8 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
             store.commits, store.fsyncs = c0, f0
 
         # warm-up
-        run.call(tool, call_id="warm", input=INPUT)
-        run.call(tool, call_id="warm", input=INPUT)
+        run.call(tool, call_id="warm", input=input_of("warm"))
+        run.call(tool, call_id="warm", input=input_of("warm"))
         _raw(conn, "warm", _docs("warm"))
         floor_calls.call("sf-warm", INPUT, lambda input: RESULT)
         design_calls.call("lf-warm", INPUT, lambda input: RESULT)
@@ -229,28 +237,32 @@ def run_config(tmp: Path, durability: str, n: int) -> list[tuple[str, list[float
                     lambda i=i: design_calls.call(f"lf-{i}", INPUT, lambda input: RESULT),
                 )
             for i in ids:
-                measure("run.call new", lambda i=i: run.call(tool, call_id=f"new-{i}", input=INPUT))
+                measure(
+                    "run.call new",
+                    lambda i=i: run.call(tool, call_id=f"new-{i}", input=input_of(f"new-{i}")),
+                )
             for i in ids:
                 measure(
-                    "run.call replayed", lambda i=i: run.call(tool, call_id=f"new-{i}", input=INPUT)
+                    "run.call replayed",
+                    lambda i=i: run.call(tool, call_id=f"new-{i}", input=input_of(f"new-{i}")),
                 )
             settle()
             for i in ids:
 
                 def new_and_deliver(cid: str = f"nd-{i}") -> None:
-                    run.call(tool, call_id=cid, input=INPUT)
+                    run.call(tool, call_id=cid, input=input_of(cid))
                     run.deliver(cid, lambda payload: None)
 
                 measure("run.call new + deliver", new_and_deliver)
             for i in ids:
                 measure(
                     "guard only new",
-                    lambda i=i: guard.call(bare, tool, call_id=f"b-{i}", input=INPUT),
+                    lambda i=i: guard.call(bare, tool, call_id=f"b-{i}", input=input_of(f"b-{i}")),
                 )
             for i in ids:
                 measure(
                     "guard only replayed",
-                    lambda i=i: guard.call(bare, tool, call_id=f"b-{i}", input=INPUT),
+                    lambda i=i: guard.call(bare, tool, call_id=f"b-{i}", input=input_of(f"b-{i}")),
                 )
             for i in ids:
                 measure("  part: fingerprint+binding", lambda i=i: _binding(f"fp-{i}"))
@@ -295,8 +307,14 @@ def count_costs(store: SQLiteStore, run: Any, tool: Any) -> list[tuple[str, floa
     statements: list[str] = []
     out = []
     cases: list[tuple[str, Callable[[int], Any]]] = [
-        ("run.call new", lambda i: run.call(tool, call_id=f"count-{i}", input=INPUT)),
-        ("run.call replayed", lambda i: run.call(tool, call_id=f"count-{i}", input=INPUT)),
+        (
+            "run.call new",
+            lambda i: run.call(tool, call_id=f"count-{i}", input=input_of(f"count-{i}")),
+        ),
+        (
+            "run.call replayed",
+            lambda i: run.call(tool, call_id=f"count-{i}", input=input_of(f"count-{i}")),
+        ),
         ("run.deliver", lambda i: run.deliver(f"count-{i}", lambda payload: None)),
     ]
     ckpt = store._checkpointer  # no checkpoint may restart the WAL while counting
@@ -386,16 +404,16 @@ def profile(n: int, *, replayed: bool = False) -> None:
         store = SQLiteStore(Path(tmp) / "profile.db", durability="normal")
         with tl.run("bench guard profile", agent="bench", db=store) as run:
             for i in range(100):
-                run.call(tool, call_id=f"warm-{i}", input=INPUT)
+                run.call(tool, call_id=f"warm-{i}", input=input_of(f"warm-{i}"))
             if replayed:
                 for i in range(n):
-                    run.call(tool, call_id=f"p-{i}", input=INPUT)
+                    run.call(tool, call_id=f"p-{i}", input=input_of(f"p-{i}"))
                 run.flush()
             prof = cProfile.Profile()
             for start in range(0, n, BATCH):
                 prof.enable()
                 for i in range(start, min(n, start + BATCH)):
-                    run.call(tool, call_id=f"p-{i}", input=INPUT)
+                    run.call(tool, call_id=f"p-{i}", input=input_of(f"p-{i}"))
                 prof.disable()
                 run.flush()
         store.close()

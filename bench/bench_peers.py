@@ -92,13 +92,13 @@ def toolledger_cases(tmp: Path) -> dict[str, Op]:
         run.__enter__()
 
         def new(i: int, run: Any = run) -> Any:
-            return run.call(send, call_id=f"n-{i}", input=INPUT)
+            return run.call(send, call_id=f"n-{i}", input={**INPUT, "ref": f"n-{i}"})
 
         cases[f"toolledger new call ({durability})"] = new
         if durability == "normal":
 
             def replay(i: int, run: Any = run) -> Any:
-                return run.call(send, call_id="n-0", input=INPUT)
+                return run.call(send, call_id="n-0", input={**INPUT, "ref": "n-0"})
 
             def step(i: int, run: Any = run) -> Any:
                 with run.step("lookup", justification="bench", q=i) as s:

@@ -68,11 +68,17 @@ class Payments:
         return tl.tool("pay", revision="1", execute=self.execute, recover=recover)
 
 
-def _stuck(store: Store, payments: Payments, call_id: str = "toolu_1", **kw: Any) -> str:
+def _stuck(
+    store: Store,
+    payments: Payments,
+    call_id: str = "toolu_1",
+    order: str = "o-1",
+    **kw: Any,
+) -> str:
     """Leave ``call_id`` uncertain (its outcome lost); return the run id."""
     with tl.run("pay", db=store, **kw) as run:
         with pytest.raises(tl.OutcomeUnknownError):
-            run.call(payments.tool(), call_id=call_id, input={"order": "o-1", "amount": 5})
+            run.call(payments.tool(), call_id=call_id, input={"order": order, "amount": 5})
         return run.run_id
 
 
@@ -335,7 +341,7 @@ def test_reconcile_keeps_a_call_settled_meanwhile_and_goes_on(store: Store) -> N
     """A call another process settled between the read and the write is kept, not fatal."""
     pay = Payments()
     _stuck(store, pay, "toolu_a")
-    _stuck(store, Payments(), "toolu_b")
+    _stuck(store, Payments(), "toolu_b", order="o-2")  # another action (the same is blocked)
 
     def recover(input: Any, ctx: tl.RecoverContext) -> tl.Recovered:
         if ctx.call_id == "toolu_a":  # someone settles it while recover runs

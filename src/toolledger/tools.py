@@ -200,6 +200,10 @@ class Tool:
         input_schema: The JSON Schema of the input (read by ``check_tool``, not enforced).
         effects: ``"none"``, ``"idempotent"``, ``"side-effect"``, or a mapping
             ``{"kind": ..., "explanation": ...}`` (read by ``check_tool``).
+        independent: ``True`` for a tool whose identical calls are independent actions
+            (polling, a read, "roll a die"): the guard's same-action rules (an unknown
+            outcome blocks the same action under a new call id; an unseen result is served
+            to a re-plan) do not apply to it (see docs/guard.md, "The same action").
     """
 
     name: str
@@ -214,6 +218,7 @@ class Tool:
     approval: str | None = None
     approver: Callable[..., Any] | None = None
     effect_key: EffectKey | None = None
+    independent: bool = False
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "tool name")
@@ -240,6 +245,11 @@ class Tool:
                 "of the input returning a str",
                 details={"argument": "effect_key", "value": repr(self.effect_key)[:100]},
             )
+        if type(self.independent) is not bool:
+            raise InvalidArgumentError(
+                message=f"tool {self.name}: independent must be True or False",
+                details={"argument": "independent", "value": repr(self.independent)[:100]},
+            )
 
     @property
     def is_async(self) -> bool:
@@ -264,6 +274,7 @@ def tool(
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
+    independent: bool = False,
 ) -> Tool: ...
 
 
@@ -282,6 +293,7 @@ def tool(
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
+    independent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -299,6 +311,7 @@ def tool(
     approval: str | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
+    independent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool, directly or as a decorator.
 
@@ -317,6 +330,7 @@ def tool(
         approval: ``None``, ``"always"`` or ``"effect-only"`` (see ``Tool``).
         approver: ``approver(request) -> Approved | Denied | Pending``.
         effect_key: ``None``, ``"input"`` or ``effect_key(input) -> str`` (see ``Tool``).
+        independent: ``True`` when identical calls are independent actions (see ``Tool``).
         input_schema: The input's JSON Schema (see ``Tool``).
         effects: What the tool does to the world (see ``Tool``).
 
@@ -354,6 +368,7 @@ def tool(
             approval=approval,
             approver=approver,
             effect_key=effect_key,
+            independent=independent,
         )
 
     if execute is not None:

@@ -74,7 +74,6 @@ def _effects(folder: Path) -> Counter[int]:
     return Counter(int(line.split()[0]) for line in lines)
 
 
-@pytest.mark.xfail(strict=True, reason="needs same-action rules (issue 29)")
 def test_racing_new_ids_for_one_action_execute_once_per_round(ledger, tmp_path: Path) -> None:
     """Every round, of two processes asking for the same payment, exactly one pays."""
     outcomes = _race(ledger, tmp_path, same=True)

@@ -381,7 +381,7 @@ class TestJournalAndTelemetry:
         with pytest.raises(toolledger.OutcomeUnknownError):
             run.call(effects.tool(journal=True, raises=OSError("x")), call_id="a", input={})
         with pytest.raises(KeyboardInterrupt):
-            run.call(effects.tool(raises=KeyboardInterrupt()), call_id="b", input={})
+            run.call(effects.tool(raises=KeyboardInterrupt()), call_id="b", input={"b": 1})
         events = _tool_events(run)
         assert [e["status"] for e in events] == ["failed", "cancelled"]
         assert events[0]["error"]["code"] == "OUTCOME_UNKNOWN"
@@ -486,5 +486,5 @@ class TestCrashHook:
             run.call(effects.tool(), call_id="c1", input={})
         assert db.get("default", "c1").status is Status.EXECUTING  # the result was lost
         assert len(effects.executed) == 1
-        out = run.call(effects.tool(), call_id="c2", input={})  # uninstalled: runs through
+        out = run.call(effects.tool(), call_id="c2", input={"n": 2})  # uninstalled: runs through
         assert out.replayed is False

@@ -145,11 +145,13 @@ class TestDeduplication:
         assert [o.deduplicated_from for o in outcomes] == [None, "A", None]
         assert len(effects.executed) == 2
 
-    def test_tool_without_effect_key_executes_again_under_a_new_id(self, run, effects) -> None:
-        """Effect keys are opt-in: without one, a new call id is a new call."""
+    def test_tool_without_effect_key_follows_the_same_action_rules(self, run, effects) -> None:
+        """Without a key, the default rules: served while unseen, executed once seen."""
         tool = effects.tool()
         run.call(tool, call_id="A", input={})
-        run.call(tool, call_id="B", input={})
+        assert run.call(tool, call_id="B", input={}).deduplicated_from == "A"
+        run.mark_seen(["B"])
+        assert run.call(tool, call_id="C", input={}).deduplicated_from is None
         assert len(effects.executed) == 2
 
     def test_error_result_is_deduplicated_too(self, run, effects) -> None:
@@ -166,7 +168,7 @@ class TestDeduplication:
 
 class TestHolderInFlight:
     def test_holder_executing_is_reconciled_never_executed(self, run, db, effects) -> None:
-        """A new id finding the key's holder executing marks it uncertain: OUTCOME_UNKNOWN."""
+        """A new id finding the key's holder executing (live): OUTCOME_UNKNOWN, never run."""
         seen: list[Any] = []
 
         def execute(input: Any, ctx: Any) -> Any:
@@ -183,11 +185,13 @@ class TestHolderInFlight:
         assert err.details["effect_key_holder"] == "A"
         assert err.details["for_call_id"] == "B"
         assert err.details["call_id"] == "A"
+        assert err.details["live_attempt"] is True  # a live holder is left as it is
+        assert "held by a live attempt since" in err.message
         assert db.get("default", "B") is None  # nothing claimed for B
-        # The owner still completes (uncertain -> completed); B then deduplicates.
+        # The owner completes (executing -> completed); B then deduplicates.
         assert out.replayed is False
         assert [h.transition for h in db.history("default", "A")][-2:] == [
-            "mark_execution_uncertain",
+            "claim_execution",
             "complete_execution",
         ]
         later = run.call(tool, call_id="B", input={"to": "ana"})

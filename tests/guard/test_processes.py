@@ -62,8 +62,8 @@ def test_call_racing_processes_execute_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_call_slow_live_owner_completes_after_being_marked_uncertain(tmp_path: Path) -> None:
-    """A second caller marks the slow owner's call uncertain; the owner still completes it."""
+def test_call_slow_live_owner_is_reported_live_and_completes(tmp_path: Path) -> None:
+    """A second caller finds the slow owner alive: told so, the claim left; it completes."""
     db = tmp_path / "slow.db"
     toolledger.SQLiteStore(db).close()
     owner = _spawn(db, tmp_path, "owner", "--hold")
@@ -71,11 +71,12 @@ def test_call_slow_live_owner_completes_after_being_marked_uncertain(tmp_path: P
     _wait_for(tmp_path / "started")
     tool = toolledger.tool("send", revision="1", execute=lambda i, c: pytest.fail("ran twice"))
     with toolledger.run("second", db=str(db)) as run:
-        with pytest.raises(toolledger.OutcomeUnknownError):
+        with pytest.raises(toolledger.OutcomeUnknownError) as info:
             run.call(tool, call_id="shared", input={"to": "x"})
+        assert info.value.details["live_attempt"] is True
+        assert "held by a live attempt since" in info.value.message
         rec = run.store.get("default", "shared")
-        assert rec.status is Status.UNCERTAIN
-        assert rec.uncertain_reason.startswith("found executing by another caller")
+        assert rec.status is Status.EXECUTING  # never marked uncertain while it lives
         (tmp_path / "release").touch()
         assert _result(owner) == {"outcome": "new", "payload": {"by": "owner"}}
         again = run.call(tool, call_id="shared", input={"to": "x"})

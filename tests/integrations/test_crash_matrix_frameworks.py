@@ -52,19 +52,10 @@ CELLS = [
     ("tool", "resume", True),
     ("tool", "replan", True),
 ]
-#: Cells that end with a second effect until the guard blocks the same action asked again
-#: under a new call id (executing/uncertain: blocked; completed and unseen: served).
-NEW_ID = (
-    "the model asks again under a new call id, which executes: the guard does not yet "
-    "block an uncertain action or serve an unseen result to a re-plan"
-)
-FAILING = {
-    ("tool", "resume", False),
-    ("tool", "replan", False),
-    ("model", "replan", False),
-    ("tool", "resume", True),
-    ("tool", "replan", True),
-}
+#: Cells that still end with a second effect (none since the guard blocks the same action
+#: asked again under a new call id and serves an unseen result to a re-plan).
+NEW_ID = "the model asks again under a new call id, which executes"
+FAILING: set[tuple[str, str, bool]] = set()
 TIMEOUT = 120
 
 

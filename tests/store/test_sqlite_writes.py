@@ -141,7 +141,7 @@ def test_new_call_reads_checkpoint_and_approval_in_one_statement(tmp_path: Path)
             statements: list[str] = []
             conn = store._conn()
             conn.set_trace_callback(statements.append)
-            run.call(tool, call_id="c1", input={"to": "ana@example.com"})
+            run.call(tool, call_id="c1", input={"to": "bo@example.com"})  # another action
             conn.set_trace_callback(None)
     finally:
         store.close()

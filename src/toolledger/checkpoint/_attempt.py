@@ -13,9 +13,14 @@ import os
 __all__ = ["new_attempt_id", "parse_link"]
 
 
-def new_attempt_id(trace_id: str | None, span_id: str | None) -> str:
-    """Return a fresh attempt id, carrying ``trace_id``/``span_id`` when both are valid."""
-    base = os.urandom(16).hex()
+def new_attempt_id(trace_id: str | None, span_id: str | None, base: str | None = None) -> str:
+    """Return a fresh attempt id, carrying ``trace_id``/``span_id`` when both are valid.
+
+    ``base``: its first part (32 hex digits: the guard puts who runs the attempt there,
+    see ``guard._seams.attempt_base``); random when not given or not 32 hex digits.
+    """
+    if base is None or len(base) != 32 or not _is_hex(base, 32):
+        base = os.urandom(16).hex()
     if _is_hex(trace_id, 32) and _is_hex(span_id, 16):
         return f"{base}.{trace_id}.{span_id}"
     return base

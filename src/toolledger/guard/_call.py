@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,7 @@ __all__ = [
     "CANCELLATION",
     "EFFECT_KEY_MAX",
     "Abandoned",
+    "ActionKeys",
     "Call",
     "Commit",
     "CreateReady",
@@ -53,6 +56,7 @@ __all__ = [
     "Recover",
     "RecoveryFailed",
     "Request",
+    "action_keys",
     "clip_reason",
     "describe",
     "effect_key_for",
@@ -95,6 +99,64 @@ class EffectKey:
         return ReleaseEffectKey(self.namespace, self.key, call_id, requires=requires)
 
 
+@dataclass(frozen=True, slots=True)
+class ActionKeys:
+    """A call's same-action keys (fingerprints): the action's in its namespace, and in its
+    conversation.
+
+    The namespace key (``action``) is held by the latest call of the action: while that
+    call is ``executing``/``uncertain``, the action is blocked under any other call id.
+    The conversation key (``seen``) is held by the conversation's latest call of it: while
+    that call's result is ``completed`` and not yet delivered (no model turn saw it), it is
+    served to the same action under another id.
+    """
+
+    namespace: str
+    action: str
+    seen: str
+
+    def claims(
+        self, call_id: str, replaces: tuple[str | None, str | None] = (None, None)
+    ) -> tuple[ClaimEffectKey, ClaimEffectKey]:
+        """The two claims (the second gated on the first), taking over ``replaces``'s holds."""
+        return (
+            ClaimEffectKey(self.namespace, self.action, call_id, replaces=replaces[0]),
+            ClaimEffectKey(self.namespace, self.seen, call_id, replaces=replaces[1], requires=0),
+        )
+
+    def releases(self, call_id: str, *, requires: int) -> tuple[ReleaseEffectKey, ...]:
+        """The ops that unbind both keys from ``call_id`` iff op ``requires`` won."""
+        return (
+            ReleaseEffectKey(self.namespace, self.action, call_id, requires=requires),
+            ReleaseEffectKey(self.namespace, self.seen, call_id, requires=requires),
+        )
+
+
+def action_keys(binding: Binding, conversation: str) -> ActionKeys:
+    """Return the same-action keys of ``binding`` in ``conversation``.
+
+    The action is tool name + revision + input fingerprint; what is stored is a SHA-256 of
+    it (never the input), in the binding's namespace.
+    """
+    action = json.dumps(
+        ["action", binding.tool_name, binding.tool_revision, binding.input_fingerprint]
+    )
+    seen = json.dumps(
+        [
+            "seen",
+            binding.tool_name,
+            binding.tool_revision,
+            binding.input_fingerprint,
+            conversation,
+        ]
+    )
+    return ActionKeys(
+        binding.namespace,
+        "sha256:" + hashlib.sha256(action.encode()).hexdigest(),
+        "sha256:" + hashlib.sha256(seen.encode()).hexdigest(),
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Call:
     """One guarded call, validated: what the flow decides over (never changed).
@@ -110,6 +172,8 @@ class Call:
         approval: The gate's mode (``None``, ``"always"``, ``"effect-only"``).
         approver: Who the gate asks (``None``: a stored decision is all that counts).
         effect: The call's effect key, or ``None``.
+        action: The call's same-action keys, or ``None`` (a tool with an effect key or
+            ``independent=True``, or a store without effect keys).
     """
 
     tool: Tool
@@ -122,6 +186,7 @@ class Call:
     approval: str | None = None
     approver: Callable[..., Any] | None = None
     effect: EffectKey | None = None
+    action: ActionKeys | None = None
 
 
 def effect_key_for(

@@ -41,7 +41,15 @@ from ._seams import (
     report_transition,
 )
 
-__all__ = ["Delivery", "adeliver", "apost_once", "deliver", "deliver_many", "post_once"]
+__all__ = [
+    "Delivery",
+    "adeliver",
+    "apost_once",
+    "deliver",
+    "deliver_many",
+    "mark_seen",
+    "post_once",
+]
 
 
 class Delivery:
@@ -294,3 +302,59 @@ async def apost_once(d: Delivery, post: Callable[[dict[str, Any]], Any]) -> Any:
         raise
     d.complete()
     return result
+
+
+def mark_seen(run: GuardedRun, call_ids: Sequence[str]) -> list[str]:
+    """Record that a model turn saw these calls' results: ``completed`` → ``delivered``.
+
+    For results the framework posted itself (the adapters and journaled clients call it
+    when a model turn that carried the results completed). Nothing is posted; each call
+    goes through ``claim_delivery`` and ``complete_delivery`` (its history shows both),
+    all in one relaxed commit. Ids that are not ``completed`` (unknown, not finished,
+    already delivering or delivered) are left as they are: calling it again is harmless.
+
+    Returns:
+        The ids moved to ``delivered`` by this call, in the order given.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` when ``call_ids`` is not a sequence of
+            strs (nothing is written).
+        StoreError: the store failed (nothing, or all of it, was written).
+    """
+    if isinstance(call_ids, str) or not all(isinstance(c, str) for c in call_ids):
+        raise InvalidArgumentError(
+            message="call_ids must be a sequence of call ids (strs)",
+            details={"argument": "call_ids"},
+        )
+    store = run.store
+    todo = list(dict.fromkeys(call_ids))
+    moved: list[str] = []
+    delivery_id = "seen-" + os.urandom(12).hex()
+    for _ in range(DELIVERY_CLAIM_ROUNDS):
+        ops: list[Any] = []
+        moves: list[tuple[str, CheckpointRecord, Transition, Transition]] = []
+        for call_id in todo:
+            rec = store.get(run.namespace, call_id)
+            if rec is None or rec.status is not Status.COMPLETED:
+                continue
+            claim = claim_delivery(rec, delivery_id=delivery_id, at=after(rec))
+            done = complete_delivery(claim.next, delivery_id=delivery_id, at=after(claim.next))
+            ops.append(SwapCheckpoint(claim.expected_revision, claim.next))
+            ops.append(SwapCheckpoint(done.expected_revision, done.next, requires=len(ops) - 1))
+            moves.append((call_id, rec, claim, done))
+        if not ops:
+            break
+        out = store.apply(ops, durable=False)
+        lost = []
+        for i, (call_id, rec, claim, done) in enumerate(moves):
+            report_transition(run.span, claim, rec.status.value, bool(out[2 * i]))
+            report_transition(run.span, done, claim.next.status.value, bool(out[2 * i + 1]))
+            if out[2 * i + 1]:
+                moved.append(call_id)
+            else:
+                lost.append(call_id)  # another writer moved it: look again
+        todo = lost
+        if not todo:
+            break
+    order = {c: i for i, c in enumerate(call_ids)}
+    return sorted(moved, key=order.__getitem__)

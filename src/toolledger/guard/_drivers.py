@@ -74,7 +74,6 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..approvals import APPROVAL_MODES, ApprovalRequest
-from ..checkpoint._attempt import new_attempt_id
 from ..checkpoint.model import Binding, fingerprint
 from ..errors import (
     CheckpointError,
@@ -103,11 +102,12 @@ from ._call import (
     ReadTombstone,
     RecordApproval,
     Recover,
+    action_keys,
     effect_key_for,
     join_claims,
 )
 from ._flow import CallFlow
-from ._seams import STATUS_VALUE, GuardedRun
+from ._seams import LIVE_ATTEMPTS, STATUS_VALUE, GuardedRun, new_attempt_id
 
 try:  # the C functions: ``signal``'s wrappers map every handler to an enum (~20 us a call)
     from _signal import getsignal as _getsignal  # type: ignore[import-not-found,unused-ignore]
@@ -227,9 +227,14 @@ def start(
     run.require_running()
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
-    effect = None
+    effect = action = None
     if tool.effect_key is not None:
         effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
+    elif not tool.independent and getattr(run.store, "effect_keys", False):
+        # The same action under a new id (see ``_flow``): blocked while the namespace's
+        # latest call of it is unknown; served while the conversation's is unseen. The
+        # conversation: the run's, else the run itself (a resumed run id is the same one).
+        action = action_keys(binding, getattr(run, "conversation_id", None) or run.run_id)
     if effect is not None and not getattr(run.store, "effect_keys", False):
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
@@ -247,6 +252,7 @@ def start(
         approval=approval,
         approver=approver,
         effect=effect,
+        action=action,
     )
     return CallFlow(call)
 
@@ -562,6 +568,7 @@ def _open_event(run: GuardedRun, flow: CallFlow) -> tuple[str, Any]:
     )
     span = getattr(handle, "span", None)
     attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))
+    LIVE_ATTEMPTS.add(attempt)  # until ``finish``: a live attempt holds its claim
     return attempt, None if type(span) is NoopSpan else span
 
 
@@ -599,6 +606,7 @@ def finish(
     A call its gate stopped (waiting, denied) or that failed before its event opened has
     no event: there is nothing to end.
     """
+    LIVE_ATTEMPTS.discard(flow.attempt_id)
     handle = flow.handle
     if handle is None:
         if flow.replay_only and outcome is not None:

@@ -25,6 +25,16 @@ Rules this module keeps:
   ``deduplicated_from``); holder in flight, it is reconciled as its own id would be
   (``reconcile``: marked uncertain, ``recover``, else ``OUTCOME_UNKNOWN`` naming it);
   holder erased, ``TOMBSTONED``. The call never executes.
+- The same action (tool name + revision + input fingerprint) under a new call id is
+  decided in the claim transaction too, by default: the call's two keys (``ActionKeys``)
+  are claimed first and the checkpoint ops gated on them. Lost: while the namespace's
+  latest call of the action is ``executing``/``uncertain`` the call is blocked
+  (``OUTCOME_UNKNOWN``, ``same_action_as``); while the conversation's latest call of it
+  is ``completed`` and unseen (not delivered) its result is served (a completed copy,
+  ``deduplicated_from``); otherwise the keys are taken over (a CAS on their holder) and
+  the call executes. A tool with an effect key, or ``independent=True``, has no such keys.
+- A claim held by a live attempt (``_seams.is_live``) is reported as such and left
+  alone: never marked uncertain.
 - Every error that leaves the flow names the call's namespace, call id and stored status;
   a call that may have taken effect ends ``OUTCOME_UNKNOWN``, never with a guess.
 """
@@ -58,12 +68,13 @@ from ..errors import (
     TombstonedError,
 )
 from ..store._tombstone import tombstoned_error
-from ..store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from ..store.base import ClaimEffectKey, CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from ..tools import NotRecovered, Recovered, ToolOutcome
 from ._approval_flow import GateFlow
 from ._call import (
     CANCELLATION,
     Abandoned,
+    ActionKeys,
     Call,
     Commit,
     EndFields,
@@ -89,6 +100,7 @@ from ._seams import (
     STATUS_VALUE,
     STORE_RETRIES,
     after,
+    is_live,
     now,
     parse_link,
     reached,
@@ -141,6 +153,10 @@ class CallFlow:
         self.executed = False
         self.recovered = False
         self._store_errors = 0
+        #: The holders the next claim of the same-action keys takes over, once decided.
+        self._replaces: tuple[str | None, str | None] = (None, None)
+        #: Whether the last claim lost a same-action key (decide before claiming again).
+        self._keys_lost = False
 
     # -- decide ----------------------------------------------------------------------------
 
@@ -174,6 +190,11 @@ class CallFlow:
                 if go:
                     assert rec is not None
                     return (yield from self._execute(rec))
+                if self._keys_lost:  # the same action is another call's: decide on it
+                    found = yield from self._same_action(None)
+                    if isinstance(found, ToolOutcome):
+                        return found
+                    rec = found
                 continue
             decide_checkpoint(rec, self.binding)  # BINDING_CONFLICT
             self.last = rec
@@ -223,9 +244,25 @@ class CallFlow:
         raise self._unknown((yield from self._reread()), "the store kept refusing writes")
 
     def _found_executing(self, rec: CheckpointRecord) -> _Step:
-        """Another attempt's claim: mark it uncertain (never execute); return the re-read."""
+        """Another attempt's claim: mark it uncertain (never execute); return the re-read.
+
+        Raises:
+            OutcomeUnknownError: ``OUTCOME_UNKNOWN`` with ``details["live_attempt"]``: a
+                live attempt holds the claim (left as it is; it will store the result).
+        """
         self.link = parse_link(rec.execution_fence)
         claimed = rec.execution_claimed_at
+        if is_live(rec.execution_fence):
+            since = claimed.isoformat() if claimed else "?"
+            self.last = rec
+            raise OutcomeUnknownError(
+                message=f"call {self.binding.namespace}/{self.binding.call_id} "
+                f"({self.binding.tool_name}) is held by a live attempt since {since} "
+                f"(attempt {rec.execution_fence}); not executed here. Its outcome is not "
+                "known yet: do not retry it under a new call id; call again later for its "
+                "result",
+                details={**self._details(rec), "live_attempt": True, "held_since": since},
+            )
         t = mark_execution_uncertain(
             rec,
             attempt_id=rec.execution_fence or self.attempt_id,
@@ -248,9 +285,19 @@ class CallFlow:
         if CRASH_ACTIONS:
             reached("before-claim")
         effect = self.call.effect
-        if effect is None:
-            ops: tuple[Any, ...] = (CreateCheckpoint(new), SwapCheckpoint(0, t.next))
+        action = self.call.action
+        keys = 0
+        if action is not None:  # both same-action keys first; the rest only if both won
+            keys = 2
+            ops: tuple[Any, ...] = (
+                *action.claims(self.binding.call_id, self._replaces),
+                CreateCheckpoint(new, requires=1),
+                SwapCheckpoint(0, t.next, requires=1),
+            )
+        elif effect is None:
+            ops = (CreateCheckpoint(new), SwapCheckpoint(0, t.next))
         else:  # the effect key first; the create and the claim only if this call holds it
+            keys = 1
             ops = (
                 effect.claim(self.binding.call_id),
                 CreateCheckpoint(new, requires=0),
@@ -263,10 +310,12 @@ class CallFlow:
             if self._store_errors > STORE_RETRIES:
                 raise
             return (yield Read(self.key)), False  # outcome unknown: the re-read tells
-        if effect is not None:
-            if not reply[0]:  # another call holds the key: nothing was written
+        self._keys_lost = False
+        if keys:
+            if not reply[keys - 1]:  # another call holds a key: nothing was written
+                self._keys_lost = action is not None
                 return None, False
-            reply = reply[1:]
+            reply = reply[keys:]
         (created, stored), won = reply[0], bool(reply[1])
         create_t = Transition(
             action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
@@ -297,18 +346,25 @@ class CallFlow:
         t = claim_execution(rec, attempt_id=self.attempt_id, at=after(rec))
         swap = SwapCheckpoint(t.expected_revision, t.next)
         effect = self.call.effect
+        action = self.call.action
         ops: tuple[Any, ...] = (swap,)
-        if effect is not None:  # the key is claimed with the claim
+        if action is not None:  # the same-action keys are claimed with the claim
+            claims = action.claims(self.binding.call_id, self._replaces)
+            ops = (*claims, dataclasses.replace(swap, requires=1))
+        elif effect is not None:  # the key is claimed with the claim
             ops = (effect.claim(self.binding.call_id), dataclasses.replace(swap, requires=0))
         reply = yield from self._commit(ops, claim=True)
         if reply is not None:
             self._report(t, "ready", bool(reply[-1]))
             if reply[-1]:
                 return (yield from self._execute(t.next))
-            if effect is not None and not reply[0]:
+            found: Any = None
+            if action is not None and not reply[1]:
+                found = yield from self._same_action(rec)
+            elif effect is not None and not reply[0]:
                 found = yield from self._held_key(rec)
-                if isinstance(found, ToolOutcome):
-                    return found
+            if isinstance(found, ToolOutcome):
+                return found
         return (yield Read(self.key))
 
     # -- effect keys -----------------------------------------------------------------------
@@ -370,6 +426,74 @@ class CallFlow:
             details=self._key_details(None),
         )
 
+    def _same_action(self, own: CheckpointRecord | None) -> _Step:
+        """Decide a call whose same-action keys another call holds (nothing was written).
+
+        Returns ``None`` (claim again, taking the keys over: ``_replaces``), this call's
+        own record (``own``, to decide on), or a ``ToolOutcome`` (the conversation's
+        unseen result of the action, ``deduplicated_from`` set).
+
+        Raises:
+            OutcomeUnknownError: ``OUTCOME_UNKNOWN`` with ``details["same_action_as"]``: an
+                earlier call of the action is ``executing`` or ``uncertain``.
+        """
+        ak = self.call.action
+        assert ak is not None
+        me = self.binding.call_id
+        seen_by = yield ReadHolder(ak.namespace, ak.seen)
+        if seen_by is not None and seen_by != me:
+            held = yield Read((ak.namespace, seen_by))
+            if held is not None and held.status in (Status.COMPLETED, Status.DELIVERING):
+                return (yield from self._copy(own, held, key=(ak, seen_by)))
+            if held is not None and held.status in (Status.EXECUTING, Status.UNCERTAIN):
+                raise self._same_action_blocked(held)
+        done_by = yield ReadHolder(ak.namespace, ak.action)
+        if done_by is not None and done_by not in (me, seen_by):
+            held = yield Read((ak.namespace, done_by))
+            if held is not None and held.status in (Status.EXECUTING, Status.UNCERTAIN):
+                raise self._same_action_blocked(held)
+        # Delivered, completed in another conversation, released or erased: taken over.
+        self._replaces = (
+            None if done_by == me else done_by,
+            None if seen_by == me else seen_by,
+        )
+        return own if own is None else (yield Read(self.key))
+
+    def _same_action_blocked(self, held: CheckpointRecord) -> OutcomeUnknownError:
+        """The error of a call blocked by ``held``, an earlier call of the same action."""
+        other = held.binding.call_id
+        me = f"call {self.binding.namespace}/{self.binding.call_id} ({self.binding.tool_name})"
+        claimed = held.execution_claimed_at
+        since = claimed.isoformat() if claimed else "?"
+        live = held.status is Status.EXECUTING and is_live(held.execution_fence)
+        if live:
+            message = (
+                f"{me} asks for the same action (same tool, revision and input) as call "
+                f"{other}, which is held by a live attempt since {since}: it is being "
+                f"performed now. Not executed; do not retry it: call {other}'s result is "
+                "stored when it finishes"
+            )
+        else:
+            message = (
+                f"{me} asks for the same action (same tool, revision and input) as call "
+                f"{other} ({held.status.value}), which may already have happened and is "
+                "being settled. Not executed; do not retry it: settle the earlier call "
+                f"first (`toolledger checkpoints`, `toolledger resolve {other} ...`)"
+            )
+        self.link = parse_link(held.execution_fence)
+        return OutcomeUnknownError(
+            message=message,
+            details={
+                "namespace": self.binding.namespace,
+                "call_id": self.binding.call_id,
+                "tool_name": self.binding.tool_name,
+                "same_action_as": other,
+                "status": held.status.value,
+                "live_attempt": live,
+                "held_since": since,
+            },
+        )
+
     def _reconcile_holder(self, rec: CheckpointRecord) -> _Step:
         """Reconcile the holder's ``executing``/``uncertain`` checkpoint; never execute."""
         holder_call = dataclasses.replace(self.call, binding=rec.binding, input=None, effect=None)
@@ -388,23 +512,40 @@ class CallFlow:
                 self.link = sub.link
         return done
 
-    def _copy(self, own: CheckpointRecord | None, held: CheckpointRecord) -> _Step:
-        """Store the holder's result as this call's (one relaxed commit); return the outcome."""
+    def _copy(
+        self,
+        own: CheckpointRecord | None,
+        held: CheckpointRecord,
+        *,
+        key: tuple[ActionKeys, str] | None = None,
+    ) -> _Step:
+        """Store the holder's result as this call's (one relaxed commit); return the outcome.
+
+        ``key``: the same-action keys and the holder of their conversation key, which this
+        call takes over in the same commit (the copy gated on it), so the copy is the
+        conversation's latest call of the action: once it is seen, the action is too.
+        """
         result = held.result
         assert result is not None
         transitions: builtins.list[tuple[Transition, str | None]] = []
         ops: builtins.list[Any] = []
+        if key is not None:
+            keys, holder = key
+            ops.append(
+                ClaimEffectKey(keys.namespace, keys.seen, self.binding.call_id, replaces=holder)
+            )
         if own is None:
             base = create_checkpoint(self.binding, at=after(None))
             created = Transition(
                 action=Action.EXECUTE, expected_revision=-1, next=base, name="create_checkpoint"
             )
             transitions.append((created, None))
-            ops.append(CreateCheckpoint(base))
+            ops.append(CreateCheckpoint(base, requires=0 if ops else None))
         else:
             base = own
         claim = claim_execution(base, attempt_id=self.attempt_id, at=after(base))
-        ops.append(SwapCheckpoint(claim.expected_revision, claim.next, requires=0 if ops else None))
+        gate = len(ops) - 1 if ops else None
+        ops.append(SwapCheckpoint(claim.expected_revision, claim.next, requires=gate))
         transitions.append((claim, base.status.value))
         done = complete_execution(
             claim.next,
@@ -419,6 +560,10 @@ class CallFlow:
         out = yield from self._commit(tuple(ops), durable=False)
         if out is None:
             return (yield Read(self.key))
+        if key is not None:
+            if not out[0]:  # the conversation's key moved meanwhile: decide again
+                return own if own is None else (yield Read(self.key))
+            out = out[1:]
         wins = [out[0][0] if isinstance(out[0], tuple) else bool(out[0]), *map(bool, out[1:])]
         for (t, source), won in zip(transitions, wins, strict=True):
             self._report(t, source, won)
@@ -585,8 +730,13 @@ class CallFlow:
             t = release_execution(
                 rec, attempt_id=self.attempt_id, at=after(rec), evidence="journal-empty"
             )
-            # Proven pre-effect: the effect key goes with the claim (same transaction).
-            also = () if effect is None else (effect.release(self.binding.call_id, requires=0),)
+            # Proven pre-effect: the keys go with the claim (same transaction).
+            action = self.call.action
+            also: tuple[Any, ...] = ()
+            if action is not None:
+                also = action.releases(self.binding.call_id, requires=0)
+            elif effect is not None:
+                also = (effect.release(self.binding.call_id, requires=0),)
             if (yield from self._swap(t, rec, durable=False, also=also)):
                 self.last = t.next
                 return

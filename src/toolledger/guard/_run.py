@@ -302,6 +302,18 @@ class Run(JournalRun):
         """Async ``deliver`` (``guard.adeliver``): ``post`` may be async."""
         return await _deliver.adeliver(self, call_id, post, redeliver=redeliver)
 
+    def mark_seen(self, call_ids: Sequence[str]) -> list[str]:
+        """Record that a model turn saw these calls' results, without posting them.
+
+        Moves each ``completed`` call to ``delivered`` in one relaxed commit (see
+        ``guard._deliver.mark_seen``): once seen, the same action asked again under a new
+        call id executes again instead of being served the stored result. Idempotent.
+
+        Returns:
+            The ids moved by this call.
+        """
+        return _deliver.mark_seen(self, call_ids)
+
     def deliver_many(
         self,
         call_ids: Sequence[str],

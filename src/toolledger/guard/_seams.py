@@ -12,7 +12,12 @@ Rules this module keeps:
 - Transition reporting: ``report_transition`` tells a span about one CAS; it never raises
   (telemetry never breaks a tool call).
 - Attempt ids: the format lives in ``checkpoint._attempt`` (telemetry parses it too);
-  ``new_attempt_id``/``parse_link`` are re-exported here for the guard.
+  the guard's ``new_attempt_id`` puts who runs the attempt in its first 32 hex digits
+  (host, process id, process start time, then random), so ``is_live`` can tell a claim
+  held by a live process on this host from one left by a dead one (in this process: by
+  a call that has not ended, ``LIVE_ATTEMPTS``). Elsewhere (another
+  host, no ``/proc``) nothing is claimed live: the guard then treats the claim as it
+  always did.
 - The run: ``GuardedRun`` is what the guard takes (``toolledger.Run`` is one): the
   journal seam, plus the event that requested a tool call (the call's parent).
 """
@@ -20,11 +25,15 @@ Rules this module keeps:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import socket
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..checkpoint._attempt import new_attempt_id, parse_link
+from ..checkpoint._attempt import new_attempt_id as _new_attempt_id
+from ..checkpoint._attempt import parse_link
 from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..errors import InvalidArgumentError
 from ..journal import EventHandle, JournalSeam
@@ -42,9 +51,11 @@ __all__ = [
     "STATUS_VALUE",
     "EFFECT_KEY_ROUNDS",
     "GuardedRun",
+    "LIVE_ATTEMPTS",
     "STORE_RETRIES",
     "after",
     "crash_at",
+    "is_live",
     "new_attempt_id",
     "now",
     "parse_link",
@@ -167,3 +178,71 @@ def report_transition(span: Any, t: Transition, status_from: str | None, won: bo
         )
     except Exception:  # telemetry never breaks a tool call
         pass
+
+
+# -- attempt ids that say who runs them ------------------------------------------------------
+
+_IDENTITY: tuple[int, str | None] = (-1, None)
+
+#: The attempts of this process whose call has not ended yet (the drivers add one when the
+#: call's event opens and remove it when the call ends): in this process an attempt is
+#: live only while its call runs, so a claim it left behind (a failed completion) is not.
+LIVE_ATTEMPTS: set[str] = set()
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` since boot (clock ticks, 8 hex digits), or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # Field 22 (starttime), counted after the command name's closing parenthesis.
+        return f"{int(stat[stat.rindex(b')') + 2 :].split()[19]) & 0xFFFFFFFF:08x}"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _identity() -> str | None:
+    """This process as 24 hex digits (host, pid, start time), or ``None`` without ``/proc``."""
+    global _IDENTITY
+    pid = os.getpid()
+    if _IDENTITY[0] == pid:  # recomputed after a fork
+        return _IDENTITY[1]
+    ident = None
+    start = _start_time(pid)
+    if start is not None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+                boot = f.read().strip()
+        except OSError:
+            boot = b""
+        host = hashlib.sha256(socket.gethostname().encode() + b"\0" + boot).hexdigest()[:8]
+        ident = f"{host}{pid & 0xFFFFFFFF:08x}{start}"
+    _IDENTITY = (pid, ident)
+    return ident
+
+
+def new_attempt_id(trace_id: str | None, span_id: str | None) -> str:
+    """A fresh attempt id saying who runs it (see the module rules), with the span's ids."""
+    ident = _identity()
+    base = None if ident is None else ident + os.urandom(4).hex()
+    return _new_attempt_id(trace_id, span_id, base)
+
+
+def is_live(attempt_id: str | None) -> bool:
+    """Whether ``attempt_id`` was made by a process that is running now on this host.
+
+    ``False`` when it cannot tell (another host, an id without the guard's identity, no
+    ``/proc``): the caller then treats the claim as possibly abandoned, as before.
+    """
+    if not attempt_id or len(attempt_id) < 32:
+        return False
+    ident = _identity()
+    if ident is None or attempt_id[:8] != ident[:8]:
+        return False
+    try:
+        pid = int(attempt_id[8:16], 16)
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return attempt_id[16:24] == ident[16:24] and attempt_id in LIVE_ATTEMPTS
+    return _start_time(pid) == attempt_id[16:24]

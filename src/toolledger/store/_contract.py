@@ -709,6 +709,37 @@ def check_effect_key_release_only_by_its_holder(store: Store) -> None:
     assert store.effect_key_holder("ns", _KEY) == "call-2"
 
 
+def check_effect_key_claim_takes_over_only_from_the_holder_it_names(store: Store) -> None:
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-1")]) == [True]
+    # ``replaces`` is a compare-and-swap on the holder: another name takes nothing.
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-2", replaces="call-9")]) == [False]
+    assert store.effect_key_holder("ns", _KEY) == "call-1"
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-2", replaces="call-1")]) == [True]
+    assert store.effect_key_holder("ns", _KEY) == "call-2"
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-3", replaces="call-1")]) == [False]
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-2", replaces="call-1")]) == [True]
+    assert store.effect_key_holder("ns", _KEY) == "call-2"
+    # A free key is claimed whatever ``replaces`` names.
+    other = fingerprint({"tool": "send_email", "key": "order-18"})
+    assert store.apply([ClaimEffectKey("ns", other, "call-4", replaces="call-1")]) == [True]
+    assert store.effect_key_holder("ns", other) == "call-4"
+
+
+def check_effect_key_claim_gated_on_an_earlier_claim(store: Store) -> None:
+    other = fingerprint({"tool": "send_email", "key": "order-18"})
+    assert store.apply([ClaimEffectKey("ns", _KEY, "call-1")]) == [True]
+    out = store.apply(
+        [ClaimEffectKey("ns", _KEY, "call-2"), ClaimEffectKey("ns", other, "call-2", requires=0)]
+    )
+    assert out == [False, False]
+    assert store.effect_key_holder("ns", other) is None  # gated off: nothing written
+    out = store.apply(
+        [ClaimEffectKey("ns", other, "call-2"), ClaimEffectKey("ns", _KEY, "call-2", requires=0)]
+    )
+    assert out == [True, False]  # the second lost to its holder, not to its gate
+    assert store.effect_key_holder("ns", other) == "call-2"
+
+
 def check_effect_key_claim_rolls_back_with_its_transaction(store: Store) -> None:
     try:
         store.apply([*_claim_ops("call-1"), AppendEvents("missing-run", (), 0)])

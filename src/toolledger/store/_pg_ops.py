@@ -165,6 +165,8 @@ _TEMPLATES: dict[str, str] = {
     "effect_claim": "INSERT INTO {s}.effect_keys (namespace, effect_key, call_id, claimed_at) "
     "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
     "effect_holder": "SELECT call_id FROM {s}.effect_keys WHERE namespace = %s AND effect_key = %s",
+    "effect_replace": "UPDATE {s}.effect_keys SET call_id = %s, claimed_at = %s "
+    "WHERE namespace = %s AND effect_key = %s AND call_id = %s",
     "effect_release": "DELETE FROM {s}.effect_keys "
     "WHERE namespace = %s AND effect_key = %s AND call_id = %s",
 }
@@ -237,6 +239,12 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
 
 
 def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey) -> bool:
+    if op.replaces is not None:  # take the key over from the call named, if it holds it
+        cur.execute(
+            q["effect_replace"], (op.call_id, now_text(), op.namespace, op.key, op.replaces)
+        )
+        if cur.rowcount == 1:
+            return True
 
     now = now_text()
     cur.execute(q["effect_claim"], (op.namespace, op.key, op.call_id, now))

@@ -15,6 +15,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -410,7 +411,14 @@ def parse_stored_time(value: str) -> Any:
     return parse_time(value, "at")
 
 
-_GATED = (AppendEvents, CreateCheckpoint, SwapCheckpoint, ReleaseEffectKey, RemoveOperation)
+_GATED = (
+    AppendEvents,
+    CreateCheckpoint,
+    SwapCheckpoint,
+    ClaimEffectKey,
+    ReleaseEffectKey,
+    RemoveOperation,
+)
 
 
 def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op, Any]]:
@@ -454,21 +462,19 @@ def gated_off(op: Op, results: list[Any]) -> bool:
 
 
 #: Effect keys are fingerprints (``sha256:<hex>``): no content is ever stored.
-_EFFECT_KEY_PREFIX = "sha256:"
-_EFFECT_KEY_LENGTH = len(_EFFECT_KEY_PREFIX) + 64
+#: One regex, not a per-character walk: every new call checks two keys.
+_EFFECT_KEY_FORM = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
     """Refuse an effect-key op whose key is not a fingerprint or whose ids are malformed."""
     check_identifier(op.namespace, "namespace")
     check_identifier(op.call_id, "call_id")
+    replaces = getattr(op, "replaces", None)
+    if replaces is not None:
+        check_identifier(replaces, "replaces")
     key = op.key
-    if not (
-        type(key) is str
-        and len(key) == _EFFECT_KEY_LENGTH
-        and key.startswith(_EFFECT_KEY_PREFIX)
-        and all(c in "0123456789abcdef" for c in key[len(_EFFECT_KEY_PREFIX) :])
-    ):
+    if not (type(key) is str and _EFFECT_KEY_FORM.fullmatch(key)):
         raise InvalidArgumentError(
             message="an effect key is stored as its fingerprint, sha256:<64 hex>; got "
             f"{key!r:.100}",

@@ -378,6 +378,14 @@ def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation) -> bool:
 
 
 def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey) -> bool:
+    if op.replaces is not None:  # take the key over from the call named, if it holds it
+        cur = conn.execute(
+            "UPDATE effect_keys SET call_id = ?, claimed_at = ? "
+            "WHERE namespace = ? AND effect_key = ? AND call_id = ?",
+            (op.call_id, now_text(), op.namespace, op.key, op.replaces),
+        )
+        if cur.rowcount == 1:
+            return True
     cur = conn.execute(
         "INSERT OR IGNORE INTO effect_keys (namespace, effect_key, call_id, claimed_at) "
         "VALUES (?, ?, ?, ?)",

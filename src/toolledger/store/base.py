@@ -258,11 +258,17 @@ class ClaimEffectKey:
     Outcome ``bool``: ``True`` when ``call_id`` holds the key now (claimed here, or it held
     it already), ``False`` when another call holds it (nothing written; read the holder
     with ``effect_key_holder``).
+
+    ``replaces``: a call id whose hold the claim takes over (a compare-and-swap on the
+    holder: the key is rebound to ``call_id`` only while ``replaces`` still holds it).
+    ``requires``: as for ``CreateCheckpoint`` (an earlier op that must have won).
     """
 
     namespace: str
     key: str
     call_id: str
+    replaces: str | None = None
+    requires: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

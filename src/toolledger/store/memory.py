@@ -207,6 +207,10 @@ class MemoryStore(ApplyShortcuts):
         if isinstance(op, RemoveOperation):
             return self._ops.pop((op.namespace, op.call_id), None) is not None
         if isinstance(op, ClaimEffectKey):
+            current = self._effect_keys.get((op.namespace, op.key))
+            if current is not None and op.replaces is not None and current[0] == op.replaces:
+                self._effect_keys[(op.namespace, op.key)] = (op.call_id, now_text())
+                return True
             held = self._effect_keys.setdefault(
                 (op.namespace, op.key),
                 (op.call_id, now_text()),
