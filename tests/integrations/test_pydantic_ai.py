@@ -285,6 +285,11 @@ def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
         importlib.import_module("toolledger.integrations.pydantic_ai")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs GuardedTools to mark the results the model's next turn carried seen "
+    "(Run.mark_seen): until then the same action asked again is served the unseen result",
+)
 def test_replanned_call_with_an_effect_key_returns_the_first_result(run: toolledger.Run) -> None:
     """A new call id for the same action: executed again without a key, deduplicated with one."""
     plain = Outbox()
