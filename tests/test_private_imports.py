@@ -24,7 +24,6 @@ ALLOWED = {
     # toolledger.testing must not need.
     ("store/test_postgres_failures.py", "toolledger.store._pg_schema"),
     ("journal/test_reader.py", "toolledger.store._pg_search"),
-    ("store/test_search_index.py", "toolledger.store._pg_search"),
 }
 
 
