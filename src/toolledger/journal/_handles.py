@@ -96,6 +96,7 @@ class EventHandle:
     """
 
     __slots__ = (
+        "_carried_end",
         "_checkpoint",
         "_ended",
         "_first",
@@ -141,11 +142,21 @@ class EventHandle:
         # The start record while it may still be buffered: (its writer token, content, at, source,
         # missing); the end may then store the whole event as one record instead.
         self._first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None
+        # The end record a caller's transaction put in the chain (``Run.prepare_end``),
+        # set by the writer the moment that is known, before the caller hears of it.
+        self._carried_end: Any = None
 
     @property
     def ended(self) -> bool:
         """Whether ``end`` was called."""
         return self._ended
+
+    def end_carried(self, prepared: Any) -> None:
+        """The chain holds ``prepared`` (this event's ``Run.prepare_end``): a later
+        ``end`` ends with it and writes no other end record (the caller may have been
+        interrupted before it heard that its transaction carried the record)."""
+        if not self._ended:
+            self._carried_end = prepared
 
     def update(
         self,
@@ -208,6 +219,9 @@ class EventHandle:
         if self._ended:
             return
         _check_status(status)
+        if carried is None and self._carried_end is not None:
+            carried = self._carried_end  # the chain holds this event's end already
+            status = carried.header.status
         if carried is None:
             if outputs or meta:
                 self.update(outputs=outputs, meta=meta)

@@ -76,6 +76,7 @@ class JournalWarning(RuntimeWarning):
 class PreparedEnd:
     """An event's end record built ahead of time (``Recorder.prepare_end``)."""
 
+    handle: EventHandle
     ended_at: str
     header: RecordHeader
     content_json: str
@@ -119,8 +120,10 @@ class Recorder:
         on ``store``; see ``ChainWriter.ride``."""
         if self._writer is None:
             return None
-        extra = None if end is None else (end.header, end.content_json)
-        return self._writer.ride(store, extra)
+        if end is None:
+            return self._writer.ride(store)
+        extra = (end.header, end.content_json)
+        return self._writer.ride(store, extra, partial(end.handle.end_carried, end))
 
     # -- the event API (the journal seam) --------------------------------------------------
 
@@ -454,6 +457,7 @@ class Recorder:
             handle, status, None, out, met, link, ended_at, floats
         )
         return PreparedEnd(
+            handle=handle,
             ended_at=ended_at,
             header=header,
             content_json=content_json,

@@ -19,23 +19,43 @@ Rules this module keeps:
   stored as one record in its place (``replace_last``): the chain never held the start.
   The background flusher leaves a lazy record younger than ``FLUSH_INTERVAL`` buffered,
   so whether a short step is one record or two does not hang on when the flusher wakes.
+- The invariant, kept under every outcome of an append (stored and reported, stored with
+  the answer lost, refused, interrupted by any ``BaseException`` such as
+  ``KeyboardInterrupt`` or ``CancelledError``, a read-back that fails): the *buffer* holds
+  exactly the records the store is not known to hold, chained in order from the *stored
+  prefix* (``stored_count`` records ending in ``stored_head``); the next ``seq`` and the
+  head hash are derived from the buffer's last record, never kept apart from it. A record
+  leaves the buffer only once the store is known to hold it (the store said so, or a
+  read-back found its hash at its ``seq``), so no failure, whatever its type, drops one.
+  A write whose outcome is unknown leaves its records *in doubt*: they are not replaced
+  (``replace_last``) until a later write settles them, by the compare-and-append on the
+  stored count (a landed batch makes it fail, and a read-back skips what landed by hash)
+  or, for a ride's provisional record, by a read-back before the next write. Every write
+  first re-establishes the invariant (``_normalise``: records a landing counted already
+  leave, a chain an interruption left half re-linked is re-chained), so an interruption
+  between two bookkeeping steps is repaired by the next write: a run whose store recovers
+  always writes again, nothing is stored twice, and a flush that returned ``True`` lost
+  nothing.
 - ``append_events`` is compare-and-append on the run's event count. When another writer
   (another process resuming the same run) appended first, pending records are re-chained
   after the new head and appended again: nothing is lost and the chain stays valid.
 - A storage failure never raises into the agent: it is handed to ``on_error`` and the
   records stay buffered for the next attempt (bounded by ``MAX_PENDING``; older ones are
-  then dropped and reported). Strict runs flush at each record and raise instead. A run
-  that closes while the store refuses it (another process holding the write lock) keeps
+  then dropped, reported, and the rest re-chained after what is stored, so the chain
+  stays writable). Strict runs flush at each record and raise instead. A ``BaseException``
+  propagates; the records stay buffered. A run that closes with records still buffered
+  (the store refused them, another process held its write lock, an interruption) keeps
   its writer (``finish_later``): the background flusher tries every ``CLOSING_RETRY``
   seconds and the flush at process exit once more, then the run's columns follow.
 - Riding (``ride``/``Ride.settle``): the guard can carry the whole buffer (oldest first,
   so the chain order holds) as one ``AppendEvents`` op inside its own checkpoint
   transaction instead of a separate commit. The flush lock is held from ``ride`` until
-  ``settle``, so no other batch can interleave. If that transaction failed or its append
-  lost the race (or was gated off), the records go back to the front of the buffer and
-  are written by the normal path at once; a batch whose commit outcome was unknown is
-  recognised by its hashes when it did land (``_skip_landed``), so nothing is lost or
-  written twice, and ``seq`` stays dense.
+  ``settle``, so no other batch can interleave. Anything but a reported append is
+  checked by a read-back: records not stored are written at once by the normal path; a
+  provisional record (``extra``) stays only if it landed or the op it describes won.
+  A ride never settled (an interruption between ``ride`` and the caller's ``try``) is
+  abandoned, in doubt, by the next flush of the same thread or when it is collected, so
+  the flush lock is never held forever; the exit flush waits at most ``EXIT_WAIT``.
 """
 
 from __future__ import annotations
@@ -46,7 +66,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CheckpointError, InvalidArgumentError, StoreUnavailableError
@@ -55,6 +75,8 @@ from ._events import chain_hash
 from ._header import RecordHeader
 
 __all__ = [
+    "CLOSING_RETRY",
+    "EXIT_WAIT",
     "FLUSH_INTERVAL",
     "FLUSH_RECORDS",
     "MAX_PENDING",
@@ -69,26 +91,55 @@ FLUSH_INTERVAL = 0.1
 FLUSH_RECORDS = 512
 #: Records kept buffered while the store keeps failing; beyond this the oldest are dropped.
 MAX_PENDING = 100_000
+#: The exit flush waits at most this many seconds for a batch another thread is writing.
+EXIT_WAIT = 5.0
+#: A thread waiting for the flush lock looks again at least this often (seconds).
+_POLL = 0.05
 #: A closed run's refused records (and columns) are tried again at most this often.
 CLOSING_RETRY = 1.0
 
 
 class _Pending:
-    """A buffered record; a lazy one (``build`` set) is not built or chained yet."""
+    """A buffered record; a lazy one (``row`` is ``None``) is not built or chained yet.
+
+    Only the buffer's last record can be lazy. ``row`` is set last when it is built, so
+    a record is either lazy or whole.
+    """
 
     __slots__ = ("build", "content_json", "header", "row")
 
     def __init__(
         self,
-        header: RecordHeader,
+        header: RecordHeader | None,
         content_json: str,
-        row: EventRow,
+        row: EventRow | None,
         build: Callable[[], tuple[RecordHeader, str]] | None = None,
     ) -> None:
         self.header = header
         self.content_json = content_json
         self.row = row
         self.build = build
+
+
+class _Doubt:
+    """A ride whose outcome is not settled yet: what it carried, and whom to tell."""
+
+    __slots__ = ("count", "extra", "keep", "on_carried", "rows")
+
+    def __init__(
+        self,
+        count: int,
+        rows: Sequence[EventRow],
+        extra: _Pending | None,
+        *,
+        keep: bool,
+        on_carried: Callable[[], None] | None,
+    ) -> None:
+        self.count = count  # the stored count the ride's append expected
+        self.rows = rows
+        self.extra = extra
+        self.keep = keep  # the op ``extra`` describes won: it stays in the chain
+        self.on_carried = on_carried  # told once ``extra`` is known to be in the chain
 
 
 def _row(
@@ -116,17 +167,15 @@ class Ride:
         op: The ``AppendEvents`` op to put in the transaction (after the ops it rides
             with; ``requires`` may gate it on one of them).
         carried: After ``settle``: whether the extra record is in the chain (stored, or
-            buffered to be written); ``False`` when it was withdrawn.
+            buffered to be written); ``False`` when it was withdrawn or is in doubt.
     """
 
-    __slots__ = ("_batch", "_extra", "_settled", "_writer", "carried", "op")
+    __slots__ = ("_doubt", "_settled", "_thread", "_writer", "carried", "op")
 
-    def __init__(
-        self, writer: ChainWriter, batch: list[_Pending], op: AppendEvents, extra: Any
-    ) -> None:
+    def __init__(self, writer: ChainWriter, op: AppendEvents, doubt: _Doubt) -> None:
         self._writer = writer
-        self._batch = batch
-        self._extra = extra
+        self._doubt = doubt
+        self._thread = threading.get_ident()
         self.op = op
         self.carried = False
         self._settled = False
@@ -135,16 +184,23 @@ class Ride:
         """Report the transaction: ``True`` when it committed with the append applied.
 
         ``False`` (the append lost the race or was gated off) or an exception (the
-        transaction failed; its outcome may be unknown, so the store is asked whether
-        the rows landed): records not stored are written at once by the normal path
-        (relaxed). The extra record is withdrawn unless it landed or ``keep_extra`` (the
-        op it describes won). Never raises (a write failure goes to ``on_error``).
-        Idempotent.
+        transaction failed; its outcome may be unknown): the store is asked what landed,
+        and records not stored are written at once by the normal path (relaxed). The
+        extra record is withdrawn unless it landed or ``keep_extra`` (the op it describes
+        won); when the store cannot be asked it is in doubt (``carried`` is ``False``)
+        until a later write settles it. Never raises a ``StoreError`` (a write failure
+        goes to ``on_error``). Idempotent.
         """
         if self._settled:
             return
         self._settled = True
-        self.carried = self._writer._settle(self._batch, appended, self._extra, keep_extra)
+        self.carried = self._writer._settle(self, appended, keep_extra)
+
+    def __del__(self) -> None:
+        # A ride an interruption left unsettled (or half-made: then it holds nothing).
+        if not getattr(self, "_settled", True):
+            with contextlib.suppress(Exception):
+                self._writer._abandon(self)
 
 
 class ChainWriter:
@@ -182,17 +238,22 @@ class ChainWriter:
         self.run_id = run_id
         self.genesis = genesis
         self.lock = threading.RLock()
-        self._flush_lock = threading.Lock()
-        self.head = head
-        self.next_seq = count
-        self.stored_count = count
-        self.stored_head = head
+        # Who writes batches now: one thread at a time (the flush lock). The owner is the
+        # lock's whole state, set under ``lock``, so an interruption leaves it either
+        # taken by this thread or free, never taken by no one.
+        self._flush_owner: int | None = None
+        self._flush_free = threading.Condition(self.lock)
+        # The stored prefix, one value so that it never changes half-way.
+        self._stored: tuple[int, str] = (count, head)
         self.strict = strict
         self._on_error = on_error
+        # Records the store is not known to hold, chained from ``_stored``; only the last
+        # can be lazy (``append_lazy``).
         self._pending: list[_Pending] = []
-        # The last buffered record when it is lazy (``append_lazy``): built and chained
-        # (``_materialize``) before anything reads the chain or the buffer's rows.
-        self._lazy: _Pending | None = None
+        # The first ``_inflight`` records are being written or in doubt: never replaced.
+        self._inflight = 0
+        self._doubt: _Doubt | None = None
+        self._ride: Ride | None = None  # the ride holding the flush lock, until settled
         self._lazy_at = 0.0
         self._oldest = 0.0
         self.dropped = 0
@@ -200,6 +261,16 @@ class ChainWriter:
         self._then: Callable[[], None] | None = None
         self._retry_at = 0.0
         _LIVE.add(self)
+
+    @property
+    def stored_count(self) -> int:
+        """Records the store is known to hold."""
+        return self._stored[0]
+
+    @property
+    def stored_head(self) -> str:
+        """The hash of the last record the store is known to hold (genesis for none)."""
+        return self._stored[1]
 
     @property
     def pending(self) -> int:
@@ -211,25 +282,36 @@ class ChainWriter:
         """The chain's head hash and the number of records in it (buffered or stored)."""
         with self.lock:
             self._materialize()
-            return self.head, self.next_seq
+            seq, head = self._tip()
+            return head, seq
+
+    def _tip(self) -> tuple[int, str]:
+        """The next ``seq`` and the head hash: after the last built record (lock held)."""
+        pending = self._pending
+        for p in reversed(pending[-2:]):  # only the last can be lazy
+            row = p.row
+            if row is not None:
+                return row.seq + 1, row.hash
+        return self._stored
 
     def append(self, header: RecordHeader, content_json: str) -> EventRow:
         """Chain one record (the next ``seq``) and buffer it; return its row."""
         with self.lock:
-            if self._lazy is not None:
-                self._materialize()
-            row = _row(header, content_json, self.next_seq, self.head, self.key)
+            self._materialize()
+            seq, prev = self._tip()
+            pending = _Pending(
+                header, content_json, _row(header, content_json, seq, prev, self.key)
+            )
             if not self._pending:
                 self._oldest = time.monotonic()
-            self._pending.append(_Pending(header, content_json, row))
-            self.head = row.hash
-            self.next_seq += 1
+            self._pending.append(pending)  # the one step that chains it
             size = len(self._pending)
         if self.strict:
             self.flush()
         elif size == 1:
             _ensure_flusher()
-        return row
+        assert pending.row is not None
+        return pending.row
 
     def append_lazy(self, build: Callable[[], tuple[RecordHeader, str]]) -> object:
         """Buffer the record ``build()`` returns, built and chained only when needed.
@@ -244,30 +326,32 @@ class ChainWriter:
             return self.append(*build())
         with self.lock:
             self._materialize()
-            pending = _Pending(None, "", None, build)  # type: ignore[arg-type]
+            pending = _Pending(None, "", None, build)
+            now = time.monotonic()
             if not self._pending:
-                self._oldest = time.monotonic()
+                self._oldest = now
+            self._lazy_at = now
             self._pending.append(pending)
-            self._lazy = pending
-            self._lazy_at = time.monotonic()
             size = len(self._pending)
         if size == 1:
             _ensure_flusher()
         return pending
 
     def _materialize(self) -> None:
-        """Build and chain the lazy record, if any (lock held)."""
-        pending = self._lazy
-        if pending is None:
+        """Build and chain the lazy last record, if any (lock held)."""
+        pending = self._pending
+        if not pending:
             return
-        build = pending.build
-        assert build is not None
+        last = pending[-1]
+        build = last.build
+        if last.row is not None or build is None:
+            return
         header, content_json = build()  # if it raises (it checks nothing), nothing changed
-        pending.row = _row(header, content_json, self.next_seq, self.head, self.key)
-        pending.header, pending.content_json, pending.build = header, content_json, None
-        self._lazy = None
-        self.head = pending.row.hash
-        self.next_seq += 1
+        seq, prev = self._tip()
+        row = _row(header, content_json, seq, prev, self.key)
+        last.header, last.content_json = header, content_json
+        last.row = row  # the one step that chains it
+        last.build = None
 
     def is_last(self, token: object) -> bool:
         """Whether ``append_lazy``'s ``token`` is the last record buffered (built or not);
@@ -278,28 +362,25 @@ class ChainWriter:
     def replace_last(self, token: object, header: RecordHeader, content_json: str) -> bool:
         """Chain a record in place of ``token``'s if that is still the last one buffered.
 
-        Returns ``False`` (nothing changed) when it was stored or handed to a batch
-        already, or another record was chained after it: then the caller appends its own
-        record as usual. The replacement takes the replaced record's place in the chain
-        (its ``seq``, after its ``prev_hash``), so the chain never held that record; a
-        lazy one is never built.
+        Returns ``False`` (nothing changed) when it was stored, is being written or is in
+        doubt (a write whose outcome is unknown carried it), or another record was
+        chained after it: then the caller appends its own record as usual. The
+        replacement takes the replaced record's place in the chain (its ``seq``, after
+        its ``prev_hash``), so the chain never held that record; a lazy one is never built.
         """
         with self.lock:
             pending = self._pending
             if not pending or self.strict:
                 return False
-            last = pending[-1]
-            if last is token and last is self._lazy:
-                self._lazy = None
-                row = _row(header, content_json, self.next_seq, self.head, self.key)
-                self.next_seq += 1
-            elif last is token:  # built since (a flush put it back), still the last
-                old = last.row
-                row = _row(header, content_json, old.seq, old.prev_hash, self.key)
-            else:
+            i = len(pending) - 1
+            last = pending[i]
+            if last is not token or i < self._inflight:
                 return False
-            pending[-1] = _Pending(header, content_json, row)
-            self.head = row.hash
+            old = last.row
+            seq, prev = self._tip() if old is None else (old.seq, old.prev_hash)
+            pending[i] = _Pending(
+                header, content_json, _row(header, content_json, seq, prev, self.key)
+            )
         return True
 
     def maybe_flush(self) -> None:
@@ -321,146 +402,335 @@ class ChainWriter:
     def _due_at(buffered_at: float) -> bool:
         return time.monotonic() - buffered_at >= FLUSH_INTERVAL
 
-    def flush(self, *, leave_young: bool = False) -> bool:
+    def flush(self, *, leave_young: bool = False, wait: float | None = None) -> bool:
         """Append every buffered record; return whether the buffer is now empty.
 
         The store write happens outside the chain lock, so steps keep recording while a
         batch is committed. ``leave_young`` (the background flusher): a lazy last record
         younger than ``FLUSH_INTERVAL`` stays buffered (a step that began just now may
         still end as one record); a step running longer has its start record written.
+        ``wait``: give up (``False``) after this many seconds if another thread is
+        writing a batch (``0``: do not wait); ``None`` waits for it.
 
         Raises:
             StoreError: only in strict mode.
         """
-        with self._flush_lock:
+        if not self._acquire_flush(wait):
+            return False
+        try:
             with self.lock:
-                lazy = self._lazy
-                if leave_young and lazy is not None and not self._due_at(self._lazy_at):
-                    batch = self._pending[:-1]
-                    self._pending = [lazy]
-                    self._oldest = self._lazy_at
-                else:
+                if not (leave_young and self._pending and not self._due_at(self._lazy_at)):
                     self._materialize()
-                    batch = self._pending
-                    self._pending = []
-                left = bool(self._pending)  # a young lazy record left buffered
-                if not batch:
-                    return not left
             try:
-                self._append_batch(batch)
+                self._write_front()
             except Exception as exc:
-                with self.lock:
-                    self._pending = batch + self._pending
                 if self.strict:
                     raise
                 self._on_error(exc)
                 with self.lock:
                     self._bound_pending()
                 return False
-            return not left
+            return not self._pending
+        finally:
+            self._release_flush()
 
-    def ride(self, store: Any, extra: tuple[RecordHeader, str] | None = None) -> Ride | None:
+    def _acquire_flush(self, wait: float | None = None) -> bool:
+        """Take the flush lock (``wait``: at most that many seconds; ``None``: forever).
+
+        The lock is never taken twice by one thread, so if this thread holds it already,
+        whatever took it was interrupted before giving it back (a ride its caller never
+        settled, an interruption between taking the lock and the ``try`` that frees it):
+        this thread takes it over, and such a ride is abandoned in doubt.
+        """
+        me = threading.get_ident()
+        deadline = None if wait is None else time.monotonic() + wait
+        with self._flush_free:
+            while True:
+                owner = self._flush_owner
+                if owner == me:
+                    ride = self._ride
+                    if ride is not None:
+                        self._abandon(ride, release=False)
+                    return True
+                if owner is None:
+                    self._flush_owner = me
+                    return True
+                left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                self._flush_free.wait(left)
+
+    def _release_flush(self) -> None:
+        with self._flush_free:
+            self._flush_owner = None
+            self._flush_free.notify_all()
+
+    def ride(
+        self,
+        store: Any,
+        extra: tuple[RecordHeader, str] | None = None,
+        on_carried: Callable[[], None] | None = None,
+    ) -> Ride | None:
         """Hand every buffered record to the caller's transaction on ``store``.
 
         ``extra`` (``(header, content_json)``) is chained after
         them as a provisional record: the caller gates the append on its own op and tells
-        ``settle`` whether the record still holds.
+        ``settle`` whether the record still holds. ``on_carried()`` is called (once)
+        as soon as ``extra`` is known to be in the chain, before ``settle`` returns or,
+        when that is not known then, when a later write finds out: a caller interrupted
+        meanwhile must not write the same record again (a later record of ``extra``'s
+        event, buffered meanwhile, is dropped as superseded).
 
         Returns ``None`` (nothing to carry) when there is nothing to write, the run is
-        strict or ``store`` is not this writer's store. Otherwise the caller must put
-        ``ride.op`` in its transaction and then call ``ride.settle(...)`` exactly once
-        (``finally``): the flush lock is held until then.
+        strict, ``store`` is not this writer's store, or a write in doubt cannot be
+        settled now. Otherwise the caller must put ``ride.op`` in its transaction and
+        then call ``ride.settle(...)`` exactly once (``finally``): the flush lock is held
+        until then.
         """
         if self.strict or store is not self.store or (not self._pending and extra is None):
             return None
-        self._flush_lock.acquire()
-        if self.pending_row is not None:
+        self._acquire_flush()
+        ride: Ride | None = None
+        held = True
+        try:
             try:
                 self._ensure_row()
+                if self._doubt is not None:
+                    self._resolve()
             except Exception as exc:
-                self._flush_lock.release()
                 with contextlib.suppress(Exception):
                     self._on_error(exc)
+                held = False
+                self._release_flush()
                 return None  # the caller's transaction goes on without the journal
-        try:
             with self.lock:
+                self._normalise()
                 self._materialize()
+                pending = self._pending
+                rows = [p.row for p in pending if p.row is not None]  # all built now
                 last: _Pending | None = None
                 if extra is not None:
                     header, content_json = extra
-                    row = _row(header, content_json, self.next_seq, self.head, self.key)
+                    seq, prev = self._tip()
+                    row = _row(header, content_json, seq, prev, self.key)
                     last = _Pending(header, content_json, row)
-                    self._pending.append(last)
-                    self.head = last.row.hash
-                    self.next_seq += 1
-                batch = self._pending
-                self._pending = []
-            if not batch:
-                self._flush_lock.release()
-                return None
-            op = AppendEvents(self.run_id, tuple(p.row for p in batch), self.stored_count)
+                    rows.append(row)
+                if not rows:
+                    held = False
+                    self._release_flush()
+                    return None
+                count = self._stored[0]
+                op = AppendEvents(self.run_id, tuple(rows), count)
+                # In doubt from now until settled: an interruption anywhere leaves it so.
+                doubt = _Doubt(count, op.rows, last, keep=False, on_carried=on_carried)
+                ride = Ride(self, op, doubt)
+                self._ride = ride
+                self._doubt = doubt
+                self._inflight = len(rows)
+                if last is not None:
+                    pending.append(last)  # the extra record is chained
+            return ride
         except BaseException:
-            self._flush_lock.release()
+            if ride is not None:
+                self._abandon(ride)
+            elif held:
+                self._release_flush()
             raise
-        return Ride(self, batch, op, last)
 
-    def _settle(
-        self, batch: list[_Pending], appended: bool | BaseException, extra: Any, keep: bool
-    ) -> bool:
-        """Finish a ride (flush lock held); return whether ``extra`` stays in the chain."""
+    def _settle(self, ride: Ride, appended: bool | BaseException, keep: bool) -> bool:
+        """Finish ``ride`` (flush lock held); return whether its extra record is carried."""
+        doubt = ride._doubt
+        doubt.keep = keep
+        extra = doubt.extra
+        self._doubt = doubt  # (set by ``ride`` already)
         try:
-            if isinstance(appended, BaseException):
-                appended = self._landed(batch)
             if appended is True:
-                self.stored_count += len(batch)
-                self.stored_head = batch[-1].row.hash
+                self._resolved(landed=True)
                 return extra is not None
-            if extra is not None and not keep:
+            # Not reported stored: ask the store (a commit may land and still raise).
+            try:
+                landed = self._resolve()
+            except Exception as exc:
+                with contextlib.suppress(Exception):  # strict on_error raises: not here
+                    self._on_error(exc)
+                return extra is not None and keep  # in doubt: a later write settles it
+            try:
+                self._write_front()
+            except Exception as exc:
                 with self.lock:
-                    batch = [p for p in batch if p is not extra]
-                    self._chain_from(batch + self._pending, self.stored_count, self.stored_head)
-                extra = None
-            if batch:
-                try:
-                    self._append_batch(batch)
-                except Exception as exc:
-                    with self.lock:
-                        self._pending = batch + self._pending
-                        self._bound_pending()
-                    with contextlib.suppress(Exception):  # strict on_error raises: not here
-                        self._on_error(exc)
-            return extra is not None
+                    self._bound_pending()
+                with contextlib.suppress(Exception):
+                    self._on_error(exc)
+            return extra is not None and (keep or landed)
         finally:
-            self._flush_lock.release()
+            self._ride = None
+            self._release_flush()
 
-    def _landed(self, batch: list[_Pending]) -> bool:
-        """Whether a batch whose commit raised is stored after all (one transaction)."""
-        try:
-            stored = self.store.read_events(
-                self.run_id, after_seq=self.stored_count - 1, limit=len(batch)
-            )
-        except Exception:
-            return False  # unknown: the caller's op is then treated as not landed
-        return len(stored) == len(batch) and all(
-            s.hash == p.row.hash for s, p in zip(stored, batch, strict=True)
-        )
+    def _abandon(self, ride: Ride, *, release: bool = True) -> None:
+        """A ride its caller never settled: its outcome is in doubt; free the flush lock."""
+        with self.lock:
+            if ride._settled:
+                return
+            ride._settled = True
+            self._doubt = ride._doubt
+            if self._ride is ride:
+                self._ride = None
+        if release:
+            self._release_flush()
 
-    def _skip_landed(self, batch: list[_Pending]) -> list[_Pending]:
-        """Drop the leading records of ``batch`` that are already stored (same hashes).
+    def _resolve(self) -> bool:
+        """Settle the ride in doubt by reading back what landed; return whether it did
+        (flush lock held).
 
-        A commit whose outcome was unknown may have landed: its rows then sit at the
-        stored ``seq`` with exactly our hashes (a hash covers the whole chain before it).
+        Raises:
+            StoreError: the store could not be read; the ride stays in doubt.
         """
+        doubt = self._doubt
+        assert doubt is not None
         stored = self.store.read_events(
-            self.run_id, after_seq=self.stored_count - 1, limit=len(batch)
+            self.run_id, after_seq=doubt.count - 1, limit=len(doubt.rows)
         )
+        landed = len(stored) == len(doubt.rows) and all(
+            s.hash == r.hash for s, r in zip(stored, doubt.rows, strict=True)
+        )
+        self._resolved(landed=landed)
+        return landed
+
+    def _resolved(self, *, landed: bool) -> None:
+        """The ride in doubt did (not) land: settle the buffer (flush lock held).
+
+        Its records leave the buffer if they landed. Its extra record stays in the chain
+        if it landed or its op won (``keep``): the caller is told (``on_carried``) and a
+        later record of the same event, buffered meanwhile by a caller that was not told
+        yet, is dropped; otherwise the extra record is withdrawn.
+        """
+        doubt = self._doubt
+        assert doubt is not None
+        with self.lock:
+            self._normalise()
+            if landed:
+                self._land_rows(doubt.count, doubt.rows)
+            extra = doubt.extra
+            pending = self._pending
+            if extra is not None and (landed or doubt.keep):
+                if doubt.on_carried is not None:
+                    with contextlib.suppress(Exception):
+                        doubt.on_carried()
+                # Records after it (it left the buffer if it landed) of the same event.
+                after = next((i + 1 for i, p in enumerate(pending) if p is extra), 0)
+                event_id = extra.header.event_id if extra.header is not None else None
+                pending[after:] = [
+                    p for p in pending[after:] if p.header is None or p.header.event_id != event_id
+                ]
+            elif extra is not None:
+                pending[:] = [p for p in pending if p is not extra]
+            self._doubt = None
+            self._inflight = 0
+            self._normalise()
+
+    def _land_rows(self, count: int, rows: Sequence[EventRow]) -> None:
+        """The store holds ``rows`` after ``count`` records: those buffered leave (lock
+        held). A stored prefix that moved since is left to ``_normalise``."""
+        if self._stored[0] != count:
+            return
+        pending = self._pending
         k = 0
-        while k < len(stored) and stored[k].hash == batch[k].row.hash:
+        while k < len(rows) and k < len(pending):
+            row = pending[k].row
+            if row is None or row.hash != rows[k].hash:
+                break
             k += 1
-        if k:
-            self.stored_count += k
-            self.stored_head = batch[k - 1].row.hash
-        return batch[k:]
+        self._land(k)
+
+    def _land(self, k: int) -> None:
+        """The buffer's first ``k`` records are stored (lock held)."""
+        if k <= 0:
+            return
+        row = self._pending[k - 1].row
+        assert row is not None
+        self._stored = (row.seq + 1, row.hash)  # first: ``_normalise`` drops the rest
+        del self._pending[:k]
+        self._inflight = max(0, self._inflight - k)
+
+    def _normalise(self) -> None:
+        """Re-establish the invariant (lock held): the buffer chains from ``_stored``.
+
+        Records a landing counted already leave; from the first record that does not
+        link (an interruption inside a re-chain, records dropped by ``MAX_PENDING``) the
+        rest is chained again.
+        """
+        count, prev = self._stored
+        pending = self._pending
+        drop = 0
+        for p in pending:
+            row = p.row
+            if row is None or row.seq >= count:
+                break
+            drop += 1
+        if drop:
+            del pending[:drop]
+            self._inflight = max(0, self._inflight - drop)
+        seq = count
+        for i, p in enumerate(pending):
+            row = p.row
+            if row is None:
+                return  # the lazy last: chained when built
+            if row.seq != seq or row.prev_hash != prev:
+                self._chain_from(i, seq, prev)
+                return
+            seq, prev = seq + 1, row.hash
+
+    def _write_front(self) -> None:
+        """Append the buffer's built records until the store holds them (flush lock held).
+
+        Raises:
+            StoreError: the store failed; the records stay buffered (in doubt).
+        """
+        self._ensure_row()
+        if self._doubt is not None:
+            self._resolve()
+        for _attempt in range(100):
+            with self.lock:
+                self._normalise()
+                pending = self._pending
+                n = len(pending)
+                if n and pending[-1].row is None:
+                    n -= 1  # a lazy last record stays buffered (not built yet)
+                if not n:
+                    self._inflight = 0
+                    return
+                rows = [p.row for p in pending[:n] if p.row is not None]  # all built
+                count = self._stored[0]
+                self._inflight = n
+            if self.store.append_events(
+                self.run_id,
+                rows,
+                expected_count=count,
+                durable=False,
+            ):
+                with self.lock:
+                    self._land(n)
+                    self._inflight = 0
+                return
+            # Lost the race to another writer, or a write whose answer was lost landed:
+            # skip what is stored with our hashes, re-chain the rest after the store.
+            stored = self.store.read_events(self.run_id, after_seq=count - 1, limit=n)
+            k = 0
+            while k < len(stored) and stored[k].hash == rows[k].hash:
+                k += 1
+            with self.lock:
+                if self._stored[0] == count:
+                    self._land(k)
+            if k == n:
+                with self.lock:
+                    self._inflight = 0
+                return
+            self._rechain()
+        raise StoreUnavailableError(
+            message=f"could not append journal records to run {self.run_id}: "
+            "other writers kept appending first",
+            details={"run_id": self.run_id},
+        )
 
     def _ensure_row(self) -> None:
         """Store the run's row if that failed at start (flush lock held)."""
@@ -475,29 +745,8 @@ class ChainWriter:
                 raise
         self.pending_row = None
 
-    def _append_batch(self, batch: list[_Pending]) -> None:
-        self._ensure_row()
-        for _attempt in range(100):
-            rows = [p.row for p in batch]
-            if self.store.append_events(
-                self.run_id, rows, expected_count=self.stored_count, durable=False
-            ):
-                self.stored_count += len(rows)
-                self.stored_head = rows[-1].hash
-                return
-            batch = self._skip_landed(batch)
-            if not batch:
-                return
-            with self.lock:
-                self._rechain(batch + self._pending)
-        raise StoreUnavailableError(
-            message=f"could not append journal records to run {self.run_id}: "
-            "other writers kept appending first",
-            details={"run_id": self.run_id},
-        )
-
-    def _rechain(self, items: list[_Pending]) -> None:
-        """Another writer appended: chain ``items`` after the stored head (lock held)."""
+    def _rechain(self) -> None:
+        """Another writer appended: chain the buffer after the stored head (flush lock)."""
         run = self.store.get_run(self.run_id)
         if run is None:
             raise StoreUnavailableError(
@@ -505,27 +754,33 @@ class ChainWriter:
                 details={"run_id": self.run_id},
             )
         prev: str = (run.head_hash or self.genesis) if run.event_count else self.genesis
-        self._chain_from(items, run.event_count, prev)
+        with self.lock:
+            self._chain_from(0, run.event_count, prev)
+            self._stored = (run.event_count, prev)  # after: ``_normalise`` keeps the rows
 
-    def _chain_from(self, items: list[_Pending], count: int, prev: str) -> None:
-        """Chain ``items`` after ``count`` stored records ending in ``prev`` (lock held)."""
-        self._materialize()  # a lazy record among ``items`` is built (chained again below)
+    def _chain_from(self, start: int, count: int, prev: str) -> None:
+        """Chain the buffer's records from ``start`` after ``count`` records ending in
+        ``prev`` (lock held); a lazy last record is chained when built."""
         seq = count
-        for p in items:
+        for p in self._pending[start:]:
+            if p.row is None or p.header is None:
+                break
             p.row = _row(p.header, p.content_json, seq, prev, self.key)
             prev = p.row.hash
             seq += 1
-        self.stored_count = count
-        self.head = prev
-        self.next_seq = seq
 
     def _bound_pending(self) -> None:
+        """Drop the oldest records past ``MAX_PENDING`` (lock held), never one in doubt.
+
+        The rest is re-chained after what is stored (``_normalise``): the chain stays
+        valid and writable; the drop is reported through ``on_error``, never silent.
+        """
         excess = len(self._pending) - MAX_PENDING
         if excess > 0:
-            # The chain of what remains no longer links to the store: verify will name
-            # the gap. Reported through on_error, never silent.
-            del self._pending[:excess]
+            start = self._inflight
+            del self._pending[start : start + excess]
             self.dropped += excess
+            self._normalise()
             self._on_error(
                 StoreUnavailableError(
                     message=f"dropped {excess} journal records of run {self.run_id}: "
@@ -537,34 +792,39 @@ class ChainWriter:
     def close(self) -> bool:
         """Flush and stop background flushing for this run; return whether all is stored.
 
-        What the store refused stays buffered: ``finish_later`` keeps it for later.
+        What is left buffered (the store refused it, or an interruption) is kept for
+        later, as ``finish_later`` keeps it.
         """
         try:
             return self.flush()
         finally:
             _LIVE.discard(self)
+            if self._pending:
+                self.finish_later(None)
 
-    def finish_later(self, then: Callable[[], None]) -> None:
+    def finish_later(self, then: Callable[[], None] | None) -> None:
         """Keep this closed writer until its buffer is stored, then run ``then`` (until it
         returns without raising): by the background flusher every ``CLOSING_RETRY``
         seconds, and at process exit."""
         with self.lock:
-            self._then = then
+            if then is not None:
+                self._then = then
             self._retry_at = time.monotonic() + CLOSING_RETRY
         _CLOSING.add(self)  # held strongly: the run may be gone
         _LIVE.add(self)
         _ensure_flusher()
 
-    def _finish(self, now: float | None = None) -> None:
+    def _finish(self, now: float | None = None, wait: float | None = None) -> None:
         """Store what a closed run still owes, if the store takes it now.
 
         ``now`` (the background flusher): not before ``CLOSING_RETRY`` seconds after the
         last refusal, so a store that keeps failing is not asked (and logged) nonstop.
+        ``wait`` as for ``flush``.
         """
         if now is not None and now < self._retry_at:
             return
         self._retry_at = time.monotonic() + CLOSING_RETRY
-        if not self.flush():
+        if not self.flush(wait=wait):
             return
         then = self._then
         if then is not None:
@@ -586,13 +846,14 @@ _flusher: threading.Thread | None = None
 
 
 def flush_all() -> None:
-    """Flush every live run's buffer (used at process exit and by the flusher)."""
+    """Flush every live run's buffer (at process exit), waiting at most ``EXIT_WAIT`` for
+    a batch another thread is writing."""
     for writer in list(_LIVE):
         try:
             if writer in _CLOSING:
-                writer._finish()
+                writer._finish(wait=EXIT_WAIT)
             else:
-                writer.flush()
+                writer.flush(wait=EXIT_WAIT)
         except CheckpointError:
             pass  # strict writers raise at their own call sites, not here
         except Exception:  # never raise from a background flush
@@ -614,10 +875,10 @@ def _flusher_loop() -> None:
         for writer in writers:
             if writer in _CLOSING:
                 with contextlib.suppress(Exception):  # a background flush never raises
-                    writer._finish(now)
+                    writer._finish(now, wait=0)  # busy: next round
             elif writer.due(now):
                 with contextlib.suppress(Exception):  # a background flush never raises
-                    writer.flush(leave_young=True)
+                    writer.flush(leave_young=True, wait=0)  # busy: next round
 
 
 def _ensure_flusher() -> None:
