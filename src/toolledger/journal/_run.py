@@ -379,10 +379,12 @@ class Run(Recorder):
                     raise
                 self.record_failure(exc)
                 stored = False
-            later = not stored and bool(self.errors) and isinstance(self.errors[-1], StoreBusyError)
+            busy = bool(self.errors) and isinstance(self.errors[-1], StoreBusyError)
+            later = not stored and (busy or writer.pending > 0)
             if later:
-                # Another writer held the store's lock past the busy timeout: the writer
-                # stores the end once the lock clears (or at process exit), then the columns.
+                # Another writer held the store's lock past the busy timeout, or records are
+                # still buffered (refused, or an interruption): the writer stores them once
+                # the store takes them (or at process exit), then the columns.
                 writer.finish_later(partial(self._end_later, self.status, ended, text))
             head, count = writer.chained
             final = {
