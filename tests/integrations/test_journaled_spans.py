@@ -56,6 +56,7 @@ def test_anthropic_chat_span_exact_attributes(
     (span,) = spans_named(exporter, "chat ")
     assert span.name == "chat claude-x-1"
     assert span.kind is SpanKind.CLIENT
+    assert event["meta"]["tool_calls"] == [{"id": "toolu_1", "name": "send_email"}]
     assert dict(span.attributes) == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "anthropic",
@@ -68,6 +69,8 @@ def test_anthropic_chat_span_exact_attributes(
         "gen_ai.usage.input_tokens": 10,
         "gen_ai.usage.output_tokens": 25,
         "gen_ai.response.finish_reasons": ("tool_use",),
+        "toolledger.chat.tool_call.names": ("send_email",),  # not content: always
+        "toolledger.chat.tool_call.ids": ("toolu_1",),
         "toolledger.event.id": event["event_id"],
         "openinference.span.kind": "LLM",
         "llm.model_name": "claude-x-1-20260101",
@@ -132,6 +135,8 @@ def test_chat_span_with_content_capture_adds_messages(
         "gen_ai.usage.input_tokens": 9,
         "gen_ai.usage.output_tokens": 4,
         "gen_ai.response.finish_reasons": ("tool_calls",),
+        "toolledger.chat.tool_call.names": ("send_email",),
+        "toolledger.chat.tool_call.ids": ("call_1",),
         "gen_ai.input.messages": history,
         "gen_ai.output.messages": out,
         "toolledger.event.id": event["event_id"],
@@ -270,3 +275,21 @@ def test_chat_span_reexported_like_live(
 def _events(run: toolledger.Run) -> list[dict[str, Any]]:
     run.flush()
     return stored_run(run.store, run.run_id).events
+
+
+def test_show_names_the_tool_calls_a_model_call_asked_for(tmp_path: Path) -> None:
+    """``toolledger show``: a model call's line says which tool calls it requested, by name
+    and id, from its event alone (without content: journal_content=False)."""
+    from click.testing import CliRunner
+
+    from toolledger.cli import main as cli
+
+    db = tmp_path / "s.db"
+    toolledger.SQLiteStore(db).close()
+    with toolledger.run("llm", db=db, journal_content=False) as run:
+        client = tl_anthropic.journaled(anthropic_client(), run)
+        client.messages.create(model="claude-x-1", max_tokens=64, messages=MESSAGES)
+        run_id = run.run_id
+    shown = CliRunner().invoke(cli, ["--db", str(db), "show", run_id])
+    assert shown.exit_code == 0, shown.output
+    assert "asked for send_email(toolu_1)" in shown.output

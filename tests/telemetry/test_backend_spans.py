@@ -101,6 +101,9 @@ def expected(content: bool) -> dict[str, dict[str, Any]]:
             a.GEN_AI_RESPONSE_MODEL: "claude-x-1-20260101",
             a.GEN_AI_RESPONSE_ID: "msg_01scenario",
             a.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_use",),
+            # the requested calls by name, with or without content capture
+            a.TL_CHAT_TOOL_CALL_NAMES: ("send_email", "lookup_order"),
+            a.TL_CHAT_TOOL_CALL_IDS: ("toolu_email", "toolu_lookup"),
             a.GEN_AI_USAGE_INPUT_TOKENS: 1057,
             a.GEN_AI_USAGE_OUTPUT_TOKENS: 40,
             a.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 1000,

@@ -80,6 +80,14 @@ def _undelivered(ev: Event) -> bool:
     )
 
 
+def _asked_for(ev: Event) -> str:
+    """A model call's requested tool calls, ``send_email(toolu_01), …`` (names and ids only)."""
+    calls = ev.meta.get("tool_calls") if ev.kind == "llm_call" and ev.meta else None
+    if not isinstance(calls, list):
+        return ""
+    return ", ".join(f"{c.get('name')}({c.get('id')})" for c in calls if isinstance(c, Mapping))
+
+
 def _details(ev: Event) -> list[str]:
     out: list[str] = []
     if ev.erased:
@@ -94,6 +102,9 @@ def _details(ev: Event) -> list[str]:
             out.append(f"{verdict} by {approval.get('by')}: {approval.get('reason') or ''}".strip())
     if isinstance(ev.error, Mapping):
         out.append(f"error {ev.error.get('type')}: {ev.error.get('message')}")
+    asked = _asked_for(ev)
+    if asked:
+        out.append(f"asked for {asked}")
     if ev.justification:
         out.append(f"why: {ev.justification}")
     elif ev.justification_missing:

@@ -152,6 +152,8 @@ SPAN_ATTRIBUTES: Mapping[str, tuple[str, ...]] = {
         a.GEN_AI_SYSTEM_INSTRUCTIONS,
         a.GEN_AI_INPUT_MESSAGES,
         a.GEN_AI_OUTPUT_MESSAGES,
+        a.TL_CHAT_TOOL_CALL_NAMES,
+        a.TL_CHAT_TOOL_CALL_IDS,
         a.TL_EVENT_ID,
         a.ERROR_TYPE,
     ),
@@ -378,7 +380,11 @@ def _chat_end(event: Mapping[str, Any]) -> dict[str, Any]:
     usage = meta.get("usage")
     api = meta.get("api", meta.get("provider"))
     reasons = meta.get("finish_reasons") or None
+    calls = meta.get("tool_calls")
+    requested = [c for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else []
     return {
+        a.TL_CHAT_TOOL_CALL_NAMES: [str(c.get("name")) for c in requested] or None,
+        a.TL_CHAT_TOOL_CALL_IDS: [str(c.get("id")) for c in requested] or None,
         a.GEN_AI_RESPONSE_MODEL: meta.get("response_model"),
         a.GEN_AI_RESPONSE_ID: meta.get("response_id"),
         a.GEN_AI_RESPONSE_FINISH_REASONS: reasons,

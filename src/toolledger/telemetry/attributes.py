@@ -143,6 +143,8 @@ __all__ = [
     "TL_RUN_ID",
     "TL_RUN_SUMMARY",
     "TL_STEP_INPUTS",
+    "TL_CHAT_TOOL_CALL_IDS",
+    "TL_CHAT_TOOL_CALL_NAMES",
     "TL_STEP_OUTPUTS",
     "TL_TOOL_ARGUMENTS",
     "TL_TOOL_CALL_ID",
@@ -308,6 +310,10 @@ APPROVAL_REQUIRE: Final = "require_approval"
 
 # -- toolledger: step content (only with content capture on, like tool arguments) --------
 TL_STEP_INPUTS: Final = "toolledger.step.inputs"
+#: A model call's requested tool calls, in order (not content: names and ids only; their
+#: arguments are in ``gen_ai.output.messages`` under content capture).
+TL_CHAT_TOOL_CALL_NAMES: Final = "toolledger.chat.tool_call.names"
+TL_CHAT_TOOL_CALL_IDS: Final = "toolledger.chat.tool_call.ids"
 TL_STEP_OUTPUTS: Final = "toolledger.step.outputs"
 
 # -- OpenInference (what Phoenix, Arize and Langfuse display; a projection of the above) ----
