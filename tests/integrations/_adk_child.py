@@ -326,6 +326,45 @@ async def agent_callbacks(run: toolledger.Run) -> dict:
     return {"sent": box.sent, "responses": [o["responses"] for o in outs]}
 
 
+async def spans(folder: Path) -> dict:
+    """ADK's own tracing on (the global provider): two calls at once, the same turn twice."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolledger.telemetry import flush_spans
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    box = Outbox()
+    calls = [("fc_1", "send_email", ANA), ("fc_2", "send_email", {"to": "bob@example.com"})]
+    with toolledger.run(
+        "tell them", agent="mailer", db=str(folder / "spans.db"), tracer_provider=provider
+    ) as run:
+        h = Harness(calls, tool_of(box), plugin=ToolledgerPlugin(run))
+        for _ in range(2):
+            await h.invoke()
+    assert flush_spans()
+    provider.force_flush()
+    return {
+        "sent": sorted(box.sent),
+        "spans": [
+            {
+                "name": sp.name,
+                "scope": sp.instrumentation_scope.name if sp.instrumentation_scope else None,
+                "id": sp.context.span_id,
+                "parent": sp.parent.span_id if sp.parent else None,
+                "trace": sp.context.trace_id,
+                "attributes": {k: v for k, v in (sp.attributes or {}).items() if "." in k},
+            }
+            for sp in exporter.get_finished_spans()
+        ],
+    }
+
+
 async def no_run(folder: Path) -> dict:
     box = Outbox()
     h = Harness([("fc_1", "send_email", ANA)], tool_of(box), plugin=ToolledgerPlugin())
@@ -362,10 +401,11 @@ async def main(folder: Path) -> dict[str, Any]:
                 out[name] = await scenario(run)
         except Exception:
             out[name] = {"crashed": traceback.format_exc()[-3000:]}
-    try:
-        out["no_run"] = await no_run(folder)
-    except Exception:
-        out["no_run"] = {"crashed": traceback.format_exc()[-3000:]}
+    for name, extra in (("no_run", no_run), ("spans", spans)):
+        try:
+            out[name] = await extra(folder)
+        except Exception:
+            out[name] = {"crashed": traceback.format_exc()[-3000:]}
     return out
 
 

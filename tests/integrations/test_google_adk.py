@@ -177,3 +177,34 @@ def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delitem(sys.modules, "toolledger.integrations.google_adk", raising=False)
     with pytest.raises(ImportError, match=r"toolledger\[google-adk\]"):
         importlib.import_module("toolledger.integrations.google_adk")
+
+
+def test_adk_tracing_one_trace_and_a_guard_under_each_calls_tool_span(
+    seen: dict[str, Any],
+) -> None:
+    """ADK's own tracing on, two calls at once, the turn twice: one trace; ADK's
+    ``execute_tool`` span per call is the tool span, toolledger's ``guard_tool`` its child for
+    the same call id (never a second ``execute_tool``); a replayed call's span is
+    ``replay_tool``."""
+    out = scenario(seen, "spans")
+    assert out["sent"] == ["ana@example.com", "bob@example.com"]
+    spans = out["spans"]
+    assert len({s["trace"] for s in spans}) == 1
+    by_id = {s["id"]: s for s in spans}
+    ours = [s for s in spans if s["scope"] == "toolledger"]
+    assert sorted({s["name"] for s in ours}) == ["guard_tool send_email", "invoke_agent mailer"]
+    guards = [s for s in ours if s["name"] == "guard_tool send_email"]
+    outcomes: dict[str, list[str]] = {}
+    for guard in guards:
+        host = by_id[guard["parent"]]
+        call_id = guard["attributes"]["toolledger.tool.call_id"]
+        assert host["scope"] == "gcp.vertex.agent"
+        assert host["attributes"]["gen_ai.tool.call.id"] == call_id
+        outcome = guard["attributes"]["toolledger.tool.outcome"]
+        kind = "replay_tool" if outcome == "replayed" else "execute_tool"
+        assert host["name"] == f"{kind} send_email"
+        assert "gen_ai.operation.name" not in guard["attributes"]
+        outcomes.setdefault(call_id, []).append(outcome)
+    assert outcomes == {"fc_1": ["executed", "replayed"], "fc_2": ["executed", "replayed"]}
+    per_call = [s for s in spans if s["attributes"].get("gen_ai.tool.call.id") in ("fc_1", "fc_2")]
+    assert len(per_call) == 4  # one tool span per call per turn (ADK also adds a "(merged)")
