@@ -2,7 +2,8 @@
 
 Usage: ``python _phoenix_child.py PHOENIX_BIN WORKDIR [SPANS] [--screenshots DIR]`` (run by
 ``test_phoenix.py`` under ``unshare --net``; with ``--screenshots``, headless Chromium also
-saves the trace tree, the chat span and the approval as PNGs in ``DIR``, as in ``docs/``).
+saves the trace tree, the chat span and the approval as PNGs in ``DIR``, as in ``docs/``,
+and the framework run's trace with its refused call).
 Prints one JSON document: the run id, the startup time, and every span as Phoenix's GraphQL
 API returns it. Phoenix's gRPC port binds every interface whatever
 ``PHOENIX_HOST`` says; in the namespace that is only loopback.
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _framework_run
 import _scenario
 
 # The Phoenix pieces scripts/demo_phoenix.py shares (server, GraphQL, Chromium).
@@ -82,6 +84,25 @@ def screenshots(spans: list[dict[str, Any]], out: Path, workdir: Path) -> None:
         select("invoke_agent support-bot", "phoenix-trace.png")
         select("chat claude-x-1", "phoenix-chat.png")
         select("approval refund", "phoenix-approval.png")
+        framework = next(s for s in spans if s["name"] == f"invoke_agent {_framework_run.AGENT}")
+        driver.get(f"{BASE}/projects/{project}/traces/{framework['context']['traceId']}")
+        refused = [
+            s for s in spans if s["name"] == "guard_tool send_email" and s["statusCode"] == "ERROR"
+        ]
+        wait.until(
+            expected_conditions.presence_of_element_located(
+                (By.XPATH, "//*[normalize-space(text())='guard_tool send_email']")
+            )
+        )
+        time.sleep(3)  # let the tree render before the picture (not synchronisation)
+        driver.save_screenshot(str(out / "phoenix-framework-trace.png"))
+        if refused:  # the refused call's guard span, selected: its error panel
+            found = driver.find_elements(
+                By.XPATH, "//*[normalize-space(text())='guard_tool send_email']"
+            )
+            driver.execute_script("arguments[0].click()", found[-1])
+            time.sleep(3)
+            driver.save_screenshot(str(out / "phoenix-framework-refused.png"))
     finally:
         driver.quit()
 
@@ -103,6 +124,9 @@ def main() -> None:
             logs=False,
         )
         recorded = _scenario.record(workdir / "ledger.db", capture_content=True)
+        # A framework run with its own instrumentation on (the global provider configure()
+        # installed): one trace, one tool span per call, the refused call visible.
+        framework_run = _framework_run.record(workdir / "framework.db")
         handle.shutdown(timeout=30)
         expected = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 1
         spans = project_spans(expected, time.monotonic() + 60)
@@ -112,6 +136,7 @@ def main() -> None:
             json.dumps(
                 {
                     "run_id": recorded.run_id,
+                    "framework_run_id": framework_run,
                     "startup_seconds": round(startup, 1),
                     "spans": spans,
                 }

@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("_phoenix_child.py")
 # Ours: run, chat, step, 2 approvals, 2 executions, replay, note, artifact; plus the
 # Anthropic SDK's own span, in the run's trace since entering the run makes its span current.
+# The framework run (``_framework_run``): toolledger's run span, Pydantic AI's two agent
+# runs, three chats and three execute_tool spans, and toolledger's three guard_tool spans.
+FRAMEWORK_SPANS = 12
 EXPECTED_SPANS = 11
 
 
@@ -62,7 +65,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proc = subprocess.run(
         [
             *("unshare", "--net", sys.executable, str(CHILD)),
-            *(str(binary), str(workdir), str(EXPECTED_SPANS)),
+            *(str(binary), str(workdir), str(EXPECTED_SPANS + FRAMEWORK_SPANS)),
         ],
         env=env,
         capture_output=True,
@@ -73,6 +76,16 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return doc
+
+
+def trace_of(doc: dict[str, Any], run_name: str) -> list[dict[str, Any]]:
+    """Every span of the trace of the run span named ``run_name``."""
+    spans = doc["spans"]
+    run = next(s for s in spans if s["name"] == run_name)
+    out = [s for s in spans if s["context"]["traceId"] == run["context"]["traceId"]]
+    for span in out:
+        span["attrs"] = json.loads(span["attributes"])
+    return out
 
 
 def ours(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -180,3 +193,42 @@ def test_phoenix_parentage_and_transition_order(phoenix) -> None:
         assert stamps[0] < stamps[1] < stamps[2]  # strictly increasing, in revision order
         assert when(tool["startTime"]) <= stamps[0]
         assert stamps[-1] <= when(tool["endTime"])
+
+
+def test_phoenix_framework_run_is_one_trace_with_one_tool_span_per_call(phoenix) -> None:
+    """Pydantic AI with its instrumentation on: every span of the run in one trace; each
+    call is one TOOL span (Pydantic AI's ``execute_tool``) with toolledger's guard under it."""
+    spans = trace_of(phoenix, "invoke_agent pydantic-mailer")
+    framework = [s for s in phoenix["spans"] if s["name"] == "invoke_agent agent"]
+    assert len(spans) == FRAMEWORK_SPANS
+    assert {s["context"]["traceId"] for s in framework} == {spans[0]["context"]["traceId"]}
+    ids = {s["context"]["spanId"]: s for s in spans}
+    tools = [s for s in spans if s["spanKind"] == "tool"]
+    guards = [s for s in spans if s["name"] == "guard_tool send_email"]
+    assert sorted(s["name"] for s in tools) == ["execute_tool send_email"] * 3
+    assert [s["spanKind"] for s in guards] == ["guardrail"] * 3
+    for guard in guards:
+        host = ids[guard["parentId"]]
+        assert host["spanKind"] == "tool"
+        assert attr(guard, "toolledger.tool.call_id") == attr(host, "gen_ai.tool.call.id")
+        assert attr(guard, "toolledger.checkpoint.namespace") == "default"
+    executed = sorted(
+        attr(g, "toolledger.tool.call_id") for g in guards if g["statusCode"] != "ERROR"
+    )
+    assert executed == ["call_1", "call_2"]
+    for guard in guards:
+        if guard["statusCode"] != "ERROR":
+            assert attr(guard, "toolledger.tool.outcome") == "executed"
+            assert attr(guard, "toolledger.checkpoint.status") == "completed"
+
+
+def test_phoenix_framework_refused_call_is_an_error_span_with_its_code(phoenix) -> None:
+    """The model reused ``call_1`` for another input: refused, visible as an error."""
+    spans = trace_of(phoenix, "invoke_agent pydantic-mailer")
+    (refused,) = [
+        s for s in spans if s["name"] == "guard_tool send_email" and s["statusCode"] == "ERROR"
+    ]
+    assert attr(refused, "error.type") == "BINDING_CONFLICT"
+    assert attr(refused, "toolledger.tool.outcome") == "refused"
+    assert attr(refused, "toolledger.tool.call_id") == "call_1"
+    assert "BINDING_CONFLICT" in refused["statusMessage"]
