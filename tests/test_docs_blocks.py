@@ -9,7 +9,9 @@
 - Every ``toolledger ...`` command line in ```sh / ```console blocks is parsed by the real CLI
   (global options, the command, its options and arguments) without running it: a command or an
   option that does not exist fails. Synopsis syntax (``[--opt X]``, ``a|b``, ``...``) is read as
-  the first alternative of each part.
+  the first alternative of each part. A shell block marked ``<!-- run -->`` (only ``toolledger``
+  lines, no placeholders) is also run, in page order with the page's python blocks, and each
+  command must exit 0.
 
 The test prints how many blocks ran and how many were marked.
 """
@@ -35,6 +37,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[A-Za-z0-9_+-]*)\s*$")
 NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(?P<reason>.*?)-->\s*$")
 SETUP = "<!-- setup:"
+RUN = "<!-- run -->"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Block:
     code: str
     not_run: str | None  # the reason, when marked
     setup: str = ""  # hidden code run first: a fragment's context, in an HTML comment
+    run: bool = False  # a shell block whose commands run too
 
     @property
     def where(self) -> str:
@@ -72,7 +76,15 @@ def blocks(page: Path) -> list[Block]:
             reason = marker["reason"].strip()
             assert reason, f"{page.name}:{start + 1}: a not-run marker needs a reason"
         out.append(
-            Block(page, start + 1, m["lang"], "\n".join(body) + "\n", reason, _setup(lines, start))
+            Block(
+                page,
+                start + 1,
+                m["lang"],
+                "\n".join(body) + "\n",
+                reason,
+                _setup(lines, start),
+                start > 0 and lines[start - 1].strip() == RUN,
+            )
         )
         i += 1
     return out
@@ -99,9 +111,24 @@ SHELL = [b for b in ALL if b.lang in ("sh", "bash", "shell", "console")]
 DRIVER = r"""
 import json, sys, traceback, warnings
 warnings.simplefilter("ignore")  # NewLedgerWarning and friends: every ledger here is new
+import shlex, subprocess
 blocks = json.loads(sys.stdin.read())
 ns = {"__name__": "__main__"}
-for line, code in blocks:
+for kind, line, code in blocks:
+    if kind == "sh":
+        for offset, text in enumerate(code.splitlines(), start=1):
+            words = shlex.split(text, comments=True)
+            if not words:
+                continue
+            if words[0] != "toolledger":
+                sys.exit(f"BLOCK FAILED at line {line + offset}: not a toolledger command: {text}")
+            proc = subprocess.run([sys.executable, "-m", *words], capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.exit(
+                    f"BLOCK FAILED at line {line + offset}: {text!r} exited "
+                    f"{proc.returncode}: {proc.stderr.strip()}"
+                )
+        continue
     try:
         exec(compile(code, f"<block at line {line}>", "exec"), ns)
     except BaseException:
@@ -122,10 +149,11 @@ def _env() -> dict[str, str]:
 def test_counts(capsys: pytest.CaptureFixture[str]) -> None:
     ran = [b for b in PY if b.not_run is None]
     marked = [b for b in PY if b.not_run is not None]
+    run_sh = [b for b in SHELL if b.run]
     with capsys.disabled():
         print(
             f"\ndocs python blocks: {len(ran)} run, {len(marked)} marked not-run; "
-            f"shell blocks: {len(SHELL)} with toolledger lines parsed"
+            f"shell blocks: {len(SHELL)} with toolledger lines parsed, {len(run_sh)} run"
         )
     assert ran, "no python block runs"
     # The markers stay the exception: most of what the docs show must run.
@@ -138,7 +166,11 @@ def test_counts(capsys: pytest.CaptureFixture[str]) -> None:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
-    todo = [(b.line, b.setup + b.code) for b in PY if b.page == page and b.not_run is None]
+    todo = [
+        ("sh" if b.lang != "python" else "py", b.line, b.setup + b.code)
+        for b in ALL
+        if b.page == page and ((b.lang == "python" and b.not_run is None) or b.run)
+    ]
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER],
         input=json.dumps(todo),
