@@ -64,7 +64,7 @@ def payments() -> Payments:
 
 def _independent(tool: toolledger.Tool) -> toolledger.Tool:
     """The per-tool opt-out: identical calls of this tool are independent actions."""
-    return dataclasses.replace(tool, independent=True)  # type: ignore[call-arg]
+    return dataclasses.replace(tool, independent=True)
 
 
 def _lose(run: toolledger.Run, payments: Payments, call_id: str, input: Any) -> None:
@@ -236,6 +236,88 @@ class TestSettledActionIsServedOrRuns:
         assert out.replayed is False
         assert out.deduplicated_from is None
         assert [c for c, _ in payments.done] == ["A", "B"]
+
+
+class TestSettlingEdges:
+    def test_blocked_id_leaves_nothing_stored_and_is_served_once_settled(
+        self, store, payments
+    ) -> None:
+        """A refused id writes nothing; asked again after the settlement it gets the result."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            for _ in range(2):
+                with pytest.raises(OutcomeUnknownError):
+                    run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            assert store.get("default", "B") is None
+            _resolve(store, "A", "completed", result={"ref": "p-A"})
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            replay = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert (again.deduplicated_from, again.payload) == ("A", {"ref": "p-A"})
+        assert (replay.replayed, replay.deduplicated_from) == (True, None)
+        assert len(payments.done) == 1
+
+    def test_every_blocked_id_names_the_same_uncertain_call(self, store, payments) -> None:
+        """However many new ids ask, each is refused naming the one call that may have run."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            named = []
+            for call_id in ("B", "C", "D"):
+                with pytest.raises(OutcomeUnknownError) as info:
+                    run.call(payments.tool(), call_id=call_id, input={"to": "ana"})
+                named.append(info.value.details["same_action_as"])
+        assert named == ["A", "A", "A"]
+        assert len(payments.done) == 1
+
+    def test_resolved_failed_serves_the_error_to_the_same_action(self, store, payments) -> None:
+        """Settled as failed: the unseen error result is what the re-asked action gets."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            _resolve(store, "A", "failed", error="the provider rejected the payment")
+            again = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert again.is_error is True
+        assert again.deduplicated_from == "A"
+        assert len(payments.done) == 1
+
+    def test_action_run_after_release_is_the_one_served_next(self, store, payments) -> None:
+        """After a not-executed settlement the next id runs, and its unseen result is served."""
+        with toolledger.run("r", db=store) as run:
+            _lose(run, payments, "A", {"to": "ana"})
+            _resolve(store, "A", "not_executed")
+            second = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            third = run.call(payments.tool(), call_id="C", input={"to": "ana"})
+        assert second.replayed is False
+        assert (third.deduplicated_from, third.payload) == ("B", second.payload)
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    def test_seen_result_then_a_new_execution_is_served_next(self, store, payments) -> None:
+        """The conversation's latest call of the action decides: a new unseen run is served."""
+        with toolledger.run("r", db=store) as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            run.mark_seen(["A"])
+            second = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+            third = run.call(payments.tool(), call_id="C", input={"to": "ana"})
+        assert second.replayed is False
+        assert third.deduplicated_from == "B"
+        assert [c for c, _ in payments.done] == ["A", "B"]
+
+    def test_unseen_result_in_another_namespace_is_not_served(self, store, payments) -> None:
+        """Rule 2 stays within the namespace too."""
+        with toolledger.run("r", db=store, namespace="a", conversation_id="c") as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+        with toolledger.run("r", db=store, namespace="b", conversation_id="c") as run:
+            out = run.call(payments.tool(), call_id="B", input={"to": "ana"})
+        assert out.replayed is False
+        assert len(payments.done) == 2
+
+    def test_mark_seen_is_idempotent_and_skips_unfinished_calls(self, store, payments) -> None:
+        """Only completed calls move; asking again moves nothing."""
+        with toolledger.run("r", db=store) as run:
+            run.call(payments.tool(), call_id="A", input={"to": "ana"})
+            _lose(run, payments, "L", {"to": "bob"})
+            first = run.mark_seen(["A", "L", "nope"])
+            second = run.mark_seen(["A"])
+        assert (first, second) == (["A"], [])
+        assert store.get("default", "L").status.value == "uncertain"
 
 
 # -- rule 2: a result the model never saw is served to a re-plan -----------------------------
