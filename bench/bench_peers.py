@@ -2,11 +2,22 @@
 
 Peers (each in its own durable-step shape, on a SQLite file in a temporary folder):
 
-- **DBOS** (``dbos``): a ``@DBOS.workflow`` running one ``@DBOS.step``; a replay runs the
-  workflow again under the same workflow id (the recorded result comes back).
-- **LangGraph** (``langgraph`` + ``langgraph-checkpoint-sqlite``): a one-node graph invoked
-  with ``durability="sync"`` on a ``SqliteSaver`` (one superstep); a replay invokes the
-  finished thread again with ``None``.
+- **DBOS** (``dbos``), two shapes. Whole invocation: a new ``@DBOS.workflow`` (its own id)
+  running one ``@DBOS.step``. Per step: one ``@DBOS.step`` inside a workflow that is already
+  running (a workflow on a thread of its own loops over steps handed to it; the step's own
+  time is taken inside the workflow, around the step call, so the hand-off is not counted).
+  A replay runs the first workflow again under its id (the recorded result comes back).
+- **LangGraph** (``langgraph`` + ``langgraph-checkpoint-sqlite``), two shapes, both with
+  ``durability="sync"`` on a ``SqliteSaver`` (it sets WAL; the connection's default
+  ``synchronous=FULL``, so every commit is fdatasync-ed). Whole invocation: a one-node
+  graph invoked on a new thread (input, the node's superstep, the end: several synced
+  commits). Per step: one superstep of a graph
+  that is already running (a node looping back to itself, streamed; each ``next()`` on the
+  stream is one superstep and its checkpoint). Its two fsyncs per superstep (checkpoint,
+  writes) run on LangGraph's background threads (seen with ``strace -f -T``): ``next()``
+  returns while they may still be under way, so this case's time need not include them,
+  where toolledger's call returns only once its result is durable. A replay invokes the
+  finished thread with ``None``.
 - **execution-journal** (from its sdist): one ``journal.step`` with an input and an output,
   the connection at ``synchronous=NORMAL``.
 - **opentelemetry-util-genai**: one ``execute_tool`` span through ``TelemetryHandler.tool``
@@ -15,9 +26,18 @@ Peers (each in its own durable-step shape, on a SQLite file in a temporary folde
 Floors (``_common.py``): two raw commits (create+claim, complete) at FULL and NORMAL, a
 primary-key read + ``json.loads`` for a replay.
 
+Fsyncs per unit (``--fsyncs``, needs ``strace``): each case runs ``--fsync-units`` units in
+a process of its own under ``strace -f -c -e trace=fsync,fdatasync``, and a process that
+sets every case up but runs none gives the baseline; (calls - baseline) / units is the
+column. Counted at the system call, so it holds whatever journal mode a peer uses.
+
 Cases are interleaved batch by batch (every case runs ``BATCH`` operations, then the next
 case, for ``--reps`` rounds), so all see the same machine. The table gives medians and p99
-in microseconds and each case's ratio to the floor of its group. Nothing is asserted.
+in microseconds (over all repetitions) and each case's ratio to the floor of its group as
+the median of the per-repetition ratios (with their range); a second table gives
+toolledger's new call at full against each peer as the peer's median over toolledger's
+(above 1: toolledger is faster). The load average is printed with each table. Nothing is
+asserted.
 
 This script makes its own virtualenv beside the repository (``../.toolledger-bench-peers``,
 or ``--venv DIR``), installs the peers and toolledger (editable) into it, then runs itself
@@ -30,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -145,9 +166,10 @@ def langgraph_cases(tmp: Path) -> dict[str, Op]:
     class State(TypedDict, total=False):
         to: str
         sent_to: str
+        n: int
 
     def tool(state: State) -> State:
-        return {"sent_to": state["to"]}
+        return {"sent_to": state["to"], "n": state.get("n", 0) + 1}
 
     conn = sqlite3.connect(str(tmp / "langgraph.db"), check_same_thread=False)
     graph_builder = StateGraph(State)
@@ -165,10 +187,36 @@ def langgraph_cases(tmp: Path) -> dict[str, Op]:
     def replay(i: int) -> Any:
         return graph.invoke(None, {"configurable": {"thread_id": "t--1"}}, durability="sync")
 
-    return {"LangGraph superstep (sync)": new, "LangGraph replay": replay}
+    # A running graph: the node loops back to itself; each superstep is one next() on the
+    # stream (its writes and checkpoint saved synchronously before the next one starts).
+    loop_builder = StateGraph(State)
+    loop_builder.add_node("tool", tool)
+    loop_builder.add_edge(START, "tool")
+    loop_builder.add_edge("tool", "tool")
+    looping = loop_builder.compile(checkpointer=SqliteSaver(conn))
+    cfg = {"configurable": {"thread_id": "running"}, "recursion_limit": 10**9}
+    stream = looping.stream({"to": "a@example.com"}, cfg, durability="sync")
+    for _ in range(3):
+        next(stream)
+
+    def superstep(i: int) -> Any:
+        return next(stream)
+
+    return {
+        "LangGraph invoke, new thread": new,
+        "LangGraph superstep, running graph": superstep,
+        "LangGraph replay": replay,
+    }
+
+
+class Timed(float):
+    """An op's own measured time in microseconds (the driver uses it instead of its clock)."""
 
 
 def dbos_cases(tmp: Path) -> dict[str, Op]:
+    import queue
+    import threading
+
     from dbos import DBOS, SetWorkflowID
 
     url = f"sqlite:///{tmp / 'dbos.db'}"
@@ -182,6 +230,16 @@ def dbos_cases(tmp: Path) -> dict[str, Op]:
     def flow(to: str) -> dict[str, str]:
         return send(to)
 
+    inbox: queue.Queue[int] = queue.Queue()
+    outbox: queue.Queue[float] = queue.Queue()
+
+    @DBOS.workflow()
+    def running() -> None:
+        while inbox.get() >= 0:
+            t0 = time.perf_counter_ns()
+            send("a@example.com")
+            outbox.put((time.perf_counter_ns() - t0) / 1000)
+
     DBOS.launch()
 
     def new(i: int) -> Any:
@@ -194,7 +252,24 @@ def dbos_cases(tmp: Path) -> dict[str, Op]:
         with SetWorkflowID("w--1"):
             return flow("a@example.com")
 
-    return {"DBOS workflow + step": new, "DBOS replay": replay}
+    def worker() -> None:
+        with SetWorkflowID("running"):
+            running()
+
+    threading.Thread(target=worker, daemon=True).start()
+    for _ in range(3):
+        inbox.put(0)
+        outbox.get()
+
+    def step(i: int) -> Timed:
+        inbox.put(i)
+        return Timed(outbox.get())
+
+    return {
+        "DBOS new workflow, 1 step": new,
+        "DBOS step, running workflow": step,
+        "DBOS replay": replay,
+    }
 
 
 def journal_peer_cases(tmp: Path) -> dict[str, Op]:
@@ -240,9 +315,18 @@ def span_cases() -> dict[str, Op]:
 
 GROUPS = [
     (
-        "new call, full",
+        "new call, full: per step",
         "floor: 2 raw commits (full)",
-        ["toolledger new call (full)", "LangGraph superstep (sync)", "DBOS workflow + step"],
+        [
+            "toolledger new call (full)",
+            "LangGraph superstep, running graph",
+            "DBOS step, running workflow",
+        ],
+    ),
+    (
+        "new call, full: whole invocation",
+        "floor: 2 raw commits (full)",
+        ["toolledger new call (full)", "LangGraph invoke, new thread", "DBOS new workflow, 1 step"],
     ),
     ("new call, normal", "floor: 2 raw commits (normal)", ["toolledger new call (normal)"]),
     (
@@ -253,6 +337,12 @@ GROUPS = [
     ("journal step", None, ["toolledger journal step", "execution-journal step (NORMAL)"]),
     ("one span", "floor: bare SDK span", ["util-genai execute_tool span"]),
 ]
+PEER_STEPS = [
+    "LangGraph superstep, running graph",
+    "DBOS step, running workflow",
+    "LangGraph invoke, new thread",
+    "DBOS new workflow, 1 step",
+]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -260,56 +350,118 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def inner(calls: int, reps: int) -> None:
+def make_cases(tmp: Path) -> dict[str, Op]:
+    cases: dict[str, Op] = {}
+    for make in (floor_cases, toolledger_cases, langgraph_cases, dbos_cases, journal_peer_cases):
+        cases.update(make(tmp))
+    cases.update(span_cases())
+    return cases
+
+
+def _ratio(times: dict[str, list[list[float]]], name: str, base: str, reps: int) -> str:
+    """The median of the per-repetition ratios of medians, and their range."""
+    per = [
+        statistics.median(times[name][r]) / statistics.median(times[base][r]) for r in range(reps)
+    ]
+    return f"{statistics.median(per):>7.2f} {min(per):>6.2f}-{max(per):<6.2f}"
+
+
+def inner(calls: int, reps: int, fsyncs: dict[str, float]) -> None:
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        cases: dict[str, Op] = {}
-        for make in (
-            floor_cases,
-            toolledger_cases,
-            langgraph_cases,
-            dbos_cases,
-            journal_peer_cases,
-        ):
-            cases.update(make(tmp))
-        cases.update(span_cases())
-        times: dict[str, list[float]] = {name: [] for name in cases}
+        cases = make_cases(Path(d))
+        times: dict[str, list[list[float]]] = {name: [[] for _ in range(reps)] for name in cases}
         counters = dict.fromkeys(cases, 0)
         clock = time.perf_counter_ns
-        for _ in range(reps):
+        loads = []
+        for rep in range(reps):
+            loads.append(os.getloadavg()[0])
             for start in range(0, calls, BATCH):
                 for name, op in cases.items():
                     for _ in range(min(BATCH, calls - start)):
                         i = counters[name]
                         counters[name] = i + 1
                         t0 = clock()
-                        op(i)
-                        times[name].append((clock() - t0) / 1000)
-        print(f"bench_peers: {calls} ops x {reps} reps per case, interleaved by {BATCH}; us")
-        print(f"{'group':<18} {'case':<36} {'median':>9} {'p99':>9} {'ratio':>7}")
-        for group, floor, names in GROUPS:
-            base = statistics.median(times[floor]) if floor else None
-            for name in ([floor] if floor else []) + names:
-                med = statistics.median(times[name])
-                ratio = f"{med / base:.2f}" if base and name != floor else ""
-                p99 = percentile(times[name], 0.99)
-                print(f"{group:<18} {name:<36} {med:>9.1f} {p99:>9.1f} {ratio:>7}")
+                        out = op(i)
+                        spent = (clock() - t0) / 1000
+                        times[name][rep].append(out if isinstance(out, Timed) else spent)
+        loads.append(os.getloadavg()[0])
+    load = f"load average (1 min) at each repetition's start and the end: {loads}"
+    print(f"bench_peers: {calls} ops x {reps} reps per case, interleaved by {BATCH}; us")
+    print(load)
+    print(
+        f"{'group':<33} {'case':<36} {'median':>9} {'p99':>9} {'ratio':>7} {'range':<13}"
+        f" {'fsyncs':>6}"
+    )
+    flat = {name: [t for rep in per for t in rep] for name, per in times.items()}
+    for group, floor, names in GROUPS:
+        for name in ([floor] if floor else []) + names:
+            med = statistics.median(flat[name])
+            ratio = _ratio(times, name, floor, reps) if floor and name != floor else ""
+            p99 = percentile(flat[name], 0.99)
+            fs = f"{fsyncs[name]:.2f}" if name in fsyncs else ""
+            print(f"{group:<33} {name:<36} {med:>9.1f} {p99:>9.1f} {ratio:<21} {fs:>6}")
+    print("\ntoolledger new call (full) against each peer: peer median / toolledger median")
+    print(load)
+    print(f"{'peer':<36} {'x faster':>8} {'range':<13}")
+    for name in PEER_STEPS:
+        print(f"{name:<36} {_ratio(times, name, 'toolledger new call (full)', reps)}")
+
+
+def count_fsyncs(python: str, units: int, env: dict[str, str]) -> dict[str, float]:
+    """Fsync/fdatasync calls per unit of each case, counted by ``strace -f -c``."""
+
+    def calls(only: str) -> int:
+        with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+            cmd = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name]
+            cmd += [python, __file__, "--one", only, "--calls", str(units)]
+            subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+            total = 0
+            for line in out.read().splitlines():
+                fields = line.split()
+                if fields and fields[-1] in ("fsync", "fdatasync"):
+                    total += int(fields[3])
+            return total
+
+    base = calls("")
+    names = sorted({n for _, floor, names in GROUPS for n in ([floor] if floor else []) + names})
+    return {name: (calls(name) - base) / units for name in names}
+
+
+def one(name: str, units: int) -> None:
+    """Set every case up, then run ``units`` units of ``name`` (none when empty)."""
+    d = tempfile.mkdtemp(prefix="bench-peers-")
+    cases = make_cases(Path(d))
+    for i in range(units if name else 0):
+        cases[name](i)
+    shutil.rmtree(d)
+    os._exit(0)  # no teardown writes (DBOS, journals) in the count
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="operations per case per rep")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--fsyncs", action="store_true", help="count fsyncs per unit (strace)")
+    parser.add_argument("--fsync-units", type=int, default=100)
     parser.add_argument("--venv", type=Path, default=REPO.parent / ".toolledger-bench-peers")
-    parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inner", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.inner:
-        inner(args.calls, args.reps)
+    if args.one is not None:
+        one(args.one, args.calls)
         return
-    python = ensure_venv(args.venv)
+    if args.inner:
+        fsyncs = json.loads(args.inner.read_text()) if args.inner.stat().st_size else {}
+        inner(args.calls, args.reps, fsyncs)
+        return
+    python = str(ensure_venv(args.venv))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    cmd = [str(python), __file__, "--inner", "--calls", str(args.calls), "--reps", str(args.reps)]
-    sys.exit(subprocess.run(cmd, env=env).returncode)
+    fsyncs = count_fsyncs(python, args.fsync_units, env) if args.fsyncs else {}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        f.write(json.dumps(fsyncs))
+        f.flush()
+        cmd = [python, __file__, "--inner", f.name, "--calls", str(args.calls)]
+        sys.exit(subprocess.run([*cmd, "--reps", str(args.reps)], env=env).returncode)
 
 
 if __name__ == "__main__":
