@@ -38,6 +38,9 @@ Rules this module keeps:
   reason"}``, a pending answer ``{"error": "awaiting approval; not executed yet"}``; an
   unknown outcome is ``{"error": "outcome unknown; not re-run"}``.
 - The session's id is the run's conversation when the app named none.
+- A synchronous ``FunctionTool`` (ADK runs it on the event loop, one after another) goes
+  through the guard one call at a time: claim, effect, result, then the next call's claim,
+  so a crash leaves no call claimed that never ran. Async tools run concurrently.
 - Long-running tools (``is_long_running``) are passed to ADK unguarded: their response
   arrives later, outside the call.
 - A call without a ``function_call_id`` is refused (``INVALID_ARGUMENT``), never run
@@ -46,7 +49,10 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +96,14 @@ def _answer(answer: Answer) -> dict[str, Any]:
     return {"error": answer.payload if isinstance(answer.payload, str) else str(answer.payload)}
 
 
+def _blocks_the_loop(tool: BaseTool) -> bool:
+    """Whether ADK runs ``tool`` on the event loop, blocking it (a sync ``FunctionTool``)."""
+    func = getattr(tool, "func", None)
+    return callable(func) and not (
+        inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+    )
+
+
 async def _never() -> Any:
     raise AssertionError("a call waiting for confirmation is never executed")
 
@@ -115,8 +129,22 @@ class _Guard:
             recover=recover,
             effect_keys=effect_keys,
         )
+        self._locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     async def before(
+        self, tool: BaseTool, args: dict[str, Any], ctx: ToolContext
+    ) -> dict[str, Any] | None:
+        if not _blocks_the_loop(tool):
+            return await self._before(tool, args, ctx)
+        # ADK runs a turn's sync tools one after another on the event loop. Claimed together,
+        # a crash inside the first would leave the others claimed but never run (answered
+        # "outcome unknown" for ever): each one claims, runs and stores before the next.
+        loop = asyncio.get_running_loop()
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            return await self._before(tool, args, ctx)
+
+    async def _before(
         self, tool: BaseTool, args: dict[str, Any], ctx: ToolContext
     ) -> dict[str, Any] | None:
         if tool.is_long_running:
