@@ -188,3 +188,29 @@ def test_ctrl_c_while_the_run_closes_keeps_its_closing_record(tmp_path: Path):
         assert store.get_run("r1").status == "completed"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("fault", INTERRUPTS)
+@pytest.mark.parametrize("commit", ["claim", "completion"])
+def test_an_interrupted_async_call_leaves_the_run_writing(faulty, fault, commit):
+    """``acall`` with an interrupt at its claim or completion commit: the next calls of
+    the run work, the call that ran keeps its result, every record is stored once."""
+    effects = Effects()
+    tool = effects.tool()
+
+    async def agent() -> str:
+        async with toolledger.run("g", db=faulty) as run:
+            a = run.note("a")
+            faulty.queue("apply", *([None] if commit == "completion" else []), fault)
+            with pytest.raises((KeyboardInterrupt, asyncio.CancelledError)):
+                await run.acall(tool, call_id="c1", input={"n": 1})
+            out = await run.acall(tool, call_id="c2", input={"n": 2})
+            assert out.payload == {"n": 2, "call": "c2"}
+            if effects.count["c1"]:
+                again = await run.acall(tool, call_id="c1", input={"n": 1})
+                assert again.payload == {"n": 1, "call": "c1"}
+        check_chain(faulty.inner, run.run_id, [a])
+        return run.run_id
+
+    asyncio.run(agent())
+    assert effects.double_effects() == []

@@ -108,7 +108,7 @@ def test_backend_kills_during_call_many_never_double_an_effect_or_break_the_run(
                 continue
             assert out.payload == {"n": n, "call": call_id}
         after = run.call_many(
-            [{"tool": tool, "call_id": f"after-{i}", "input": {"n": -i}} for i in range(BATCH)]
+            [{"tool": tool, "call_id": f"after-{i}", "input": {"n": -1 - i}} for i in range(BATCH)]
         )
         assert [o.payload["call"] for o in after] == [f"after-{i}" for i in range(BATCH)]
         assert run.flush() is True

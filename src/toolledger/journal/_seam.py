@@ -14,6 +14,9 @@ Rules of the seam:
   the caller's; ``Ride.settle`` says what the transaction stored.
 - ``prepare_end`` builds the end record ``handle.end`` would write, for a caller to carry;
   ``handle.end(status, carried=prepared)`` then ends the event without writing it again.
+  Once the journal knows a transaction put that record in the chain, it is the event's
+  end whatever the caller passes later (a caller interrupted before it heard so ends the
+  event with it; no second end record is written).
 - ``record_point`` writes a one-record event (an approval decision, a note);
   ``record_event`` one that began and ended at once with inputs and outputs (a replayed
   tool call), buffered like a step's records.
