@@ -42,7 +42,12 @@ from toolledger.store import SQLiteStore
 
 __all__ = ["main"]
 
-ARGS = {"to": "a@example.com"}
+
+def args(call_id: str) -> dict[str, str]:
+    """A call's arguments: each call id its own action (the same input is the same action)."""
+    return {"to": f"{call_id}@example.com"}
+
+
 BATCH = 25
 _ids = itertools.count()
 
@@ -78,7 +83,7 @@ def anthropic_cases(run: tl.Run) -> dict[str, Case]:
     guarded = guarded_tool_runner(run, client, tools=[send_email], **params)
 
     def block(call_id: str) -> Any:
-        return BetaToolUseBlock(id=call_id, name="send_email", input=ARGS, type="tool_use")
+        return BetaToolUseBlock(id=call_id, name="send_email", input=args(call_id), type="tool_use")
 
     return {
         "stock": (lambda cid: stock._run_tool(send_email, block(cid)), False),
@@ -98,16 +103,18 @@ def openai_agents_cases(run: tl.Run) -> dict[str, Case]:
         return "sent"
 
     (guarded,) = guarded_tools(run, [send_email])
-    payload = json.dumps(ARGS)
 
     def ctx(call_id: str) -> Any:
         return ToolContext(
-            context=None, tool_name="send_email", tool_call_id=call_id, tool_arguments=payload
+            context=None,
+            tool_name="send_email",
+            tool_call_id=call_id,
+            tool_arguments=json.dumps(args(call_id)),
         )
 
     return {
-        "stock": (lambda cid: send_email.on_invoke_tool(ctx(cid), payload), True),
-        "guarded": (lambda cid: guarded.on_invoke_tool(ctx(cid), payload), True),
+        "stock": (lambda cid: send_email.on_invoke_tool(ctx(cid), json.dumps(args(cid))), True),
+        "guarded": (lambda cid: guarded.on_invoke_tool(ctx(cid), json.dumps(args(cid))), True),
     }
 
 
@@ -130,7 +137,7 @@ def langgraph_cases(run: tl.Run) -> dict[str, Case]:
         return ToolMessage(send_email.invoke(tc["args"]), tool_call_id=tc["id"], name=tc["name"])
 
     def request(call_id: str) -> Any:
-        call = {"name": "send_email", "args": ARGS, "id": call_id, "type": "tool_call"}
+        call = {"name": "send_email", "args": args(call_id), "id": call_id, "type": "tool_call"}
         return ToolCallRequest(tool_call=call, tool=send_email, state={}, runtime=None)  # type: ignore[arg-type]
 
     return {
@@ -162,8 +169,11 @@ def pydantic_ai_cases(run: tl.Run) -> dict[str, Case]:
         return RunContext(deps=None, model=model, usage=RunUsage(), tool_call_id=call_id)
 
     return {
-        "stock": (lambda cid: stock.call_tool("send_email", ARGS, ctx(cid), tool_def), True),
-        "guarded": (lambda cid: guarded.call_tool("send_email", ARGS, ctx(cid), tool_def), True),
+        "stock": (lambda cid: stock.call_tool("send_email", args(cid), ctx(cid), tool_def), True),
+        "guarded": (
+            lambda cid: guarded.call_tool("send_email", args(cid), ctx(cid), tool_def),
+            True,
+        ),
     }
 
 
@@ -219,11 +229,11 @@ def main() -> None:
 
                     wrapped = tl.tool("send_email", revision="1", execute=around)
                     cases["guard + stock"] = (
-                        lambda cid, t=wrapped: run.acall(t, call_id=cid, input=ARGS),
+                        lambda cid, t=wrapped: run.acall(t, call_id=cid, input=args(cid)),
                         True,
                     )
                     cases["guard"] = (
-                        lambda cid: run.acall(aplain_tool, call_id=cid, input=ARGS),
+                        lambda cid: run.acall(aplain_tool, call_id=cid, input=args(cid)),
                         True,
                     )
                 else:
@@ -233,10 +243,13 @@ def main() -> None:
                         execute=lambda input, ctx, fn=stock_fn: (fn(ctx.call_id), "sent")[1],
                     )
                     cases["guard + stock"] = (
-                        lambda cid, t=wrapped: run.call(t, call_id=cid, input=ARGS),
+                        lambda cid, t=wrapped: run.call(t, call_id=cid, input=args(cid)),
                         False,
                     )
-                    cases["guard"] = (lambda cid: run.call(plain, call_id=cid, input=ARGS), False)
+                    cases["guard"] = (
+                        lambda cid: run.call(plain, call_id=cid, input=args(cid)),
+                        False,
+                    )
                 new: dict[str, list[float]] = {k: [] for k in cases}
                 replay: dict[str, list[float]] = {"guarded": [], "guard": []}
                 for _ in range(max(1, n // BATCH)):

@@ -153,7 +153,7 @@ def _pg(url: str, durability: str, name: str = "bench", schema: str | None = Non
 def _tool() -> Any:
     import toolledger as tl
 
-    return tl.tool("bench_noop", revision="1", execute=lambda inp, ctx: {"ok": inp["i"]})
+    return tl.tool("bench_noop", revision="1", execute=lambda inp, ctx: {"ok": inp["id"]})
 
 
 def _noop_post(payload: Any) -> None:
@@ -176,7 +176,8 @@ def _wire(dsn: str, durability: str, schema: str) -> None:
     rows: dict[str, list[tuple[int, int, int]]] = {"new call": [], "deliver": [], "replay": []}
     with tl.run("bench-wire", db=store, namespace="wire") as run:
         for i in range(8):  # past psycopg's prepare threshold, as a long-lived process is
-            run.call(tool, call_id=f"warm-{i}", input={"i": i})
+            # each call its own input: the same input under another id is the same action
+            run.call(tool, call_id=f"warm-{i}", input={"id": f"warm-{i}"})
             run.deliver(f"warm-{i}", _noop_post)
         proxy.take()
         for i in range(10):
@@ -185,7 +186,7 @@ def _wire(dsn: str, durability: str, schema: str) -> None:
                 if label == "deliver":
                     run.deliver(cid, _noop_post)
                 else:
-                    run.call(tool, call_id=cid, input={"i": i})
+                    run.call(tool, call_id=cid, input={"id": cid})
                 trips, kinds, commits = proxy.take()
                 rows[label].append((trips, kinds.get("B", 0) + kinds.get("Q", 0), commits))
     store.close()
@@ -422,7 +423,7 @@ def _latency(dsn: str, pg_url: str, durability: str, calls: int, reps: int) -> N
         for run in runs.values():
             run.__enter__()
             for i in range(8):
-                run.call(tool, call_id=f"warm-{i}", input={"i": i})
+                run.call(tool, call_id=f"warm-{i}", input={"id": f"warm-{i}"})
                 run.deliver(f"warm-{i}", _noop_post)
         for rep in range(reps):  # the stores alternate batch by batch
             ids = [f"l-{rep}-{i}" for i in range(calls // reps)]
@@ -431,12 +432,12 @@ def _latency(dsn: str, pg_url: str, durability: str, calls: int, reps: int) -> N
                     if side == "postgres":
                         s0, w0 = meter.read()
                     c0 = time.process_time()
-                    for i, cid in enumerate(ids):
+                    for cid in ids:
                         t0 = time.perf_counter()
                         if name == "deliver":
                             run.deliver(cid, _noop_post)
                         else:
-                            run.call(tool, call_id=cid, input={"i": i})
+                            run.call(tool, call_id=cid, input={"id": cid})
                         lat[side, name].append(time.perf_counter() - t0)
                     cpu[side, name] += time.process_time() - c0
                     if side == "postgres":
@@ -493,13 +494,13 @@ def _worker(db: str, durability: str, index: int, calls: int, barrier: Any, out:
     tag = uuid.uuid4().hex[:6]
     with tl.run("bench", db=store, namespace="bench", agent=f"p{index}") as run:
         for i in range(8):  # warm up connections, caches, prepared statements
-            run.call(tool, call_id=f"warm-{index}-{i}-{tag}", input={"i": i})
+            run.call(tool, call_id=f"warm-{index}-{i}-{tag}", input={"id": f"w{index}-{i}-{tag}"})
         barrier.wait()
         start = time.perf_counter()
         for i in range(calls):
             call_id = f"c-{index}-{i}-{tag}"
             t0 = time.perf_counter()
-            run.call(tool, call_id=call_id, input={"i": i})
+            run.call(tool, call_id=call_id, input={"id": call_id})
             run.deliver(call_id, _noop_post)
             latencies.append(time.perf_counter() - t0)
         end = time.perf_counter()

@@ -140,12 +140,12 @@ def main() -> None:
             r.__enter__()
         for r in runs.values():
             for i in range(50):  # warm up
-                r.call(tool, call_id=f"warm-{i}", input=INPUT)
+                r.call(tool, call_id=f"warm-{i}", input={**INPUT, "ref": f"warm-{i}"})
         for start in range(0, args.calls, args.batch):
             for name, r in runs.items():
                 for i in range(start, min(args.calls, start + args.batch)):
                     t0 = time.perf_counter()
-                    r.call(tool, call_id=f"c-{i}", input=INPUT)
+                    r.call(tool, call_id=f"c-{i}", input={**INPUT, "ref": f"c-{i}"})
                     samples[name].append(time.perf_counter() - t0)
                     if args.gap_us:
                         time.sleep(args.gap_us / 1e6)
