@@ -214,3 +214,16 @@ def test_an_interrupted_async_call_leaves_the_run_writing(faulty, fault, commit)
 
     asyncio.run(agent())
     assert effects.double_effects() == []
+
+
+@pytest.mark.parametrize("row", [None, "r", 3])
+def test_a_batch_with_a_row_that_is_not_an_event_row_is_refused_typed(store, row):
+    """What reaches a store's append is checked before the transaction: a value that is not
+    an ``EventRow`` is ``INVALID_ARGUMENT`` (never a raw ``AttributeError``), nothing
+    written."""
+    with toolledger.run("g", db=store) as run:
+        run.note("a")
+        assert run.flush() is True
+        with pytest.raises(toolledger.InvalidArgumentError, match="EventRow"):
+            store.append_events(run.run_id, [row], expected_count=1)
+    check_chain(store, run.run_id)

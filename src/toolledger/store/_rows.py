@@ -39,6 +39,7 @@ from .base import (
     AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
+    EventRow,
     Op,
     ReleaseEffectKey,
     RemoveOperation,
@@ -520,6 +521,11 @@ def prepare_op(op: Op) -> tuple[Op, Any]:
         if type(op.expected_count) is not int or op.expected_count < 0:
             raise InvalidArgumentError(message="expected_count must be a non-negative int")
         for i, row in enumerate(op.rows):
+            if not isinstance(row, EventRow):
+                raise InvalidArgumentError(
+                    message=f"event rows must be EventRow values, not {type(row).__name__}",
+                    details={"run_id": op.run_id, "index": i},
+                )
             if row.run_id != op.run_id or row.seq != op.expected_count + i:
                 raise InvalidArgumentError(
                     message="event rows must belong to the run and continue its sequence",
