@@ -170,12 +170,11 @@ class Ride:
             buffered to be written); ``False`` when it was withdrawn or is in doubt.
     """
 
-    __slots__ = ("_doubt", "_settled", "_thread", "_writer", "carried", "op")
+    __slots__ = ("_doubt", "_settled", "_writer", "carried", "op")
 
     def __init__(self, writer: ChainWriter, op: AppendEvents, doubt: _Doubt) -> None:
         self._writer = writer
         self._doubt = doubt
-        self._thread = threading.get_ident()
         self.op = op
         self.carried = False
         self._settled = False
@@ -187,9 +186,9 @@ class Ride:
         transaction failed; its outcome may be unknown): the store is asked what landed,
         and records not stored are written at once by the normal path (relaxed). The
         extra record is withdrawn unless it landed or ``keep_extra`` (the op it describes
-        won); when the store cannot be asked it is in doubt (``carried`` is ``False``)
-        until a later write settles it. Never raises a ``StoreError`` (a write failure
-        goes to ``on_error``). Idempotent.
+        won); when the store cannot be asked it is in doubt (``carried`` is
+        ``keep_extra``) until a later write settles it. Never raises a ``StoreError``
+        (a write failure goes to ``on_error``). Idempotent.
         """
         if self._settled:
             return
@@ -569,12 +568,12 @@ class ChainWriter:
     def _abandon(self, ride: Ride, *, release: bool = True) -> None:
         """A ride its caller never settled: its outcome is in doubt; free the flush lock."""
         with self.lock:
-            if ride._settled:
-                return
-            ride._settled = True
-            self._doubt = ride._doubt
             if self._ride is ride:
                 self._ride = None
+            if ride._settled:
+                return  # (an interruption inside ``settle``: its doubt is set already)
+            ride._settled = True
+            self._doubt = ride._doubt
         if release:
             self._release_flush()
 
