@@ -52,13 +52,13 @@ def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def _race(ledger: tuple[str, str | None], folder: Path, *, same: bool) -> list[list[Any]]:
+def _race(ledger: tuple[str, str | None], folder: Path, *, mode: str) -> list[list[Any]]:
     """Run the racers; return each racer's outcomes (``[round, kind, other id]`` per round)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(RACERS)
     db, schema = ledger
     procs = [
-        ctx.Process(target=race, args=(db, schema, str(folder), me, ROUNDS, same, barrier))
+        ctx.Process(target=race, args=(db, schema, str(folder), me, ROUNDS, mode, barrier))
         for me in range(RACERS)
     ]
     for p in procs:
@@ -74,10 +74,8 @@ def _effects(folder: Path) -> Counter[int]:
     return Counter(int(line.split()[0]) for line in lines)
 
 
-def test_racing_new_ids_for_one_action_execute_once_per_round(ledger, tmp_path: Path) -> None:
-    """Every round, of two processes asking for the same payment, exactly one pays."""
-    outcomes = _race(ledger, tmp_path, same=True)
-    assert _effects(tmp_path) == Counter(dict.fromkeys(range(ROUNDS), 1))
+def _one_winner_a_round(outcomes: list[list[Any]], folder: Path) -> None:
+    assert _effects(folder) == Counter(dict.fromkeys(range(ROUNDS), 1))
     for r in range(ROUNDS):
         kinds = sorted(outcomes[me][r][1] for me in range(RACERS))
         assert kinds.count("new") == 1, (r, kinds)
@@ -91,8 +89,18 @@ def test_racing_new_ids_for_one_action_execute_once_per_round(ledger, tmp_path: 
             assert other == f"w{winner}-r{r}"
 
 
+def test_racing_new_ids_for_one_action_execute_once_per_round(ledger, tmp_path: Path) -> None:
+    """Every round, of two processes asking for the same payment, exactly one pays."""
+    _one_winner_a_round(_race(ledger, tmp_path, mode="same"), tmp_path)
+
+
+def test_racing_to_repeat_a_seen_action_execute_once_per_round(ledger, tmp_path: Path) -> None:
+    """The same payment again after the model saw the last one: one racer takes it over."""
+    _one_winner_a_round(_race(ledger, tmp_path, mode="repeat"), tmp_path)
+
+
 def test_racing_different_actions_both_execute_every_round(ledger, tmp_path: Path) -> None:
     """Two processes paying different payees at once never block each other."""
-    outcomes = _race(ledger, tmp_path, same=False)
+    outcomes = _race(ledger, tmp_path, mode="different")
     assert _effects(tmp_path) == Counter(dict.fromkeys(range(ROUNDS), RACERS))
     assert all(kind == "new" for mine in outcomes for _, kind, _ in mine)
