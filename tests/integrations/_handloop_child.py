@@ -5,8 +5,10 @@ Usage: ``_handloop_child.py PROVIDER WORKDIR MODE SCENARIO``
 - PROVIDER: ``anthropic`` (Messages API) or ``openai`` (Chat Completions).
 - MODE: ``first`` (a new conversation; SIGKILLed at the scenario's point), ``resume`` (the
   same run id and conversation, the saved transcript: the tool calls of its last
-  assistant turn are run again, as ``examples/anthropic_loop.py`` does) or ``replan`` (the
-  saved transcript is lost: the same conversation, a new run, and the model is asked again).
+  assistant turn are run again, as ``examples/anthropic_loop.py`` does), ``repair`` (the
+  same, but the orphaned calls get their results from ``repair_transcript`` and the
+  repaired transcript is sent to the model) or ``replan`` (the saved transcript is lost:
+  the same conversation, a new run, and the model is asked again).
 - SCENARIO: ``after-effect`` (one payment; killed inside the tool right after its effect),
   ``at-post`` (one payment; killed when the next model request carries its result) or
   ``parallel`` (three different payments in one turn; killed inside the first, right after
@@ -252,7 +254,7 @@ def main() -> int:
     schemas = adapter.with_justification([tool_schema])
     tools = [pay_tool(workdir, kill=first and scenario in ("after-effect", "parallel"))]
     transcript = workdir / "transcript.json"
-    run_id = "run-2" if mode == "replan" else "run-1"
+    run_id = "run-2" if mode == "replan" else "run-1"  # resume and repair: the same run
     model = MODELS[provider]
 
     with toolledger.run(
@@ -282,6 +284,11 @@ def main() -> int:
         if mode == "resume":
             messages: list[Any] = json.loads(transcript.read_text())
             turn: Any = messages[-1]  # the assistant turn whose results were never posted
+        elif mode == "repair":  # the orphaned calls get their results from the ledger
+            messages = adapter.repair_transcript(json.loads(transcript.read_text()), run)
+            turn = assistant(create(messages))
+            messages.append(turn)
+            transcript.write_text(json.dumps(messages))
         else:
             messages = [{"role": "user", "content": PROMPT}]
             turn = assistant(create(messages))

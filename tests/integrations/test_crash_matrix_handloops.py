@@ -5,11 +5,13 @@ client, ``run_tool_calls``, ``deliver_results``, the transcript saved after ever
 response) against a scripted model that retries once, under a new call id, any tool result
 that does not read as a success. The child is SIGKILLed at one point; a second process
 restarts it by resuming (the same run and conversation, the saved transcript) or by
-re-planning (the transcript lost, the same conversation, the model asked again). The
-effects are counted in the file the tool appends to: one payment per payment asked for.
+re-planning (the transcript lost, the same conversation, the model asked again); a third
+restart resumes through ``repair_transcript`` (the orphaned calls answered from the
+ledger, nothing run again). The effects are counted in the file the tool appends to: one
+payment per payment asked for.
 
 The killed first process runs once per (provider, scenario) (module-scoped); each restart
-works on a copy of what it left, so both restarts start from the same crash.
+works on a copy of what it left, so every restart starts from the same crash.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PROVIDERS = ["anthropic", "openai"]
 #: request carries the result; ``parallel``: three different payments in one turn, killed
 #: inside the first right after its effect.
 SCENARIOS = ["after-effect", "at-post", "parallel"]
-RESTARTS = ["resume", "replan"]
+RESTARTS = ["resume", "repair", "replan"]
 EXPECTED = {
     "after-effect": ["ana 500"],
     "at-post": ["ana 500"],
@@ -44,6 +46,7 @@ EXPECTED = {
 #: dead process never started from ones it did (issue 29).
 NEEDS_SAME_ACTION = {
     ("parallel", "resume"),
+    ("parallel", "repair"),
     ("parallel", "replan"),
 }
 
