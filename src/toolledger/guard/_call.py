@@ -136,25 +136,28 @@ def action_keys(binding: Binding, conversation: str) -> ActionKeys:
     """Return the same-action keys of ``binding`` in ``conversation``.
 
     The action is tool name + revision + input fingerprint; what is stored is a SHA-256 of
-    it (never the input), in the binding's namespace.
+    it (never the input), in the binding's namespace. The hashed text is ``json.dumps`` of
+    ``["action", name, revision, fingerprint]`` (``["seen", …, conversation]``), built
+    here without the encoder for the usual all-str parts (the same bytes: stored keys must
+    keep matching).
     """
-    action = json.dumps(
-        ["action", binding.tool_name, binding.tool_revision, binding.input_fingerprint]
-    )
-    seen = json.dumps(
-        [
-            "seen",
-            binding.tool_name,
-            binding.tool_revision,
-            binding.input_fingerprint,
-            conversation,
-        ]
-    )
+    parts = (binding.tool_name, binding.tool_revision, binding.input_fingerprint)
+    if type(conversation) is str and all(type(part) is str for part in parts):
+        body = ", ".join(map(_quoted, parts))
+        action = f'["action", {body}]'
+        seen = f'["seen", {body}, {_quoted(conversation)}]'
+    else:
+        action = json.dumps(["action", *parts])
+        seen = json.dumps(["seen", *parts, conversation])
     return ActionKeys(
         binding.namespace,
         "sha256:" + hashlib.sha256(action.encode()).hexdigest(),
         "sha256:" + hashlib.sha256(seen.encode()).hexdigest(),
     )
+
+
+#: ``json.dumps``' own quoting of a str (``ensure_ascii``), for ``action_keys``.
+_quoted: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
