@@ -189,6 +189,54 @@ def test_resume_with_an_async_client_awaits_the_last_turns_calls(run: toolledger
     assert fake.tool_results()[-1]["content"] == "sent to ana@example.com"
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_tool_reaches_its_call_context(run: toolledger.Run, is_async: bool) -> None:
+    """``toolledger.current_call()`` inside a runner's tool: its tool-use id and operation."""
+
+    def context() -> str:
+        ctx = toolledger.current_call()
+        assert ctx is not None
+        ctx.operation.write({"message_id": "m-1"})
+        return ctx.call_id
+
+    @beta_tool
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return context()
+
+    @beta_async_tool
+    async def asend_email(to: str) -> str:
+        """Send one email."""
+        return context()
+
+    fake = FakeMessages()
+    tool = asend_email if is_async else send_email
+    tool.name = "send_email"
+    runner = guarded_tool_runner(run, fake.client(is_async=is_async), tools=[tool], **PARAMS)
+    _drive(runner, is_async)
+    assert fake.tool_results()[-1]["content"] == "toolu_1"
+
+
+class TwoCalls(FakeMessages):
+    """The model asks for one email per turn, twice, then ends the turn."""
+
+    def message(self, body: dict[str, Any]) -> dict[str, Any]:
+        turn = len(self.requests) - 1
+        if turn == 2:
+            return {**super().message({"messages": [{"content": [{"type": "tool_result"}]}]})}
+        self.tool_use_id, self.to = f"toolu_{turn + 1}", ["ana@example.com", "bo"][turn]
+        return super().message({"messages": [{"content": "go"}]})
+
+
+def test_results_a_later_reply_was_requested_with_are_marked_seen(run: toolledger.Run) -> None:
+    """Each call of a reply marks the results its request carried; the last stays unseen."""
+    fake = TwoCalls()
+    runner = guarded_tool_runner(run, fake.client(), tools=[Outbox().sync_tool()], **PARAMS)
+    assert runner.until_done().content[0].text == "Done."
+    states = [run.store.get(run.namespace, c).status.value for c in ("toolu_1", "toolu_2")]
+    assert states == ["delivered", "completed"]
+
+
 def test_stock_runner_runs_the_same_call_twice(run: toolledger.Run) -> None:
     """The contrast: without the guard, the same turn handled twice sends two emails."""
     box = Outbox()
@@ -290,7 +338,8 @@ def test_lost_outcome_is_unknown_and_never_rerun(run: toolledger.Run) -> None:
     assert result == {
         "type": "tool_result",
         "tool_use_id": "toolu_1",
-        "content": "outcome unknown; not re-run",
+        "content": "outcome unknown: this action may already have happened and is being "
+        "settled; do not retry it",
         "is_error": True,
     }
 

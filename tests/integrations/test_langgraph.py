@@ -159,6 +159,69 @@ def test_middleware_guards_create_agent(run: toolledger.Run) -> None:
     assert box.sent == ["ana@example.com"]
 
 
+CALL_2 = {**CALL, "id": "call_2", "args": {"to": "bo@example.com"}}
+
+
+def status(run: toolledger.Run, call_id: str) -> str:
+    return run.store.get(run.namespace, call_id).status.value
+
+
+def test_middleware_marks_results_seen_when_the_model_turn_completes(run: toolledger.Run) -> None:
+    """``after_model``: each result the model's next turn carried is seen (``delivered``)."""
+    model = FakeModel(
+        messages=iter(
+            [
+                AIMessage(content="", tool_calls=[CALL]),
+                AIMessage(content="", tool_calls=[CALL_2]),
+                AIMessage("done"),
+            ]
+        )
+    )
+    agent = create_agent(
+        model,
+        [Outbox().tool()],
+        middleware=[ToolledgerMiddleware(run)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    assert (status(run, "call_1"), status(run, "call_2")) == ("delivered", "delivered")
+
+
+def test_tool_node_marks_earlier_results_seen_at_the_next_call(run: toolledger.Run) -> None:
+    """``guard_tool_calls`` sees a model turn when its calls run: the last result stays unseen."""
+    turns = iter([[CALL], [CALL_2], []])
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="", tool_calls=next(turns))]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([Outbox().tool()], wrap_tool_call=guard_tool_calls(run)))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    app = g.compile(checkpointer=InMemorySaver())
+    app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    assert (status(run, "call_1"), status(run, "call_2")) == ("delivered", "completed")
+
+
+def test_tool_reaches_its_call_context(run: toolledger.Run) -> None:
+    """``toolledger.current_call()`` inside a tool (a worker thread): its id and operation."""
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send one email."""
+        ctx = toolledger.current_call()
+        assert ctx is not None
+        ctx.operation.write({"message_id": "m-1"})
+        return ctx.call_id
+
+    app = graph(ToolNode([send_email], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    out = app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    assert [m.content for m in tool_messages(out)] == ["call_1"]
+    assert toolledger.current_call() is None
+
+
 def test_durability_async_warns_once(run: toolledger.Run) -> None:
     """A graph whose durability can lose the tool calls: one clear warning per wrapper."""
     box = Outbox()

@@ -265,6 +265,39 @@ def test_session_id_becomes_the_runs_conversation(run: toolledger.Run) -> None:
     assert run.conversation_id == "chat-9"
 
 
+def test_outputs_in_a_turns_input_are_marked_seen(run: toolledger.Run) -> None:
+    """A tool call's turn input carried the earlier outputs: they are seen; the last stays
+    unseen (no tool call follows it)."""
+    model = ScriptedModel(
+        [
+            [function_call("send_email", {"to": "ana@example.com"}, call_id="call_1")],
+            [function_call("send_email", {"to": "bo@example.com"}, call_id="call_2")],
+            [assistant_message("done")],
+        ]
+    )
+    Runner.run_sync(
+        Agent(name="mailer", model=model, tools=guarded_tools(run, [Outbox().tool()])), "go"
+    )
+    states = [run.store.get(run.namespace, c).status.value for c in ("call_1", "call_2")]
+    assert states == ["delivered", "completed"]
+
+
+def test_tool_reaches_its_call_context(run: toolledger.Run) -> None:
+    """``toolledger.current_call()`` inside a function tool (run in a thread by the SDK)."""
+
+    @function_tool
+    def send_email(to: str) -> str:
+        """Send one email."""
+        ctx = toolledger.current_call()
+        assert ctx is not None
+        ctx.operation.write({"message_id": "m-1"})
+        return ctx.call_id
+
+    model = scripted()
+    Runner.run_sync(Agent(name="mailer", model=model, tools=guarded_tools(run, [send_email])), "go")
+    assert tool_output(model) == "call_1"
+
+
 def test_hosted_tools_are_refused(run: toolledger.Run) -> None:
     """A hosted tool runs at the provider: guarding it is refused, not skipped."""
     with pytest.raises(toolledger.InvalidArgumentError) as info:

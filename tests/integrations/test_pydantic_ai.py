@@ -32,7 +32,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import toolledger
 from toolledger import Denied, Pending
-from toolledger.integrations import ToolGate
+from toolledger.errors import BindingConflictError
+from toolledger.integrations import CallIdReuseWarning, ToolGate
 from toolledger.integrations.pydantic_ai import GuardedTools, GuardedToolset
 from toolledger.telemetry import flush_spans
 from toolledger.testing import stored_run
@@ -264,6 +265,82 @@ def test_capability_guards_agent_tool_in_place(run: toolledger.Run) -> None:
     assert run.store.get(run.namespace, "call_1").result.payload == "sent to ana@example.com"
 
 
+def two_calls() -> FunctionModel:
+    """A model that sends two emails, one per turn, then answers."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        if done == 2:
+            return ModelResponse(parts=[TextPart("done")])
+        to = ["ana@example.com", "bo@example.com"][done]
+        return ModelResponse(parts=[ToolCallPart("send_email", {"to": to}, f"call_{done + 1}")])
+
+    return FunctionModel(model)
+
+
+@pytest.mark.parametrize(
+    ("capability", "last"),
+    [(True, "delivered"), (False, "completed")],
+    ids=["GuardedTools", "GuardedToolset"],
+)
+def test_results_the_model_saw_are_marked_seen(
+    run: toolledger.Run, capability: bool, last: str
+) -> None:
+    """``GuardedTools`` sees every completed model request; ``GuardedToolset`` alone sees a
+    turn when its calls run, so the last result stays unseen."""
+    box = Outbox()
+    if capability:
+        agent = Agent(two_calls(), toolsets=[box.toolset()], capabilities=[GuardedTools(run)])
+    else:
+        agent = Agent(two_calls(), toolsets=[GuardedToolset(box.toolset(), run=run)])
+    assert agent.run_sync("go").output == "done"
+    states = [run.store.get(run.namespace, c).status.value for c in ("call_1", "call_2")]
+    assert states == ["delivered", last]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_tool_reaches_its_call_context(run: toolledger.Run, is_async: bool) -> None:
+    """``toolledger.current_call()`` inside a tool, sync (a worker thread) or async."""
+
+    def context() -> str:
+        ctx = toolledger.current_call()
+        assert ctx is not None
+        ctx.operation.write({"message_id": "m-1"})
+        return ctx.call_id
+
+    def send_email(to: str) -> str:
+        """Send one email."""
+        return context()
+
+    async def asend_email(to: str) -> str:
+        """Send one email."""
+        return context()
+
+    tool = asend_email if is_async else send_email
+    tool.__name__ = "send_email"
+    agent = Agent(scripted(), toolsets=[FunctionToolset([tool])], capabilities=[GuardedTools(run)])
+    assert agent.run_sync("go").output == "done: call_1"
+
+
+def test_fixed_id_model_in_a_new_run_warns_with_the_fix(tmp_path: Path) -> None:
+    """A test model's fixed id, reused by a second run for another call: the error, and a
+    ``CallIdReuseWarning`` naming the fix."""
+    db = str(tmp_path / "l.db")
+    with toolledger.run("first", db=db) as first:
+        Agent(
+            scripted(args={"to": "a"}), toolsets=[GuardedToolset(Outbox().toolset(), run=first)]
+        ).run_sync("go")
+    with toolledger.run("second", db=db) as second:
+        agent = Agent(
+            scripted(args={"to": "b"}), toolsets=[GuardedToolset(Outbox().toolset(), run=second)]
+        )
+        with (
+            pytest.warns(CallIdReuseWarning, match="own namespace"),
+            pytest.raises(BindingConflictError),
+        ):
+            agent.run_sync("go")
+
+
 def test_agent_built_before_the_run_uses_the_active_run(tmp_path: Path) -> None:
     """``GuardedTools()`` without a run: each call goes through the run active at the time."""
     box = Outbox()
@@ -285,11 +362,6 @@ def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
         importlib.import_module("toolledger.integrations.pydantic_ai")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs GuardedTools to mark the results the model's next turn carried seen "
-    "(Run.mark_seen): until then the same action asked again is served the unseen result",
-)
 def test_replanned_call_with_an_effect_key_returns_the_first_result(run: toolledger.Run) -> None:
     """A new call id for the same action: executed again without a key, deduplicated with one."""
     plain = Outbox()

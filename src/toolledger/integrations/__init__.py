@@ -7,10 +7,18 @@ importable from ``.anthropic``), ``.openai_agents``, ``.langgraph``, ``.pydantic
 imports its framework when it is imported (an ``ImportError`` names the extra to install).
 Importing this package imports no SDK. ``ToolCall`` is the provider-neutral parsed call;
 ``ToolGate`` an approval gate for a framework tool; ``ConversationWarning`` says that a
-framework's thread or session is not the run's conversation.
+framework's thread or session is not the run's conversation; ``CallIdReuseWarning`` that a
+model gave an earlier run's call id to another call.
 """
 
 from ._common import NOT_EXECUTED, OUTCOME_UNKNOWN, ToolCall
-from ._framework import ConversationWarning, ToolGate
+from ._framework import CallIdReuseWarning, ConversationWarning, ToolGate
 
-__all__ = ["NOT_EXECUTED", "OUTCOME_UNKNOWN", "ConversationWarning", "ToolCall", "ToolGate"]
+__all__ = [
+    "NOT_EXECUTED",
+    "OUTCOME_UNKNOWN",
+    "CallIdReuseWarning",
+    "ConversationWarning",
+    "ToolCall",
+    "ToolGate",
+]

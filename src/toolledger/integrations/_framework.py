@@ -23,8 +23,15 @@ Rules this module keeps:
   that a re-plan in the same thread is recognized in a new process. A conversation the app
   named wins; calls from a second thread on a run bound to a first keep the first, with
   one ``ConversationWarning``.
+- A result is *seen* once a model turn that carried it completed: each adapter reports the
+  framework's completed turns through :meth:`FrameworkGuard.seen` (``run.mark_seen``), so
+  the same action asked again afterwards executes again instead of being served the
+  stored result.
+- A ``BINDING_CONFLICT`` for a call id this run had not made (an earlier run made it with
+  another call: a model with fixed ids) also warns ``CallIdReuseWarning`` with the fix.
 - What the guard answers besides a result is a typed :class:`Answer`: ``unknown``
-  (``OUTCOME_UNKNOWN``: never re-run), ``awaiting_approval`` or ``denied``; each adapter
+  (``OUTCOME_UNKNOWN``: never re-run; the model is told the action may already have happened
+  and not to retry it), ``awaiting_approval`` or ``denied``; each adapter
   turns it into what its framework shows the model. Other errors propagate unchanged
   (``BINDING_CONFLICT``; the tool's own exception with ``on_error="raise"``, the claim
   released when the operation journal is empty).
@@ -35,19 +42,27 @@ from __future__ import annotations
 import copy
 import inspect
 import warnings
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import ApprovalDenied, InvalidArgumentError, OutcomeUnknownError
+from ..errors import (
+    ApprovalDenied,
+    BindingConflictError,
+    CheckpointError,
+    InvalidArgumentError,
+    OutcomeUnknownError,
+)
 from ..guard._run import Run
 from ..journal import current_run
 from ..tools import EffectKey, Tool, ToolOutcome
-from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, OUTCOME_UNKNOWN, split_args
+from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, split_args
 
 __all__ = [
     "DEFAULT_REVISION",
     "Answer",
+    "CallIdReuseWarning",
     "ConversationWarning",
     "FrameworkGuard",
     "ToolGate",
@@ -66,6 +81,10 @@ Kind = Literal["result", "unknown", "awaiting_approval", "denied"]
 
 class ConversationWarning(UserWarning):
     """The framework's conversation is not the run's: calls stay scoped by the run's."""
+
+
+class CallIdReuseWarning(UserWarning):
+    """A call id from an earlier run came back with another call (a model with fixed ids)."""
 
 
 def missing(adapter: str, package: str, extra: str) -> ImportError:
@@ -141,6 +160,7 @@ class FrameworkGuard:
         "_recover",
         "_revisions",
         "_run",
+        "_seen",
         "_warned_conversation",
         "on_error",
     )
@@ -178,6 +198,7 @@ class FrameworkGuard:
         self._recover = dict(recover or {})
         self._effect_keys = dict(effect_keys or {})
         self._bound: tuple[str, str] | None = None
+        self._seen: set[str] = set()
         self._warned_conversation = False
         self.on_error = on_error
 
@@ -208,6 +229,28 @@ class FrameworkGuard:
                 ConversationWarning,
                 stacklevel=2,
             )
+
+    def seen(self, call_ids: Iterable[Any]) -> None:
+        """Record that a completed model turn carried these calls' results (``run.mark_seen``).
+
+        Each adapter calls it when it observes the framework's next completed model turn
+        after results were posted; ids already marked by this adapter are skipped, others
+        (not completed, not this run's) are left as they are by ``mark_seen``. A store
+        failure is recorded in ``run.errors`` (raised with ``strict=True``): a result left
+        unseen can only be served to a re-plan, never run twice.
+        """
+        todo = [c for c in dict.fromkeys(call_ids) if isinstance(c, str) and c not in self._seen]
+        if not todo:
+            return
+        run = self.run
+        try:
+            run.mark_seen(todo)
+        except CheckpointError as exc:
+            if run.strict:
+                raise
+            run.record_failure(exc)
+            return
+        self._seen.update(todo)
 
     @property
     def run(self) -> Run:
@@ -275,6 +318,7 @@ class FrameworkGuard:
         """
         bound, why = split_args(arguments)
         tool = self.tool(name, lambda _input, _ctx: execute(), gate, bound)
+        made_before = self._calling(call_id)
         try:
             outcome = self.run.call(
                 tool,
@@ -284,8 +328,12 @@ class FrameworkGuard:
                 justification_source="model",
                 on_error=self.on_error,
             )
-        except OutcomeUnknownError:
-            return Answer("unknown", OUTCOME_UNKNOWN, True)
+        except OutcomeUnknownError as unknown:
+            return Answer("unknown", unknown_text(unknown), True)
+        except BindingConflictError as conflict:
+            if not made_before:
+                self._warn_reused(conflict)
+            raise
         return _answer(outcome)
 
     async def acall(
@@ -304,6 +352,7 @@ class FrameworkGuard:
             return await execute()
 
         tool = self.tool(name, run_it, gate, bound)
+        made_before = self._calling(call_id)
         try:
             outcome = await self.run.acall(
                 tool,
@@ -313,9 +362,55 @@ class FrameworkGuard:
                 justification_source="model",
                 on_error=self.on_error,
             )
-        except OutcomeUnknownError:
-            return Answer("unknown", OUTCOME_UNKNOWN, True)
+        except OutcomeUnknownError as unknown:
+            return Answer("unknown", unknown_text(unknown), True)
+        except BindingConflictError as conflict:
+            if not made_before:
+                self._warn_reused(conflict)
+            raise
         return _answer(outcome)
+
+    def _calling(self, call_id: str) -> bool:
+        """Note ``call_id`` as this run's (through any adapter); whether it had made it."""
+        made = _CALLED.setdefault(self.run, set())
+        before = call_id in made
+        made.add(call_id)
+        return before
+
+    def _warn_reused(self, conflict: BindingConflictError) -> None:
+        """A ``BINDING_CONFLICT`` for an id this run had not made: an earlier run made it."""
+        call_id = str(conflict.details.get("call_id"))
+        warnings.warn(
+            f"toolledger: call id {call_id!r:.80} came back with another call "
+            f"(differs in {', '.join(conflict.details.get('differs') or ['?'])}) after an "
+            "earlier run used it: the model gives fixed call ids (test models such as "
+            "FunctionModel or a scripted model do). Give each run its own namespace "
+            "(toolledger.run(..., namespace=...)) or the model unique ids.",
+            CallIdReuseWarning,
+            stacklevel=3,
+        )
+
+
+#: The call ids each run made through the adapters in this process (for CallIdReuseWarning).
+_CALLED: weakref.WeakKeyDictionary[Run, set[str]] = weakref.WeakKeyDictionary()
+
+#: What the model is told of a call whose outcome is unknown: final and plain (a model told
+#: only "unknown" asks again under a new call id).
+UNKNOWN_TEXT = (
+    "outcome unknown: this action may already have happened and is being settled; do not retry it"
+)
+
+
+def unknown_text(unknown: OutcomeUnknownError) -> str:
+    """The model's result for ``OUTCOME_UNKNOWN``: the call, or the same action asked before
+    (``details["same_action_as"]``), may already have happened; do not retry it."""
+    other = unknown.details.get("same_action_as")
+    if isinstance(other, str):
+        return (
+            f"not run: the same action (call {other[:80]}) may already have happened and is "
+            "being settled; do not retry it"
+        )
+    return UNKNOWN_TEXT
 
 
 def active_run(run: Run | None) -> Run:

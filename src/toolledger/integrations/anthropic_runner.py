@@ -25,6 +25,10 @@ Rules this module keeps:
   SDK's method). With ``on_error="raise"`` (default) the tool's exception reaches the
   guard (the claim is released when the operation journal is empty) and then the SDK,
   which sends its usual error result.
+- A result is seen (``run.mark_seen``) when a reply whose request carried it completed:
+  each call of a reply marks the results in the history that reply was requested with
+  (``BaseToolRunner._params``, checked at import). The last reply's results, which no
+  call follows, stay unseen.
 - The session runner is patched once, at the class: a stock ``SessionToolRunner`` runs
   the SDK's own method unchanged; only runners made here take the guarded path.
 """
@@ -85,8 +89,27 @@ def check_hooks() -> None:
                 "SDK is not supported, and a runner would not be guarded"
             )
 
+    history = _runner_mod.BaseToolRunner.__dict__.get("_params")
+    if not isinstance(history, property):
+        raise ImportError(
+            f"toolledger.integrations.anthropic: anthropic {_sdk.__version__} has no "
+            "BaseToolRunner._params (the history a turn was requested with); this release "
+            "of the SDK is not supported"
+        )
+
 
 check_hooks()
+
+
+def _tool_results(messages: Any) -> list[Any]:
+    """The ``tool_use_id``s of the tool results in a request's history."""
+    out = []
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                out.append(block.get("tool_use_id"))
+    return out
 
 
 def _text(payload: Any) -> Any:
@@ -246,6 +269,8 @@ def guarded_tool_runner(
     if is_async:
 
         async def run_tool_async(tool: Any, tool_use: Any) -> Any:
+            # The reply asking for this call completed: the results it was sent were seen.
+            guard.seen(_tool_results(runner._params.get("messages")))
             stand_in = _AsyncGuardedTool(guard, tool, tool_use.id)
             result = await sdk_run_tool(stand_in, tool_use)
             stand_in.reraise()
@@ -255,6 +280,8 @@ def guarded_tool_runner(
     else:
 
         def run_tool(tool: Any, tool_use: Any) -> Any:
+            # The reply asking for this call completed: the results it was sent were seen.
+            guard.seen(_tool_results(runner._params.get("messages")))
             stand_in = _GuardedTool(guard, tool, tool_use.id)
             result = sdk_run_tool(stand_in, tool_use)
             stand_in.reraise()

@@ -18,6 +18,10 @@ Rules this module keeps:
   released (when the operation journal is empty) and the same message goes to the model;
   with ``on_error="result"`` it is stored and sent again on every replay. An exception the
   tool node does not handle propagates the same way.
+- A result is seen (``run.mark_seen``) when a model turn that carried it completed: the
+  middleware marks the ``ToolMessage``s in the state after every model call
+  (``after_model``); ``guard_tool_calls`` marks them when the next turn's tool calls run
+  (the last turn's results, which no tool call follows, stay unseen with it).
 - Approvals pause the graph its own way: a call whose gate waits for a decision is an
   ``interrupt()`` (value ``{"toolledger": "awaiting_approval", "call_id", "tool",
   "args"}``; the graph needs a checkpointer). Resume with ``Command(resume=...)``: a
@@ -201,6 +205,16 @@ def _app_site() -> tuple[str, int, str]:
     return frame.f_code.co_filename, frame.f_lineno, frame.f_globals.get("__name__", "")
 
 
+def _tool_results(state: Any) -> list[str]:
+    """The call ids of the ``ToolMessage``s in a graph state (or a list of messages)."""
+    messages = state.get("messages") if isinstance(state, Mapping) else state
+    if not isinstance(messages, list):
+        messages = getattr(state, "messages", None)
+    if not isinstance(messages, list):
+        return []
+    return [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+
+
 def _configurable(request: ToolCallRequest) -> Mapping[str, Any]:
     """The graph run's ``config["configurable"]`` (empty outside a graph)."""
     runtime = getattr(request, "runtime", None)
@@ -230,6 +244,8 @@ class _Wrapper:
             )
         self._warn_durability(request)
         self._guard.conversation(_configurable(request).get("thread_id"))
+        # The model turn that made this call completed: the results it carried were seen.
+        self._guard.seen(_tool_results(getattr(request, "state", None)))
         return tool_call, call_id
 
     def _warn_durability(self, request: ToolCallRequest) -> None:
@@ -262,6 +278,10 @@ class _Wrapper:
             lineno,
             module=module,
         )
+
+    def seen(self, state: Any) -> None:
+        """Mark the results in ``state`` seen (a model turn that carried them completed)."""
+        self._guard.seen(_tool_results(state))
 
     def _decided(self, tool_call: Mapping[str, Any], call_id: str) -> bool:
         """Pause the graph for a pending decision (``interrupt``); on resume, take a decision
@@ -432,6 +452,15 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
     ) -> None:
         super().__init__()
         self._wrapper = _wrapper(run, revisions, gates, on_error, recover, effect_keys)
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """A model call completed: the tool results it carried were seen."""
+        self._wrapper.seen(state)
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self._wrapper.seen(state)
+        return None
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
         return self._wrapper.call(request, handler)

@@ -28,6 +28,10 @@ Rules this module keeps:
   files a pending toolledger request, so ``toolledger approve``/``deny`` decides either
   way; ``apply_decisions(state)`` answers the paused ``RunState`` with those decisions. A
   call the SDK rejected never reaches the tool.
+- A result is seen (``run.mark_seen``) when a model turn that carried it completed: a
+  tool call asked by the run's model request ``n`` (``usage.requests``) marks the outputs
+  this process returned for earlier requests. The last turn's outputs, which no tool call
+  follows, stay unseen, as do outputs returned by another process.
 - ``session=`` (the SDK ``Session`` the agent runs with): its ``session_id`` is the run's
   conversation when the app named none.
 - Only ``FunctionTool``s can be guarded (``INVALID_ARGUMENT`` otherwise): hosted tools run
@@ -40,6 +44,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -87,11 +92,42 @@ def _model_text(answer: Answer) -> Any:
     return render(answer.payload)
 
 
+class _Posted:
+    """The outputs this process's guarded tools returned, by the model request that asked.
+
+    ``usage.requests`` counts a run's model requests: a call asked by request ``n`` runs
+    after that request completed, and that request carried every output returned for the
+    requests before it. So those are seen.
+    """
+
+    def __init__(self) -> None:
+        self._by_request: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def returned(self, call_id: str, request: int) -> None:
+        with self._lock:
+            self._by_request[call_id] = request
+
+    def seen_by(self, request: int) -> list[str]:
+        with self._lock:
+            done = [c for c, r in self._by_request.items() if r < request]
+            for c in done:
+                del self._by_request[c]
+        return done
+
+
+def _request_count(ctx: Any) -> int | None:
+    requests = getattr(getattr(ctx, "usage", None), "requests", None)
+    return requests if isinstance(requests, int) else None
+
+
 def _ignore_handled(tool: Any, error: Exception, input_json: str) -> None:
     """The SDK's handled-error callback: the guard has journaled the error already."""
 
 
-def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) -> Any:
+def _guard_one(
+    guard: FrameworkGuard, tool: Any, conversation_id: str | None, posted: _Posted
+) -> Any:
     if not isinstance(tool, FunctionTool):
         raise InvalidArgumentError(
             message=f"guarded_tools guards FunctionTools only; got {type(tool).__name__} "
@@ -110,6 +146,11 @@ def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) ->
                 details={"tool": name},
             )
         guard.conversation(conversation_id)
+        # The model request that asked for this call completed: the outputs it carried
+        # (returned for earlier requests) were seen.
+        request = _request_count(ctx)
+        if request is not None:
+            guard.seen(posted.seen_by(request))
         try:
             arguments = json.loads(input_json) if input_json else {}
         except ValueError:
@@ -128,6 +169,8 @@ def _guard_one(guard: FrameworkGuard, tool: Any, conversation_id: str | None) ->
         answer = await guard.acall(
             name, call_id=call_id, arguments=arguments, execute=execute, gate=gate
         )
+        if request is not None:
+            posted.returned(call_id, request)
         return _model_text(answer)
 
     prepare = getattr(tool.on_invoke_tool, "prepare_arguments", None)
@@ -267,4 +310,5 @@ def guarded_tools(
         effect_keys=effect_keys,
     )
     conversation_id = None if session is None else session.session_id
-    return [_guard_one(guard, t, conversation_id) for t in tools]
+    posted = _Posted()  # shared by the tools: one turn's calls may be of several tools
+    return [_guard_one(guard, t, conversation_id, posted) for t in tools]

@@ -21,6 +21,9 @@ Rules this module keeps:
   requests; resume it from its history once decided); a denial is the tool's result,
   ``"denied by X: reason"`` (never an exception out of ``agent.run``). An unknown outcome is
   answered ``"outcome unknown; not re-run"``.
+- A result is seen (``run.mark_seen``) when a model turn that carried it completed:
+  ``GuardedTools`` marks the tool returns in the run's messages after every model request;
+  ``GuardedToolset`` alone marks them when the next turn's tool calls run.
 - ``GuardedTools`` (a capability) guards the agent's whole toolset in place, tools declared
   with ``@agent.tool``/``tool_plain`` included.
 """
@@ -38,6 +41,7 @@ from ._framework import FrameworkGuard, ToolGate, denied_text, missing
 try:
     from pydantic_ai import CallDeferred
     from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import ModelRequest, ModelResponse, RetryPromptPart, ToolReturnPart
     from pydantic_ai.tools import RunContext
     from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
     from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -102,6 +106,8 @@ class GuardedToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         call_id = ctx.tool_call_id
+        # The model turn that made this call completed: the results it carried were seen.
+        self._guard.seen(tool_returns(ctx.messages))
         if not call_id:
             raise InvalidArgumentError(
                 message=f"tool {name}: the model's call has no tool_call_id; not running it "
@@ -124,6 +130,17 @@ class GuardedToolset(WrapperToolset[Any]):
         return answer.payload
 
 
+def tool_returns(messages: Any) -> list[str]:
+    """The call ids of the tool returns in a run's messages."""
+    return [
+        p.tool_call_id
+        for m in messages or []
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, (ToolReturnPart, RetryPromptPart)) and p.tool_call_id
+    ]
+
+
 @dataclass
 class GuardedTools(AbstractCapability[Any]):
     """A capability that guards every tool of the agent in place, however declared.
@@ -144,11 +161,18 @@ class GuardedTools(AbstractCapability[Any]):
 
     def __post_init__(self) -> None:
         # Bad options fail when the agent is built, not at its first tool call.
-        FrameworkGuard(self.run, gates=self.gates, on_error=self.on_error)
+        self._guard = FrameworkGuard(self.run, gates=self.gates, on_error=self.on_error)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None  # not spec-serializable (it holds a run and callables)
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
+    ) -> ModelResponse:
+        """A model request completed: the tool results it carried were seen."""
+        self._guard.seen(tool_returns(ctx.messages))
+        return response
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
         return GuardedToolset(
