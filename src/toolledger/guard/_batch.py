@@ -102,7 +102,7 @@ def _decide_all(turn: _Turn) -> list[_Step]:
     seen_effects: set[Any] = set()
     try:
         for i, flow in enumerate(turn.flows):
-            effect = flow.call.effect or flow.call.action
+            effect = flow.call.effect or flow.action
             if flow.binding.key in seen or effect in seen_effects:
                 waiting.append((i, None, None))
                 continue

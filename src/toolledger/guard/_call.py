@@ -175,8 +175,10 @@ class Call:
         approval: The gate's mode (``None``, ``"always"``, ``"effect-only"``).
         approver: Who the gate asks (``None``: a stored decision is all that counts).
         effect: The call's effect key, or ``None``.
-        action: The call's same-action keys, or ``None`` (a tool with an effect key or
-            ``independent=True``, or a store without effect keys).
+        conversation: The conversation whose same-action rules apply to the call, or
+            ``None`` when none do (a tool with an effect key or ``independent=True``, or a
+            store without effect keys); the flow derives the keys (``action_keys``) only
+            when it claims, so a replay never computes them.
     """
 
     tool: Tool
@@ -189,7 +191,7 @@ class Call:
     approval: str | None = None
     approver: Callable[..., Any] | None = None
     effect: EffectKey | None = None
-    action: ActionKeys | None = None
+    conversation: str | None = None
 
 
 def effect_key_for(

@@ -102,7 +102,6 @@ from ._call import (
     ReadTombstone,
     RecordApproval,
     Recover,
-    action_keys,
     effect_key_for,
     join_claims,
 )
@@ -227,14 +226,14 @@ def start(
     run.require_running()
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
-    effect = action = None
+    effect = conversation = None
     if tool.effect_key is not None:
         effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
     elif not tool.independent and getattr(run.store, "effect_keys", False):
         # The same action under a new id (see ``_flow``): blocked while the namespace's
         # latest call of it is unknown; served while the conversation's is unseen. The
         # conversation: the run's, else the run itself (a resumed run id is the same one).
-        action = action_keys(binding, getattr(run, "conversation_id", None) or run.run_id)
+        conversation = getattr(run, "conversation_id", None) or run.run_id
     if effect is not None and not getattr(run.store, "effect_keys", False):
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
@@ -252,7 +251,7 @@ def start(
         approval=approval,
         approver=approver,
         effect=effect,
-        action=action,
+        conversation=conversation,
     )
     return CallFlow(call)
 

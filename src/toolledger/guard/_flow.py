@@ -86,6 +86,7 @@ from ._call import (
     ReadTombstone,
     Recover,
     Request,
+    action_keys,
     clip_reason,
     describe,
     error_payload,
@@ -157,6 +158,17 @@ class CallFlow:
         self._replaces: tuple[str | None, str | None] = (None, None)
         #: Whether the last claim lost a same-action key (decide before claiming again).
         self._keys_lost = False
+        self._action: ActionKeys | None = None
+
+    @property
+    def action(self) -> ActionKeys | None:
+        """The call's same-action keys (derived once, when first needed), or ``None``."""
+        conversation = self.call.conversation
+        if conversation is None:
+            return None
+        if self._action is None:
+            self._action = action_keys(self.binding, conversation)
+        return self._action
 
     # -- decide ----------------------------------------------------------------------------
 
@@ -285,7 +297,7 @@ class CallFlow:
         if CRASH_ACTIONS:
             reached("before-claim")
         effect = self.call.effect
-        action = self.call.action
+        action = self.action
         keys = 0
         if action is not None:  # both same-action keys first; the rest only if both won
             keys = 2
@@ -346,7 +358,7 @@ class CallFlow:
         t = claim_execution(rec, attempt_id=self.attempt_id, at=after(rec))
         swap = SwapCheckpoint(t.expected_revision, t.next)
         effect = self.call.effect
-        action = self.call.action
+        action = self.action
         ops: tuple[Any, ...] = (swap,)
         if action is not None:  # the same-action keys are claimed with the claim
             claims = action.claims(self.binding.call_id, self._replaces)
@@ -437,7 +449,7 @@ class CallFlow:
             OutcomeUnknownError: ``OUTCOME_UNKNOWN`` with ``details["same_action_as"]``: an
                 earlier call of the action is ``executing`` or ``uncertain``.
         """
-        ak = self.call.action
+        ak = self.action
         assert ak is not None
         me = self.binding.call_id
         seen_by = yield ReadHolder(ak.namespace, ak.seen)
@@ -496,7 +508,9 @@ class CallFlow:
 
     def _reconcile_holder(self, rec: CheckpointRecord) -> _Step:
         """Reconcile the holder's ``executing``/``uncertain`` checkpoint; never execute."""
-        holder_call = dataclasses.replace(self.call, binding=rec.binding, input=None, effect=None)
+        holder_call = dataclasses.replace(
+            self.call, binding=rec.binding, input=None, effect=None, conversation=None
+        )
         sub = CallFlow(holder_call, attempt_id=self.attempt_id, span=self.span, journaled=False)
         try:
             done = yield from sub.reconcile()
@@ -731,7 +745,7 @@ class CallFlow:
                 rec, attempt_id=self.attempt_id, at=after(rec), evidence="journal-empty"
             )
             # Proven pre-effect: the keys go with the claim (same transaction).
-            action = self.call.action
+            action = self.action
             also: tuple[Any, ...] = ()
             if action is not None:
                 also = action.releases(self.binding.call_id, requires=0)
