@@ -22,7 +22,7 @@ from typing import Any
 
 from .checkpoint import fingerprint
 from .errors import InvalidArgumentError, NotFoundError
-from .journal._read import load_run
+from .journal._read import load_stored_run
 from .journal._values import to_json
 from .store._open import store_for
 
@@ -140,7 +140,7 @@ class Replayer:
         Raises:
             NotFoundError: ``NOT_FOUND`` for an unknown run or ``from_event``.
         """
-        events = load_run(self._store, run_id).events
+        events = load_stored_run(self._store, run_id).events
         start = 0
         if from_event is not None:
             ids = [ev.get("event_id") for ev in events]
@@ -170,7 +170,7 @@ class Replayer:
         Raises:
             NotFoundError: ``NOT_FOUND`` for an unknown run.
         """
-        return RecordedOutputs(load_run(self._store, run_id).events)
+        return RecordedOutputs(load_stored_run(self._store, run_id).events)
 
     def diff(self, a: str, b: str) -> Divergence | None:
         """Return the first divergence between runs ``a`` and ``b`` (``None``: same).
@@ -178,8 +178,8 @@ class Replayer:
         Raises:
             NotFoundError: ``NOT_FOUND`` for an unknown run.
         """
-        ea = load_run(self._store, a).events
-        eb = load_run(self._store, b).events
+        ea = load_stored_run(self._store, a).events
+        eb = load_stored_run(self._store, b).events
         for i in range(max(len(ea), len(eb))):
             x = ea[i] if i < len(ea) else None
             y = eb[i] if i < len(eb) else None

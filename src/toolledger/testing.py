@@ -44,19 +44,19 @@ from .guard._seams import crash_at as _crash_at
 from .guard._seams import now as _guard_now
 from .journal._content import new_id as _journal_new_id
 from .journal._content import now as _journal_now
-from .journal._events import FORMAT_VERSION as FORMAT_VERSION
-from .journal._events import canonical as canonical
-from .journal._events import chain_hash as chain_hash
-from .journal._events import content_hash as content_hash
-from .journal._events import header_json as header_json
-from .journal._events import run_genesis as run_genesis
-from .journal._events import stored_header as stored_header
 from .journal._header import PHASES as PHASES
 from .journal._header import HeaderFormat as HeaderFormat
 from .journal._header import record_header as record_header
 from .journal._read import StoredRun
-from .journal._read import load_run as _load_stored_run
+from .journal._read import load_stored_run as _load_stored_run
 from .journal._recorder import MAX_ERRORS as MAX_ERRORS
+from .journal._records import FORMAT_VERSION as FORMAT_VERSION
+from .journal._records import canonical as canonical
+from .journal._records import chain_hash as chain_hash
+from .journal._records import content_hash as content_hash
+from .journal._records import header_json as header_json
+from .journal._records import run_genesis as run_genesis
+from .journal._records import stored_header as stored_header
 from .journal._values import encoded_json as encoded_json
 from .journal._values import exact_floats as exact_floats
 from .journal._values import to_json as to_json

@@ -317,15 +317,15 @@ def diff(ctx: click.Context, run_a: str, run_b: str, fmt: str, output: str | Non
 
     Example: toolledger diff 3f2a… 9c41… --format html -o diff.html
     """
-    from ..journal._read import load_run
+    from ..journal._read import load_stored_run
     from ..replay import Replayer
 
     store = get_store(ctx)
     try:
         try:
             div = Replayer(store).diff(run_a, run_b)
-            ea = load_run(store, run_a).events
-            eb = load_run(store, run_b).events
+            ea = load_stored_run(store, run_a).events
+            eb = load_stored_run(store, run_b).events
         except (NotFoundError, InvalidArgumentError) as exc:
             raise UsageError(exc.message) from exc
         except CheckpointError as exc:

@@ -3,7 +3,7 @@
 Rules this module keeps:
 
 - Only reads: the store is opened read-only; the run comes from the journal's reader
-  (``load_run``), so the spans show exactly the hashed facts every other reader shows.
+  (``load_stored_run``), so the spans show exactly the hashed facts every other reader shows.
 - What the spans are is telemetry's (``telemetry._reexport.build_spans``: ids, names,
   attributes, policy); this module only composes reading, building and sending, which is
   why it sits above the journal (telemetry may not read the journal it is told by).
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal._read import load_run
+from ..journal._read import load_stored_run
 from ..store._open import using_store
 from ..telemetry._configure import make_resource
 from ..telemetry._policy import Redactor, resolve_policy
@@ -25,7 +25,7 @@ __all__ = ["reexport"]
 
 def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Return the run (row fields over its document) and its merged events."""
-    view = load_run(store, run_id)
+    view = load_stored_run(store, run_id)
     row = view.row
     run: dict[str, Any] = dict(view.doc)
     facts = view.facts  # hashed values only, never the runs columns

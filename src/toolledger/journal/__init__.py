@@ -3,11 +3,11 @@
 Public names are re-exported by ``toolledger``; see ``docs/journal.md``.
 """
 
-from ._events import erase_content
 from ._handles import Artifact, EventHandle, Step
 from ._import import import_json
 from ._reader import list_runs, load_run, search
 from ._recorder import JournalWarning
+from ._records import erase_content
 from ._run import Run, current_run
 from ._seam import JournalSeam
 from ._traced import traced

@@ -24,8 +24,8 @@ from typing import Any
 from ..errors import InvalidArgumentError, NotFoundError
 from ..store.base import EventRow, Store, event_row_of
 from ._content import new_id, now
-from ._events import canonical, chain_hash, journal_key, key_id
 from ._header import HeaderFormat
+from ._records import canonical, chain_hash, journal_key, key_id
 from ._values import to_json
 
 __all__ = ["MAX_RUNS", "find_call", "point_row"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store.base import EventRow, RunRow
-from ._events import RUN_FORMAT_VERSION, parse_many
+from ._records import RUN_FORMAT_VERSION, parse_many
 
 __all__ = [
     "RUN_END_KEY",

@@ -3,7 +3,7 @@
 Rules this module keeps:
 
 - ``RecordHeader.full(seq)`` is ``canonical(header)`` of the record's full header (the
-  layout is in ``_events``) with that ``seq``, and ``stored`` is
+  layout is in ``_records``) with that ``seq``, and ``stored`` is
   ``canonical(stored_header(header))``: the text ``header_json`` writes for the same
   header dict (a property test pins it). The text is kept in two parts around ``seq``, so
   re-chaining a record after another writer's (a new ``seq``) encodes nothing again.
@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._events import FORMAT_VERSION, canonical, header_json
+from ._records import FORMAT_VERSION, canonical, header_json
 
 __all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
 

@@ -9,7 +9,7 @@ Rules this module keeps:
   (``merge_events``: ``load_run`` and ``search``), with no dict in between.
 - Records come as tuples in ``RECORD_FIELDS`` order (``seq, event_id, parent_id, kind,
   name, status, at, hash, data``), all of one run; their columns complete the stored
-  headers (``_events.COLUMN_KEYS``). Nothing here checks hashes: ``verify`` does.
+  headers (``_records.COLUMN_KEYS``). Nothing here checks hashes: ``verify`` does.
 - Unknown fields (a newer writer) are kept under ``extra``; a record whose header is not
   an object is read as a point event of its columns alone; an event a dead writer left
   ``running`` is ``interrupted``.
@@ -23,7 +23,7 @@ from typing import Any
 
 from ..store._sqlcommon import RECORD_FIELDS
 from ..store.base import EventRow
-from ._events import CONTENT_KEYS, HEADER_KEYS
+from ._records import CONTENT_KEYS, HEADER_KEYS
 from ._view import Event
 
 __all__ = ["MERGED_KEYS", "RECORD_FIELDS", "merge_events", "merge_records", "record_tuples"]

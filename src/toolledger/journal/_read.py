@@ -20,9 +20,9 @@ from ..errors import InvalidArgumentError, NotFoundError
 from ..store import Store
 from ..store._open import using_store
 from ..store.base import EventRow, RunRow, event_row_of
-from ._events import parse_document, parse_many
 from ._facts import TAIL, RunFacts, find_end, run_facts
 from ._merge import merge_records, record_tuples
+from ._records import parse_document, parse_many
 
 __all__ = [
     "StoredRun",
@@ -31,7 +31,6 @@ __all__ = [
     "get_run_row",
     "is_live",
     "iter_rows",
-    "load_run",
     "load_stored_run",
     "read_facts",
     "RecordRows",
@@ -141,13 +140,14 @@ def get_run_row(store: Store, run_id: str) -> RunRow:
     return row
 
 
-def load_run(
+def load_stored_run(
     db: Any, run_id: str, *, progress: Callable[[int, int], None] | None = None
 ) -> StoredRun:
-    """Read a run and merge its records into events.
+    """Read a run's records and merge them into events (the record-level read;
+    ``toolledger.load_run`` gives the ``RunView`` users read).
 
     Args:
-        db: A ``Store``, path or URL.
+        db: A ``Store``, path or URL (a store passed in stays open).
         run_id: The run.
         progress: ``progress(done, total)`` while records are read.
 
@@ -155,30 +155,21 @@ def load_run(
         NotFoundError: ``NOT_FOUND`` for an unknown run id.
     """
     with using_store(db, readonly=True) as store:
-        return load_stored_run(store, run_id, progress=progress)
-
-
-def load_stored_run(
-    store: Store, run_id: str, *, progress: Callable[[int, int], None] | None = None
-) -> StoredRun:
-    """Read a run from an open store and merge its records into events.
-
-    Raises:
-        NotFoundError: ``NOT_FOUND`` for an unknown run id.
-    """
-    row = get_run_row(store, run_id)
-    with collector_paused():
-        rows: list[EventRow] = []
-        for r in iter_rows(store, run_id):
-            rows.append(r)
-            if progress is not None and len(rows) % 5000 == 0:
-                progress(len(rows), row.event_count)
-        doc = run_document(row)
-        facts = run_facts(row, doc, find_end(rows))
-        live = is_live(row, doc, facts)
-        docs = parse_many([r.data for r in rows])
-        events = merge_records(rows, docs, goal=run_goal(doc, facts.goal), live=live)
-    return StoredRun(row=row, doc=doc, rows=rows, events=events, live=live, facts=facts, docs=docs)
+        row = get_run_row(store, run_id)
+        with collector_paused():
+            rows: list[EventRow] = []
+            for r in iter_rows(store, run_id):
+                rows.append(r)
+                if progress is not None and len(rows) % 5000 == 0:
+                    progress(len(rows), row.event_count)
+            doc = run_document(row)
+            facts = run_facts(row, doc, find_end(rows))
+            live = is_live(row, doc, facts)
+            docs = parse_many([r.data for r in rows])
+            events = merge_records(rows, docs, goal=run_goal(doc, facts.goal), live=live)
+        return StoredRun(
+            row=row, doc=doc, rows=rows, events=events, live=live, facts=facts, docs=docs
+        )
 
 
 def read_records(store: Store, run_id: str) -> list[tuple[Any, ...]]:

@@ -22,7 +22,6 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..store import Store
 from ..store._open import store_for, using_store
 from ..store._search import EventQuery, parse_query
-from ._events import parse_many
 from ._facts import find_end, run_facts
 from ._merge import merge_events, record_tuples
 from ._read import (
@@ -36,6 +35,7 @@ from ._read import (
     run_goal,
     stored_run_head,
 )
+from ._records import parse_many
 from ._view import Event, RunView, parse_event_time
 
 __all__ = [

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_text, checked_content, event_content, new_id, now
-from ._events import canonical
 from ._handles import (
     Artifact,
     EventHandle,
@@ -46,6 +45,7 @@ from ._handles import (
     hash_artifact,
 )
 from ._header import HeaderFormat, RecordHeader
+from ._records import canonical
 from ._values import to_json
 from ._writer import ChainWriter, Ride
 

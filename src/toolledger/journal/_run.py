@@ -41,7 +41,11 @@ from ..store._open import store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_name, check_source, check_text, event_content, new_id, now
-from ._events import (
+from ._facts import TAIL, find_end
+from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
+from ._header import HeaderFormat
+from ._recorder import Recorder
+from ._records import (
     MAC_HMAC_SHA256,
     RUN_FORMAT_VERSION,
     content_hash,
@@ -49,10 +53,6 @@ from ._events import (
     key_id,
     run_genesis,
 )
-from ._facts import TAIL, find_end
-from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
-from ._header import HeaderFormat
-from ._recorder import Recorder
 from ._values import encoded_json, to_json
 from ._writer import ChainWriter
 

@@ -34,7 +34,9 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..store._open import using_store
 from ..store.base import EventRow, RunRow
-from ._events import (
+from ._facts import EndRecord, end_record, run_facts, run_source
+from ._read import get_run_row, iter_rows, run_document
+from ._records import (
     KEY_ENV,
     MAC_HMAC_SHA256,
     RecordParser,
@@ -45,14 +47,12 @@ from ._events import (
     key_id,
     run_genesis,
 )
-from ._facts import EndRecord, end_record, run_facts, run_source
-from ._read import get_run_row, iter_rows, run_document
 
 __all__ = ["VerifyReport", "check_chain", "verify", "verify_export"]
 
 _COLUMNS = ("run_id", "seq", "event_id", "parent_id", "kind", "name", "status", "at")
 
-#: The top-level keys a stored record may hold (``_events``): anything else is outside the
+#: The top-level keys a stored record may hold (``_records``): anything else is outside the
 #: hash, so a reader or an export could show what the chain never vouched for.
 _RECORD_KEYS = frozenset({"header", "content", "erased"})
 

@@ -71,8 +71,8 @@ from typing import Any
 
 from ..errors import CheckpointError, InvalidArgumentError, StoreUnavailableError
 from ..store.base import AppendEvents, EventRow, RunRow, Store, event_row_of
-from ._events import chain_hash
 from ._header import RecordHeader
+from ._records import chain_hash
 
 __all__ = [
     "CLOSING_RETRY",
