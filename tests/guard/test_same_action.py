@@ -26,12 +26,6 @@ from toolledger.errors import OutcomeUnknownError
 
 from ._stores import STORE_KINDS, open_kind
 
-NEEDS_SEEN_BY_CLIENT = pytest.mark.xfail(
-    strict=True,
-    reason="needs the journaled clients to mark the results a completed turn carried seen "
-    "(Run.mark_seen; issue 29 point 2)",
-)
-
 
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
@@ -529,7 +523,6 @@ def _ask(provider: str, run: toolledger.Run, call_id: str, text: str, status: in
 
 
 class TestSeenByAJournaledClient:
-    @NEEDS_SEEN_BY_CLIENT
     @pytest.mark.parametrize("provider", ["anthropic", "openai"])
     def test_completed_model_turn_carrying_the_result_marks_it_seen(
         self, store, payments, provider

@@ -98,6 +98,40 @@ class ResponseFacts:
     response: Any = None
 
 
+def carried_result_ids(messages: Any) -> list[str]:
+    """Return the tool-call ids whose results ``messages`` carry to the model, in order.
+
+    Anthropic ``tool_result`` blocks (``tool_use_id``), OpenAI chat ``tool`` messages
+    (``tool_call_id``) and Responses ``function_call_output`` items (``call_id``), as
+    dicts or SDK objects. Anything unreadable carries nothing.
+    """
+    out: list[str] = []
+    if not isinstance(messages, (list, tuple)):
+        return out
+
+    def add(value: Any) -> None:
+        if isinstance(value, str) and value and value not in out:
+            out.append(value)
+
+    try:
+        for message in messages:
+            item = as_plain(message)
+            if not isinstance(item, Mapping):
+                continue
+            if item.get("role") == "tool":
+                add(item.get("tool_call_id"))
+            if item.get("type") == "function_call_output":
+                add(item.get("call_id"))
+            content = item.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                        add(block.get("tool_use_id"))
+    except Exception:  # an unreadable request object: nothing counted as seen
+        return out
+    return out
+
+
 def content_sha256(messages: Any, content: Any) -> str:
     """Return the hex SHA-256 of the canonical JSON of ``{"messages", "response"}``.
 
@@ -328,6 +362,7 @@ class LLMCall:
         "_done",
         "_first",
         "_started",
+        "carried",
         "handle",
         "messages",
         "model",
@@ -350,6 +385,9 @@ class LLMCall:
         self.recorder = recorder
         self.model = model if isinstance(model, str) and model else "unknown"
         self.messages = messages
+        #: Tool results this request carries to the model (marked seen once it completes);
+        #: none for an answer served from a record (that turn was the record's).
+        self.carried: list[str] = [] if served is not None else carried_result_ids(messages)
         self._done = False
         self._started = time.monotonic()
         self._first: float | None = None
@@ -462,6 +500,16 @@ class LLMCall:
         except Exception as exc:
             self._failed(exc)
         self._remember(facts.tool_call_ids)
+        self._seen()
+
+    def _seen(self) -> None:
+        """The completed turn carried these results to the model: it saw them."""
+        if not self.carried:
+            return
+        try:
+            self.recorder.run.mark_seen(self.carried)
+        except Exception as exc:  # recording never breaks the agent
+            self._failed(exc)
 
     def fail(self, error: BaseException, facts: ResponseFacts | None = None) -> None:
         """Write the end record of a failed (or cancelled) completion."""
