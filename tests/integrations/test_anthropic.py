@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import toolledger
+from toolledger.integrations import OUTCOME_UNKNOWN
 from toolledger.integrations import anthropic as tl
 from toolledger.testing import stored_run
 
@@ -134,7 +135,7 @@ class TestRunToolCalls:
         msg = message(use("toolu_1", "lossy", to="x"))
         for _ in range(2):
             (block,) = tl.run_tool_calls(run, msg, calls.tools())
-            assert block["content"] == "outcome unknown; not re-run"
+            assert block["content"] == OUTCOME_UNKNOWN
             assert block["is_error"] is True
         assert len(calls.seen) == 1
 
@@ -174,7 +175,11 @@ class TestRepairTranscript:
             (b["tool_use_id"], b["content"], b.get("is_error", False)) for b in fixed[2]["content"]
         ] == [
             ("toolu_done", '{"sent_to":"a"}', False),
-            ("toolu_lost", "outcome unknown; not re-run", True),
+            (
+                "toolu_lost",
+                OUTCOME_UNKNOWN,
+                True,
+            ),
             ("toolu_never", "not executed", True),
         ]
 

@@ -138,7 +138,6 @@ def test_hand_loop_sigkill_then_restart_pays_each_invoice_once(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the settled-outcome wording (issue 29)")
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_model_is_told_the_payment_may_have_happened_and_not_to_retry(
     crashed: Callable[[str, str], Path], tmp_path: Path, provider: str

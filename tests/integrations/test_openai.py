@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import toolledger
+from toolledger.integrations import OUTCOME_UNKNOWN
 from toolledger.integrations import openai as tl
 
 pytest.importorskip("openai")
@@ -200,7 +201,10 @@ class TestRepairTranscript:
         assert [(m.get("tool_call_id"), m.get("content")) for m in fixed[2:6]] == [
             ("call_answered", "ok"),
             ("call_done", '{"sent_to":"a"}'),
-            ("call_lost", "outcome unknown; not re-run"),
+            (
+                "call_lost",
+                OUTCOME_UNKNOWN,
+            ),
             ("call_never", "not executed"),
         ]
         assert fixed[6] == {"role": "user", "content": "next"}

@@ -40,6 +40,7 @@ __all__ = [
     "render",
     "repair_results",
     "run_calls",
+    "unknown_text",
 ]
 
 #: The argument every tool schema gets from ``with_justification``.
@@ -51,8 +52,12 @@ JUSTIFICATION_SCHEMA: dict[str, Any] = {
     # Bounded so that adapted schemas pass check_tool's unbounded_string rule.
     "maxLength": 1000,
 }
-#: Result texts chosen by ``repair_transcript`` and for unknown outcomes.
-OUTCOME_UNKNOWN = "outcome unknown; not re-run"
+#: What the model is told of a call whose outcome is unknown (``repair_transcript``, the
+#: hand-loop helpers and every adapter): final and plain, since a model told only
+#: "unknown" asks again under a new call id.
+OUTCOME_UNKNOWN = (
+    "outcome unknown: this action may already have happened and is being settled; do not retry it"
+)
 NOT_EXECUTED = "not executed"
 #: A gated call waiting for a human decision (``ToolOutcome.status``), and what the model sees.
 AWAITING_APPROVAL = "awaiting_approval"
@@ -88,6 +93,18 @@ def as_plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [as_plain(v) for v in obj]
     return obj
+
+
+def unknown_text(unknown: OutcomeUnknownError) -> str:
+    """The model's result for ``OUTCOME_UNKNOWN``: the call, or the same action asked before
+    (``details["same_action_as"]``), may already have happened; do not retry it."""
+    other = unknown.details.get("same_action_as")
+    if isinstance(other, str):
+        return (
+            f"not run: the same action (call {other[:80]}) may already have happened and is "
+            "being settled; do not retry it"
+        )
+    return OUTCOME_UNKNOWN
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
@@ -210,7 +227,7 @@ def _conclude(
         elif isinstance(out, ToolOutcome):
             results[i] = (render(out.payload), out.is_error)
         elif isinstance(out, OutcomeUnknownError):
-            results[i] = (OUTCOME_UNKNOWN, True)
+            results[i] = (unknown_text(out), True)
         elif failure is None:
             failure = out
     if failure is not None:

@@ -57,7 +57,7 @@ from ..errors import (
 from ..guard._run import Run
 from ..journal import current_run
 from ..tools import EffectKey, Tool, ToolOutcome
-from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, split_args
+from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, split_args, unknown_text
 
 __all__ = [
     "DEFAULT_REVISION",
@@ -393,24 +393,6 @@ class FrameworkGuard:
 
 #: The call ids each run made through the adapters in this process (for CallIdReuseWarning).
 _CALLED: weakref.WeakKeyDictionary[Run, set[str]] = weakref.WeakKeyDictionary()
-
-#: What the model is told of a call whose outcome is unknown: final and plain (a model told
-#: only "unknown" asks again under a new call id).
-UNKNOWN_TEXT = (
-    "outcome unknown: this action may already have happened and is being settled; do not retry it"
-)
-
-
-def unknown_text(unknown: OutcomeUnknownError) -> str:
-    """The model's result for ``OUTCOME_UNKNOWN``: the call, or the same action asked before
-    (``details["same_action_as"]``), may already have happened; do not retry it."""
-    other = unknown.details.get("same_action_as")
-    if isinstance(other, str):
-        return (
-            f"not run: the same action (call {other[:80]}) may already have happened and is "
-            "being settled; do not retry it"
-        )
-    return UNKNOWN_TEXT
 
 
 def active_run(run: Run | None) -> Run:
