@@ -13,11 +13,12 @@ Peers (each in its own durable-step shape, on a SQLite file in a temporary folde
   graph invoked on a new thread (input, the node's superstep, the end: several synced
   commits). Per step: one superstep of a graph
   that is already running (a node looping back to itself, streamed; each ``next()`` on the
-  stream is one superstep and its checkpoint). Its two fsyncs per superstep (checkpoint,
-  writes) run on LangGraph's background threads (seen with ``strace -f -T``): ``next()``
-  returns while they may still be under way, so this case's time need not include them,
-  where toolledger's call returns only once its result is durable. A replay invokes the
-  finished thread with ``None``.
+  stream is one superstep). Its two fsyncs per superstep (checkpoint, writes) run on
+  LangGraph's background threads: ``next()`` waits for the previous superstep's checkpoint
+  but not for its own writes, so that case leaves an fsync off the caller's clock. The
+  ``durable`` case also waits until the superstep's writes (and the checkpoint before them)
+  are stored, which is what toolledger's call waits for; each case has its own thread. A
+  replay invokes the finished thread with ``None``.
 - **execution-journal** (from its sdist): one ``journal.step`` with an input and an output,
   the connection at ``synchronous=NORMAL``.
 - **opentelemetry-util-genai**: one ``execute_tool`` span through ``TelemetryHandler.tool``
@@ -55,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -187,24 +189,59 @@ def langgraph_cases(tmp: Path) -> dict[str, Op]:
     def replay(i: int) -> Any:
         return graph.invoke(None, {"configurable": {"thread_id": "t--1"}}, durability="sync")
 
-    # A running graph: the node loops back to itself; each superstep is one next() on the
-    # stream (its writes and checkpoint saved synchronously before the next one starts).
-    loop_builder = StateGraph(State)
-    loop_builder.add_node("tool", tool)
-    loop_builder.add_edge(START, "tool")
-    loop_builder.add_edge("tool", "tool")
-    looping = loop_builder.compile(checkpointer=SqliteSaver(conn))
-    cfg = {"configurable": {"thread_id": "running"}, "recursion_limit": 10**9}
-    stream = looping.stream({"to": "a@example.com"}, cfg, durability="sync")
-    for _ in range(3):
-        next(stream)
+    class Saver(SqliteSaver):
+        """Counts the checkpoints and write batches stored (on LangGraph's threads)."""
 
-    def superstep(i: int) -> Any:
-        return next(stream)
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            self.stored = threading.Condition()
+            self.puts = self.writes = 0
+
+        def put(self, *args: Any, **kw: Any) -> Any:
+            out = super().put(*args, **kw)
+            with self.stored:
+                self.puts += 1
+                self.stored.notify_all()
+            return out
+
+        def put_writes(self, *args: Any, **kw: Any) -> None:
+            super().put_writes(*args, **kw)
+            with self.stored:
+                self.writes += 1
+                self.stored.notify_all()
+
+    # Running graphs: the node loops back to itself; each superstep is one next() on the
+    # stream. With durability="sync" a next() waits for the previous superstep's
+    # checkpoint, not for its own writes (stored on a background thread meanwhile): the
+    # "durable" case waits for them too (this superstep's writes and the checkpoint
+    # before it stored, each commit fdatasync-ed), what toolledger's call waits for.
+    def running(thread: str) -> Callable[[int], Any]:
+        saver = Saver(conn)
+        loop_builder = StateGraph(State)
+        loop_builder.add_node("tool", tool)
+        loop_builder.add_edge(START, "tool")
+        loop_builder.add_edge("tool", "tool")
+        looping = loop_builder.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": thread}, "recursion_limit": 10**9}
+        stream = looping.stream({"to": "a@example.com"}, cfg, durability="sync")
+        for _ in range(3):
+            next(stream)
+
+        def durable(i: int) -> Any:
+            # next() returns with the checkpoint before this superstep stored (counted in
+            # ``puts``) and this superstep's writes under way; settled, the counts stand
+            # at writes == puts - 1 (the input's checkpoint has no writes of its own).
+            out = next(stream)
+            with saver.stored:
+                saver.stored.wait_for(lambda: saver.writes + 1 >= saver.puts)
+            return out
+
+        return durable if thread.endswith("durable") else lambda i: next(stream)
 
     return {
         "LangGraph invoke, new thread": new,
-        "LangGraph superstep, running graph": superstep,
+        "LangGraph superstep, running graph": running("running"),
+        "LangGraph superstep, durable": running("running durable"),
         "LangGraph replay": replay,
     }
 
@@ -320,6 +357,7 @@ GROUPS = [
         [
             "toolledger new call (full)",
             "LangGraph superstep, running graph",
+            "LangGraph superstep, durable",
             "DBOS step, running workflow",
         ],
     ),
@@ -339,6 +377,7 @@ GROUPS = [
 ]
 PEER_STEPS = [
     "LangGraph superstep, running graph",
+    "LangGraph superstep, durable",
     "DBOS step, running workflow",
     "LangGraph invoke, new thread",
     "DBOS new workflow, 1 step",
