@@ -23,21 +23,106 @@ import hashlib
 import mimetypes
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from types import EllipsisType, TracebackType
+from typing import Any, Protocol
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..telemetry._hooks import NoopSpan, SpanHandle
 from ._values import to_json
 
-if TYPE_CHECKING:
-    from ._recorder import Recorder as Run
+__all__ = [
+    "Artifact",
+    "EventHandle",
+    "EventSink",
+    "FirstRecord",
+    "Step",
+    "checkpoint_link",
+    "current_stack",
+    "error_info",
+    "hash_artifact",
+    "push_event",
+]
 
-__all__ = ["Artifact", "EventHandle", "Step", "current_stack", "error_info", "hash_artifact"]
+#: An event's start record while it may still be buffered: (its writer token, content, at,
+#: justification source, justification missing); its end may then store the whole event
+#: as one record instead.
+FirstRecord = tuple[Any, dict[str, Any], str, str | None, bool]
+
+
+class EventSink(Protocol):
+    """What an ``EventHandle`` and a ``Step`` ask of their run (``Recorder`` is one)."""
+
+    def begin_event(
+        self,
+        kind: str,
+        name: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        flush: bool = False,
+    ) -> EventHandle:
+        """Begin an event (``Recorder.begin_event``)."""
+        ...
+
+    def begin_step(
+        self, name: str, justification: str | None, justification_source: str, inputs: Any
+    ) -> EventHandle:
+        """Begin a step whose arguments were checked already."""
+        ...
+
+    def end_event(
+        self, handle: EventHandle, status: str, error: Any, carried: Any, flush: bool
+    ) -> None:
+        """Write ``handle``'s end record (unless ``carried``) and end its span."""
+        ...
+
+    def record_point(
+        self, kind: str, name: str, *, text: str | None = None, parent: Any = ...
+    ) -> str:
+        """Write a one-record event; return its id."""
+        ...
+
+    def record_artifact(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        *,
+        name: str,
+        media_type: str | None,
+        parent: Any,
+    ) -> Artifact:
+        """Hash and record an artifact."""
+        ...
+
+    def safe_telemetry(self, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+        """Call a telemetry hook; a failure is logged, never raised."""
+        ...
+
+    def activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
+        """Make the event's span current (``None``: nothing to undo)."""
+        ...
+
+    def deactivate(
+        self,
+        cm: contextlib.AbstractContextManager[None] | None,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Undo ``activate``."""
+        ...
+
+    def maybe_flush(self) -> None:
+        """Flush the run's buffered records if its policy says so."""
+        ...
+
 
 #: The stack of open events in this context (innermost last), across runs.
 _STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack", default=())
@@ -93,20 +178,27 @@ class EventHandle:
         kind, name: What the event is.
         parent_id: The enclosing event, or ``None`` at the run's top level.
         span: Its telemetry ``SpanHandle`` (a no-op span without telemetry).
+        outputs, meta, link, floats: What the end record will hold (the outputs, meta and
+            checkpoint link merged so far, converted; whether a float may be in them).
+        first: The start record while it may still be buffered (``FirstRecord``), set and
+            taken by the recorder.
+
+    The handle's run is its ``EventSink``: the handle asks it to end the event and to
+    guard telemetry calls, and reads nothing else of it.
     """
 
     __slots__ = (
         "_carried_end",
-        "_checkpoint",
         "_ended",
-        "_first",
-        "_floats",
-        "_meta",
-        "_outputs",
         "event",
         "event_id",
+        "first",
+        "floats",
         "kind",
+        "link",
+        "meta",
         "name",
+        "outputs",
         "parent_id",
         "run",
         "span",
@@ -115,7 +207,7 @@ class EventHandle:
 
     def __init__(
         self,
-        run: Run,
+        run: EventSink,
         *,
         event_id: str,
         kind: str,
@@ -134,14 +226,12 @@ class EventHandle:
         self.event = event
         self.span: SpanHandle = _NOOP_SPAN
         self.started = time.monotonic()
-        self._outputs: dict[str, Any] = {}
-        self._meta: dict[str, Any] = {}
-        self._checkpoint = checkpoint
-        self._floats = floats
+        self.outputs: dict[str, Any] = {}
+        self.meta: dict[str, Any] = {}
+        self.link = checkpoint
+        self.floats = floats
         self._ended = False
-        # The start record while it may still be buffered: (its writer token, content, at, source,
-        # missing); the end may then store the whole event as one record instead.
-        self._first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None
+        self.first: FirstRecord | None = None
         # The end record a caller's transaction put in the chain (``Run.prepare_end``),
         # set by the writer the moment that is known, before the caller hears of it.
         self._carried_end: Any = None
@@ -177,19 +267,19 @@ class EventHandle:
         """
         if outputs:
             value, floats = to_json(_mapping(outputs, "outputs"))
-            self._outputs.update(value)
-            self._floats |= floats
+            self.outputs.update(value)
+            self.floats |= floats
         if meta:
             value, floats = to_json(_mapping(meta, "meta"))
-            self._meta.update(value)
-            self._floats |= floats
+            self.meta.update(value)
+            self.floats |= floats
         if checkpoint is not None:
-            self._checkpoint = _checkpoint_link(checkpoint)
+            self.link = checkpoint_link(checkpoint)
         if (checkpoint is not None or meta) and self.span is not _NOOP_SPAN:
-            facts: dict[str, Any] = dict(self._meta)
-            if self._checkpoint is not None:
-                facts["checkpoint"] = self._checkpoint
-            self.run._safe_telemetry(self.span.update, facts)
+            facts: dict[str, Any] = dict(self.meta)
+            if self.link is not None:
+                facts["checkpoint"] = self.link
+            self.run.safe_telemetry(self.span.update, facts)
 
     def end(
         self,
@@ -226,17 +316,15 @@ class EventHandle:
             if outputs or meta:
                 self.update(outputs=outputs, meta=meta)
         else:
-            self._outputs = carried.outputs
-            self._meta = carried.meta
-            self._checkpoint = carried.link
-            self._floats = carried.floats
+            self.outputs = carried.outputs
+            self.meta = carried.meta
+            self.link = carried.link
+            self.floats = carried.floats
             if self.span is not _NOOP_SPAN:  # as ``update`` tells telemetry
-                self.run._safe_telemetry(
-                    self.span.update, {**self._meta, "checkpoint": self._checkpoint}
-                )
+                self.run.safe_telemetry(self.span.update, {**self.meta, "checkpoint": self.link})
         self._ended = True
         _pop(self)
-        self.run._end_event(self, status, error, carried, flush)
+        self.run.end_event(self, status, error, carried, flush)
 
 
 def _pop(handle: EventHandle) -> None:
@@ -247,7 +335,7 @@ def _pop(handle: EventHandle) -> None:
         _STACK.set(tuple(h for h in stack if h is not handle))
 
 
-def _push(handle: EventHandle) -> None:
+def push_event(handle: EventHandle) -> None:
     _STACK.set((*_STACK.get(), handle))
 
 
@@ -262,7 +350,7 @@ def _check_status(status: object) -> None:
         raise InvalidArgumentError(message=f"status must be a short non-empty str; got {status!r}")
 
 
-def _checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
+def checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
     if type(link) is not dict and not isinstance(link, Mapping):
         raise InvalidArgumentError(message="checkpoint must be a mapping")
     out = {
@@ -287,7 +375,7 @@ class Step:
 
     __slots__ = ("_activation", "_checked", "_handle", "_spec", "run")
 
-    def __init__(self, run: Run, spec: dict[str, Any], *, checked: bool = False) -> None:
+    def __init__(self, run: EventSink, spec: dict[str, Any], *, checked: bool = False) -> None:
         self.run = run
         self._spec = spec
         self._checked = checked  # the name, justification and source were checked
@@ -318,7 +406,7 @@ class Step:
             )
         else:
             self._handle = self.run.begin_event("step", **spec)
-        self._activation = self.run._activate(self._handle)
+        self._activation = self.run.activate(self._handle)
         return self
 
     def __exit__(
@@ -328,7 +416,7 @@ class Step:
         tb: TracebackType | None,
     ) -> None:
         if self._activation is not None:
-            self.run._deactivate(self._activation, exc_type, exc, tb)
+            self.run.deactivate(self._activation, exc_type, exc, tb)
         handle = self.handle
         if exc is None:
             handle.end("completed")
@@ -336,7 +424,7 @@ class Step:
             handle.end("failed", error=exc)
         else:
             handle.end("cancelled", error=exc)
-        self.run._writer_maybe_flush()
+        self.run.maybe_flush()
 
     async def __aenter__(self) -> Step:
         return self.__enter__()
@@ -376,7 +464,9 @@ class Step:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
         """
-        return self.run._artifact(path_or_bytes, name=name, media_type=media_type, parent=self)
+        return self.run.record_artifact(
+            path_or_bytes, name=name, media_type=media_type, parent=self
+        )
 
 
 def hash_artifact(

@@ -14,7 +14,7 @@ Rules this module keeps:
 - Each event's telemetry span is started before its start record is written, so the
   record header can carry the span's ``trace_id``/``span_id``. Without telemetry
   (``NOOP_TELEMETRY``) no event dict is built: only hooks read it.
-- Telemetry calls are wrapped (``_safe_telemetry``): an exception from a hook is logged
+- Telemetry calls are wrapped (``safe_telemetry``): an exception from a hook is logged
   once and never reaches the caller. Storage failures go to ``run.errors`` (non-strict).
 """
 
@@ -37,12 +37,13 @@ from ._content import check_text, checked_content, event_content, new_id, now
 from ._handles import (
     Artifact,
     EventHandle,
+    FirstRecord,
     Step,
-    _checkpoint_link,
-    _push,
+    checkpoint_link,
     current_stack,
     error_info,
     hash_artifact,
+    push_event,
 )
 from ._header import HeaderFormat, RecordHeader
 from ._records import canonical
@@ -178,7 +179,7 @@ class Recorder:
                 "error": None,
                 "checkpoint": link,
             }
-            span = self._safe_telemetry(
+            span = self.safe_telemetry(
                 self.telemetry.event_started,
                 event,
                 None if parent is None else parent.span,
@@ -255,7 +256,7 @@ class Recorder:
         content, meta_value, floats = event_content(
             kind, name, justification, justification_source, inputs, meta
         )
-        link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        link = None if checkpoint is None else checkpoint_link(checkpoint)
         return self._begin(
             kind,
             name,
@@ -330,15 +331,15 @@ class Recorder:
             lazy=True,
         )
         missing = _missing(justification, justification_source)
-        handle._first = (row, content, stamp, justification_source, missing)
+        handle.first = (row, content, stamp, justification_source, missing)
         if meta_value:
-            handle._meta.update(meta_value)
-        _push(handle)
+            handle.meta.update(meta_value)
+        push_event(handle)
         if flush:
             self.flush()
         return handle
 
-    def _end_event(
+    def end_event(
         self,
         handle: EventHandle,
         status: str,
@@ -347,19 +348,19 @@ class Recorder:
         flush: bool = False,
     ) -> None:
         err = None if error is None else error_info(error)
-        first, handle._first = handle._first, None
+        first, handle.first = handle.first, None
         if carried is None:
             ended_at = now()
-            args = (handle, status, err, handle._outputs, handle._meta, handle._checkpoint)
+            args = (handle, status, err, handle.outputs, handle.meta, handle.link)
             writer = self._writer
             stored = False
             if first is not None and writer is not None and writer.is_last(first[0]):
                 # Nothing was chained after the start record, still buffered: the event's
                 # one record takes its place (when no flush took it meanwhile).
-                whole = self._end_record(*args, ended_at, handle._floats, first)
+                whole = self._end_record(*args, ended_at, handle.floats, first)
                 stored = self._replace(first[0], *whole)
             if not stored:
-                self._write(*self._end_record(*args, ended_at, handle._floats))
+                self._write(*self._end_record(*args, ended_at, handle.floats))
         else:
             ended_at = carried.ended_at
         event = handle.event
@@ -367,13 +368,13 @@ class Recorder:
             event.update(
                 status=status,
                 ended_at=ended_at,
-                outputs=handle._outputs or None,
+                outputs=handle.outputs or None,
                 error=err,
-                checkpoint=handle._checkpoint,
+                checkpoint=handle.link,
             )
-            event["meta"] = {**event["meta"], **handle._meta}
+            event["meta"] = {**event["meta"], **handle.meta}
             exc = error if isinstance(error, BaseException) else None
-            self._safe_telemetry(handle.span.end, event, exc)
+            self.safe_telemetry(handle.span.end, event, exc)
         if flush and carried is None:  # a carried record is stored already
             self.flush()
 
@@ -387,7 +388,7 @@ class Recorder:
         link: dict[str, Any] | None,
         ended_at: str,
         floats: bool,
-        first: tuple[Any, dict[str, Any], str, str | None, bool] | None = None,
+        first: FirstRecord | None = None,
     ) -> tuple[RecordHeader, str]:
         """The end record of ``handle``'s event; with ``first`` (its start record, while it
         may still be buffered), the record of the whole event that may replace it: a
@@ -444,14 +445,14 @@ class Recorder:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
         """
-        out = dict(handle._outputs)
+        out = dict(handle.outputs)
         value, floats = to_json(dict(outputs))
         out.update(value)
-        met = dict(handle._meta)
+        met = dict(handle.meta)
         value, f2 = to_json(dict(meta))
         met.update(value)
-        floats |= f2 | handle._floats
-        link = _checkpoint_link(checkpoint)
+        floats |= f2 | handle.floats
+        link = checkpoint_link(checkpoint)
         ended_at = now()
         header, content_json = self._end_record(
             handle, status, None, out, met, link, ended_at, floats
@@ -572,7 +573,7 @@ class Recorder:
         }
         span: SpanHandle = NoopSpan()
         if kind in ("approval", "artifact", "note"):
-            span = self._safe_telemetry(
+            span = self.safe_telemetry(
                 self.telemetry.event_started,
                 event,
                 parent.span if parent else None,
@@ -596,10 +597,10 @@ class Recorder:
             span_id,
         )
         self._write(header, content_json)
-        self._safe_telemetry(span.end, event, error)
+        self.safe_telemetry(span.end, event, error)
         return str(event["event_id"])
 
-    def _artifact(
+    def record_artifact(
         self,
         path_or_bytes: str | os.PathLike[str] | bytes,
         *,
@@ -634,7 +635,7 @@ class Recorder:
                 details={"run_id": self.run_id},
             )
 
-    def _writer_maybe_flush(self) -> None:
+    def maybe_flush(self) -> None:
         if self._writer is not None:
             self._writer.maybe_flush()
 
@@ -667,14 +668,14 @@ class Recorder:
             self._telemetry_warned = True
             log.warning("toolledger: telemetry failed (spans may be missing): %r", exc)
 
-    def _safe_telemetry(self, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+    def safe_telemetry(self, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
         try:
             return fn(*args)
         except Exception as exc:
             self._telemetry_failed(exc)
             return default
 
-    def _activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
+    def activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
         if type(handle.span) is NoopSpan:
             return None  # nothing to make current: skip the context manager's cost
         try:
@@ -685,7 +686,7 @@ class Recorder:
             self._telemetry_failed(exc)
             return None
 
-    def _deactivate(
+    def deactivate(
         self,
         cm: contextlib.AbstractContextManager[None] | None,
         exc_type: type[BaseException] | None,

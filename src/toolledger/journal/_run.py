@@ -42,7 +42,7 @@ from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_name, check_source, check_text, event_content, new_id, now
 from ._facts import TAIL, find_end
-from ._handles import Artifact, EventHandle, Step, _checkpoint_link, error_info
+from ._handles import Artifact, EventHandle, Step, checkpoint_link, error_info
 from ._header import HeaderFormat
 from ._recorder import Recorder
 from ._records import (
@@ -219,7 +219,7 @@ class Run(Recorder):
             header["mac"] = MAC_HMAC_SHA256
             header["key_id"] = key_id(self._key)
         # The span starts first so that the run document can carry its live ids.
-        self.span = self._safe_telemetry(
+        self.span = self.safe_telemetry(
             self.telemetry.run_started,
             {
                 "run_id": self.run_id,
@@ -401,7 +401,7 @@ class Run(Recorder):
                 "conversation_id": self.conversation_id,
                 "user_id": self.user_id,
             }
-            self._safe_telemetry(self.span.end, final, error)
+            self.safe_telemetry(self.span.end, final, error)
             if self._owns_store and not later:
                 with contextlib.suppress(Exception):
                     self.store.close()
@@ -625,7 +625,7 @@ class Run(Recorder):
         content, meta_value, floats = event_content(
             kind, name, justification, justification_source, inputs, meta, convert
         )
-        link = None if checkpoint is None else _checkpoint_link(checkpoint)
+        link = None if checkpoint is None else checkpoint_link(checkpoint)
         out: dict[str, Any] | None = None
         if outputs:
             out, f3 = convert(outputs if type(outputs) is dict else dict(outputs))
@@ -658,9 +658,9 @@ class Run(Recorder):
             return event_id
         event.update(ended_at=stamp, outputs=out, error=err)
         if facts is not None:
-            self._safe_telemetry(lambda: span.update(dict(facts())))
-        self._safe_telemetry(span.update, {**meta_value, "checkpoint": link})
-        self._safe_telemetry(span.end, event, error)
+            self.safe_telemetry(lambda: span.update(dict(facts())))
+        self.safe_telemetry(span.update, {**meta_value, "checkpoint": link})
+        self.safe_telemetry(span.end, event, error)
         return event_id
 
     def note(self, text: str) -> str:
@@ -683,4 +683,4 @@ class Run(Recorder):
         media_type: str | None = None,
     ) -> Artifact:
         """Record an artifact (by hash) at the current nesting level."""
-        return self._artifact(path_or_bytes, name=name, media_type=media_type, parent=None)
+        return self.record_artifact(path_or_bytes, name=name, media_type=media_type, parent=None)
