@@ -61,9 +61,9 @@ from .journal._values import encoded_json as encoded_json
 from .journal._values import exact_floats as exact_floats
 from .journal._values import to_json as to_json
 from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
+from .store import _contract as _store_contract
 from .store import _search as _store_search
 from .store import _sqlite_search
-from .store._contract import CHECKS as STORE_CHECKS
 from .store._rows import dump_record as dump_record
 from .store._rows import forget_proven as forget_proven
 from .store._rows import load_record as load_record
@@ -85,6 +85,11 @@ from .telemetry._policy import DEFAULTS as _TELEMETRY_DEFAULTS
 from .telemetry._policy import content_from_env as content_from_env
 from .telemetry._resolution import RESOLUTION_ATTRIBUTES as RESOLUTION_ATTRIBUTES
 from .telemetry._spans import decision_record as decision_record
+
+#: The store contract: every check, the checks by capability, those a store must pass.
+STORE_CHECKS = _store_contract.CHECKS
+STORE_CHECK_GROUPS = _store_contract.CHECK_GROUPS
+store_checks_for = _store_contract.checks_for
 
 __all__ = ["CRASH_POINTS", "MemoryStore", "check_store", "crash_at", "stored_run"]
 
@@ -126,8 +131,13 @@ def check_store(factory: Callable[[], Store]) -> None:
     Raises:
         AssertionError: listing every failed check by name.
     """
+    first = factory()
+    try:
+        checks = store_checks_for(first)  # the core checks and those of its capabilities
+    finally:
+        first.close()
     failures = []
-    for check in STORE_CHECKS:
+    for check in checks:
         store = factory()
         try:
             check(store)
@@ -137,7 +147,7 @@ def check_store(factory: Callable[[], Store]) -> None:
             store.close()
     if failures:
         raise AssertionError(
-            f"{len(failures)} of {len(STORE_CHECKS)} store checks failed:\n" + "\n".join(failures)
+            f"{len(failures)} of {len(checks)} store checks failed:\n" + "\n".join(failures)
         )
 
 

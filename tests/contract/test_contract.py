@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from toolledger.store import SQLiteStore, Store
+from toolledger.store.base import Capabilities
+from toolledger.testing import STORE_CHECK_GROUPS, MemoryStore, check_store, store_checks_for
 from toolledger.testing import STORE_CHECKS as CHECKS
-from toolledger.testing import MemoryStore, check_store
 
 from .._pg_dsn import pg_dsn_or_skip
 
@@ -61,7 +63,43 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
 def test_store_contract(store: Store, check: Callable[[Store], None]) -> None:
+    if check not in store_checks_for(store):
+        pytest.skip(f"{type(store).__name__} does not declare what {check.__name__} checks")
     check(store)
+
+
+def test_contract_checks_are_grouped_by_capability_each_once() -> None:
+    """Every check is in one group: the core one or a ``Capabilities`` field's."""
+    assert list(STORE_CHECK_GROUPS) == [
+        "core",
+        *(f.name for f in dataclasses.fields(Capabilities)),
+    ]
+    grouped = [c for checks in STORE_CHECK_GROUPS.values() for c in checks]
+    assert sorted(c.__name__ for c in grouped) == sorted(c.__name__ for c in CHECKS)
+    assert len(set(grouped)) == len(grouped)
+    assert all(STORE_CHECK_GROUPS[f.name] for f in dataclasses.fields(Capabilities))
+
+
+def test_check_store_runs_only_the_groups_a_store_declares() -> None:
+    """A store without effect keys is not held to the effect-key checks; core always runs."""
+
+    class NoKeys(MemoryStore):
+        capabilities = dataclasses.replace(MemoryStore.capabilities, effect_keys=False)
+
+    checks = store_checks_for(NoKeys())
+    assert not set(STORE_CHECK_GROUPS["effect_keys"]) & set(checks)
+    assert set(STORE_CHECK_GROUPS["core"]) <= set(checks)
+    assert set(STORE_CHECK_GROUPS["read_with_approval"]) <= set(checks)
+    check_store(NoKeys)
+
+
+def test_builtin_stores_declare_their_capabilities(store: Store) -> None:
+    """Each built-in store declares a Capabilities value (nothing is probed)."""
+    caps = store.capabilities  # type: ignore[attr-defined]
+    assert isinstance(caps, Capabilities)
+    assert caps.gated_append
+    assert caps.effect_keys
+    assert caps.read_with_approval
 
 
 def test_check_store_passes_for_memory_store() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -394,7 +395,7 @@ class TestStores:
         """A backend that cannot hold keys refuses the tool instead of running it unkeyed."""
 
         class Plain(MemoryStore):
-            effect_keys = False
+            capabilities = dataclasses.replace(MemoryStore.capabilities, effect_keys=False)
 
         with toolledger.run("m", db=Plain()) as r, pytest.raises(CheckpointError) as info:
             r.call(_keyed(effects), call_id="A", input={})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -171,6 +172,8 @@ class TestLoadRun:
                 def __getattr__(self, name: str) -> Any:
                     if name == "read_event_fields":
                         raise AttributeError(name)
+                    if name == "capabilities":
+                        return dataclasses.replace(store.capabilities, record_fields=False)
                     return getattr(store, name)
 
             generic = toolledger.load_run(RowsOnly(), run.run_id)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ import click
 from ..copy import copy_ledger
 from ..errors import CheckpointError
 from ..retention import gc, parse_age
+from ..store.base import migrations_of
 from . import main
 from ._common import CONTEXT_SETTINGS, UsageError, clean, fail_check, get_store
 
@@ -110,8 +111,7 @@ def migrate_command(ctx: click.Context) -> None:
     """
     store = get_store(ctx, write=True)
     try:
-        applied = getattr(store, "applied_migrations", None)
-        rows = applied() if applied is not None else []
+        rows = migrations_of(store)
         if getattr(store, "schema", None) == "public":
             click.echo(
                 "note: toolledger's tables are in schema 'public', as --db asked, beside "

@@ -83,6 +83,7 @@ from ..errors import (
 )
 from ..journal import EventHandle
 from ..journal._content import check_source, check_text
+from ..store.base import capabilities_of, read_with_approval
 from ..telemetry._hooks import NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
@@ -229,15 +230,15 @@ def start(
     effect = conversation = None
     if tool.effect_key is not None:
         effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
-    elif not tool.independent and getattr(run.store, "effect_keys", False):
+    elif not tool.independent and capabilities_of(run.store).effect_keys:
         # The same action under a new id (see ``_flow``): blocked while the namespace's
         # latest call of it is unknown; served while the conversation's is unseen. The
         # conversation: the run's, else the run itself (a resumed run id is the same one).
         conversation = getattr(run, "conversation_id", None) or run.run_id
-    if effect is not None and not getattr(run.store, "effect_keys", False):
+    if effect is not None and not capabilities_of(run.store).effect_keys:
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
-            "not store effect keys (Store.effect_keys); refusing to run it without them",
+            "not store effect keys (Capabilities.effect_keys); refusing to run it without them",
             details={"tool": tool.name},
         )
     call = Call(
@@ -421,10 +422,9 @@ def perform(run: GuardedRun, flow: CallFlow, req: Any) -> Any:
             return _commit_with_end(run, flow, req)
         return store.apply(list(req.ops), durable=req.durable)
     if kind is ReadGate:
-        read_both = getattr(store, "get_with_approval", None)
-        if read_both is None:
-            return store.get(*req.key), None
-        return read_both(*req.key)
+        if capabilities_of(store).read_with_approval:
+            return read_with_approval(store, *req.key)
+        return store.get(*req.key), None
     if kind is Open:
         return _open_event(run, flow)
     if kind is ReadOperation:
@@ -524,11 +524,7 @@ def _commit_with_end(run: GuardedRun, flow: CallFlow, req: Commit) -> Any:
     prepared = None
     handle = flow.handle
     store = run.store
-    if (
-        getattr(store, "gated_append", False)
-        and isinstance(handle, EventHandle)
-        and not handle.ended
-    ):
+    if capabilities_of(store).gated_append and isinstance(handle, EventHandle) and not handle.ended:
         try:
             prepared = run.prepare_end(
                 handle,

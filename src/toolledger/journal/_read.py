@@ -19,7 +19,7 @@ from typing import Any, overload
 from ..errors import InvalidArgumentError, NotFoundError
 from ..store import Store
 from ..store._open import using_store
-from ..store.base import EventRow, RunRow, event_row_of
+from ..store.base import EventRow, RunRow, event_row_of, record_fields_of
 from ._facts import TAIL, RunFacts, find_end, run_facts
 from ._merge import merge_records, record_tuples
 from ._records import parse_document, parse_many
@@ -175,13 +175,11 @@ def load_stored_run(
 def read_records(store: Store, run_id: str) -> list[tuple[Any, ...]]:
     """Return all the run's records, in ``seq`` order, as ``RECORD_FIELDS`` tuples.
 
-    One statement where the store has ``read_event_fields`` (SQLite), else its rows.
+    One statement where the store declares ``Capabilities.record_fields`` (SQLite), else
+    its rows.
     """
-    read = getattr(store, "read_event_fields", None)
-    if callable(read):
-        records: list[tuple[Any, ...]] = read(run_id)
-        return records
-    return record_tuples(iter_rows(store, run_id))
+    records = record_fields_of(store, run_id)
+    return records if records is not None else record_tuples(iter_rows(store, run_id))
 
 
 class RecordRows(Sequence[EventRow]):

@@ -1,8 +1,11 @@
 """The store contract: checks every ``Store`` backend must pass.
 
 Each check takes a fresh, empty store and raises ``AssertionError`` (or a toolledger
-error) on failure. ``tests/contract/`` parametrizes these over every backend;
-``toolledger.testing.check_store`` runs them for third-party backends.
+error) on failure. The checks are grouped by capability (``CHECK_GROUPS``): ``"core"``
+is the ``Store`` protocol every backend keeps, each other group a ``Capabilities`` field
+whose checks run on a store that declares it (``checks_for``). ``tests/contract/``
+parametrizes these over every backend; ``toolledger.testing.check_store`` runs them for
+third-party backends.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ._rows import dump_record
 from ._tombstone import build_tombstone
 from .base import (
     AppendEvents,
+    Capabilities,
     ClaimEffectKey,
     CreateCheckpoint,
     EventRow,
@@ -45,9 +49,13 @@ from .base import (
     SwapCheckpoint,
     Tombstone,
     WriteOperation,
+    capabilities_of,
+    migrations_of,
+    read_with_approval,
+    record_fields_of,
 )
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "CHECK_GROUPS", "checks_for"]
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -497,9 +505,7 @@ def check_approval_request_and_decision_round_trip(store: Store) -> None:
 
 
 def check_get_with_approval_reads_what_the_two_reads_do(store: Store) -> None:
-    read_both = getattr(store, "get_with_approval", None)
-    if read_both is None:
-        return  # optional: the guard reads get, then approval_get
+    read_both = partial(read_with_approval, store)
     rec, approval = read_both("ns", "call-1")
     assert rec is None and approval() is None
     created = create_checkpoint(_binding(), at=T0)
@@ -800,8 +806,78 @@ def check_effect_key_threads_race_one_winner(store: Store) -> None:
     assert [r.binding.call_id for r in claimed] == wins
 
 
-CHECKS: list[Callable[[Store], None]] = (
+def check_gated_append_follows_its_swap(store: Store) -> None:
+    store.create_run(_run("r1"))
+    rec = create_checkpoint(_binding(), at=_t(0))
+    store.create_if_absent(rec)
+    claim = claim_execution(rec, attempt_id="a-1", at=_t(0))
+    assert store.compare_and_swap(0, claim_execution(rec, attempt_id="a-0", at=_t(0)).next)
+    append = AppendEvents("r1", [_event("r1", 0, None)], expected_count=0, requires=0)
+    assert store.apply([SwapCheckpoint(0, claim.next), append]) == [False, False]
+    assert store.read_events("r1") == []
+    other = create_checkpoint(_binding("call-2"), at=_t(0))
+    store.create_if_absent(other)
+    won = claim_execution(other, attempt_id="a-2", at=_t(0)).next
+    assert store.apply([SwapCheckpoint(0, won), append]) == [True, True]
+    assert [e.seq for e in store.read_events("r1")] == [0]
+
+
+def check_record_fields_read_every_record_in_order(store: Store) -> None:
+    store.create_run(_run("r1"))
+    assert record_fields_of(store, "r1") == []
+    assert store.append_events(
+        "r1", [_event("r1", 0, None), _event("r1", 1, "h0")], expected_count=0
+    )
+    records = record_fields_of(store, "r1")
+    assert records is not None
+    assert [(r[0], r[1]) for r in records] == [(0, "e0"), (1, "e1")]
+
+
+def check_migrations_are_listed_in_order(store: Store) -> None:
+    applied = migrations_of(store)
+    assert applied, "a store declaring migrations lists the ones applied"
+    assert [v for v, _ in applied] == sorted({v for v, _ in applied})
+    assert all(type(v) is int and type(n) is str and n for v, n in applied)
+
+
+Check = Callable[[Store], None]
+
+_ALL: list[Check] = (
     [value for name, value in sorted(globals().items()) if name.startswith("check_")]
     + SEARCH_CHECKS
     + RESOLVE_CHECKS
 )
+_BY_PREFIX = {
+    "check_effect_key_": "effect_keys",
+    "check_get_with_approval_": "read_with_approval",
+    "check_gated_append_": "gated_append",
+    "check_record_fields_": "record_fields",
+    "check_migrations_": "migrations",
+}
+
+
+def _group(check: Check) -> str:
+    for prefix, group in _BY_PREFIX.items():
+        if check.__name__.startswith(prefix):
+            return group
+    return "core"
+
+
+#: Checks by what they test: ``"core"`` (every store) or a ``Capabilities`` field.
+CHECK_GROUPS: dict[str, list[Check]] = {
+    group: [c for c in _ALL if _group(c) == group]
+    for group in ["core", *(f.name for f in dataclasses.fields(Capabilities))]
+}
+#: Every check, each once, grouped as ``CHECK_GROUPS``.
+CHECKS: list[Check] = [c for group in CHECK_GROUPS.values() for c in group]
+
+
+def checks_for(store: Store) -> list[Check]:
+    """Return the checks ``store`` must pass: the core ones and its capabilities' groups."""
+    caps = capabilities_of(store)
+    return [
+        c
+        for group, checks in CHECK_GROUPS.items()
+        if group == "core" or getattr(caps, group)
+        for c in checks
+    ]

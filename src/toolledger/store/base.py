@@ -32,16 +32,20 @@ import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, cast, runtime_checkable
 
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
 from ._search import EventQuery
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._approval_record import ApprovalRecord
 
 __all__ = [
+    "NO_CAPABILITIES",
     "AppendEvents",
+    "Capabilities",
     "ClaimEffectKey",
     "CreateCheckpoint",
     "EffectKeyRow",
@@ -57,6 +61,10 @@ __all__ = [
     "SwapCheckpoint",
     "Tombstone",
     "WriteOperation",
+    "capabilities_of",
+    "migrations_of",
+    "read_with_approval",
+    "record_fields_of",
 ]
 
 
@@ -312,7 +320,8 @@ class AppendEvents:
     ``requires``: the index of an earlier op of the same ``apply`` whose outcome must be
     true (a won ``SwapCheckpoint``); when it is false nothing is appended and the outcome
     is ``False`` (the rest of the transaction still commits). Stores that honour it set
-    ``gated_append = True`` (the built-in ones do); callers check that before relying on it.
+    ``Capabilities.gated_append`` (the built-in ones do); callers check that before relying
+    on it.
     """
 
     run_id: str
@@ -330,6 +339,79 @@ Op = Union[  # noqa: UP007 (a runtime alias; X | Y needs 3.10 evaluation of clas
     ClaimEffectKey,
     ReleaseEffectKey,
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a store does beyond the ``Store`` protocol, declared as ``store.capabilities``.
+
+    Callers read it through ``capabilities_of`` (a store that declares nothing has none of
+    them) and never probe a store for a method or flag. ``check_store`` runs each group of
+    checks a store declares.
+    """
+
+    #: ``AppendEvents.requires`` is honoured (a gated append).
+    gated_append: bool = False
+    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
+    effect_keys: bool = False
+    #: ``get_with_approval(namespace, call_id)``: ``get``'s record and a function returning
+    #: what ``approval_get`` returned at the same moment (decoding, and raising, only when
+    #: called): the guard reads a call's checkpoint and approval in one round trip.
+    read_with_approval: bool = False
+    #: ``read_event_fields(run_id)``: a run's records as ``RECORD_FIELDS`` tuples, one
+    #: statement (journal readers use it instead of building ``EventRow``s).
+    record_fields: bool = False
+    #: ``applied_migrations()``: the ``(version, name)`` schema migrations applied.
+    migrations: bool = False
+
+
+#: A store that declares no ``capabilities``.
+NO_CAPABILITIES = Capabilities()
+
+
+def capabilities_of(store: object) -> Capabilities:
+    """Return ``store.capabilities``, or ``NO_CAPABILITIES`` for a store declaring none."""
+    caps = getattr(store, "capabilities", NO_CAPABILITIES)
+    return caps if isinstance(caps, Capabilities) else NO_CAPABILITIES
+
+
+class _ReadsWithApproval(Protocol):
+    def get_with_approval(
+        self, namespace: str, call_id: str
+    ) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]: ...
+
+
+class _ReadsRecordFields(Protocol):
+    def read_event_fields(self, run_id: str) -> builtins.list[tuple[Any, ...]]: ...
+
+
+class _Migrates(Protocol):
+    def applied_migrations(self) -> builtins.list[tuple[int, str]]: ...
+
+
+def read_with_approval(
+    store: Store, namespace: str, call_id: str
+) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]:
+    """Read a call's checkpoint and a function returning its approval, as of one moment
+    where the store declares ``read_with_approval``, else as two reads."""
+    if capabilities_of(store).read_with_approval:
+        return cast("_ReadsWithApproval", store).get_with_approval(namespace, call_id)
+    return store.get(namespace, call_id), lambda: store.approval_get(namespace, call_id)
+
+
+def record_fields_of(store: Store, run_id: str) -> builtins.list[tuple[Any, ...]] | None:
+    """Return the run's ``RECORD_FIELDS`` tuples where the store declares ``record_fields``,
+    else ``None`` (the caller reads its rows)."""
+    if capabilities_of(store).record_fields:
+        return cast("_ReadsRecordFields", store).read_event_fields(run_id)
+    return None
+
+
+def migrations_of(store: Store) -> builtins.list[tuple[int, str]]:
+    """Return the store's applied migrations (none for a store without ``migrations``)."""
+    if capabilities_of(store).migrations:
+        return cast("_Migrates", store).applied_migrations()
+    return []
 
 
 @runtime_checkable
@@ -558,10 +640,7 @@ class Store(Protocol):
     def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
         """Return the call's approval request/decision, or ``None``.
 
-        A store may also offer ``get_with_approval(namespace, call_id)``, returning
-        ``get``'s record and a function returning what ``approval_get`` returned at the
-        same moment (decoding, and raising, only when called); the guard then reads a
-        call's checkpoint and approval in one round trip.
+        A store may also declare ``Capabilities.read_with_approval`` (both in one read).
 
         Raises:
             InvalidCheckpointError: the stored row is damaged (it is left as is).

@@ -20,6 +20,7 @@ from ._sqlcommon import ApplyShortcuts, history_entries, now_text, quarantined_r
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
 from .base import (
     AppendEvents,
+    Capabilities,
     ClaimEffectKey,
     CreateCheckpoint,
     EffectKeyRow,
@@ -45,10 +46,7 @@ class MemoryStore(ApplyShortcuts):
     ``rows`` exposes the stored JSON by key so tests can simulate corruption.
     """
 
-    #: ``AppendEvents.requires`` is honoured (a gated append).
-    gated_append = True
-    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
-    effect_keys = True
+    capabilities = Capabilities(gated_append=True, effect_keys=True, read_with_approval=True)
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

@@ -66,6 +66,7 @@ from ._sqlcommon import (
 )
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
+    Capabilities,
     EffectKeyRow,
     EventRow,
     HistoryEntry,
@@ -150,10 +151,9 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         StoreUnavailableError: ``STORE_UNAVAILABLE``: the server cannot be reached.
     """
 
-    #: ``AppendEvents.requires`` is honoured (a gated append).
-    gated_append = True
-    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
-    effect_keys = True
+    capabilities = Capabilities(
+        gated_append=True, effect_keys=True, read_with_approval=True, migrations=True
+    )
 
     def __init__(
         self,

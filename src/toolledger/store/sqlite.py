@@ -84,6 +84,7 @@ from ._sqlite_ops import SELECT_EVENT_COLUMNS, create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
+    Capabilities,
     CreateCheckpoint,
     EffectKeyRow,
     EventRow,
@@ -133,10 +134,13 @@ class SQLiteStore(ApplyShortcuts):
         StoreBusyError, StoreUnavailableError: the file cannot be opened or migrated.
     """
 
-    #: ``AppendEvents.requires`` is honoured (a gated append).
-    gated_append = True
-    #: ``ClaimEffectKey``/``ReleaseEffectKey`` ops and ``requires`` on checkpoint ops.
-    effect_keys = True
+    capabilities = Capabilities(
+        gated_append=True,
+        effect_keys=True,
+        read_with_approval=True,
+        record_fields=True,
+        migrations=True,
+    )
     #: Commits between two checkpoint rounds off the callers' path (each restarts the WAL);
     #: ``None``: SQLite's own auto-checkpoint inside the commit that crosses 1,000 pages
     #: (benches compare).
