@@ -63,7 +63,7 @@ from .export import (
 )
 from .guard import current_call
 from .guard._replay import ReplayReport
-from .guard._run import Run, run
+from .guard._run import Run, UndeliveredWarning, run
 from .journal import (
     Event,
     JournalWarning,
@@ -153,6 +153,7 @@ __all__ = [
     "Tool",
     "ToolOutcome",
     "Transition",
+    "UndeliveredWarning",
     "UnsupportedSchemaError",
     "VerifyReport",
     "__version__",

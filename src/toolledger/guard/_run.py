@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,10 +33,15 @@ from ..tools import Tool, ToolOutcome
 from . import _batch, _deliver, _drivers
 from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport
 
-__all__ = ["MAX_REMEMBERED", "Run", "run"]
+__all__ = ["MAX_REMEMBERED", "Run", "UndeliveredWarning", "run"]
 
 #: Requested tool-call ids a run remembers (oldest forgotten first); a model turn has few.
 MAX_REMEMBERED = 10_000
+
+
+class UndeliveredWarning(UserWarning):
+    """A run closed with completed calls whose results were never delivered (see
+    ``Run.deliver``): a hand-written loop that forgot to post a result."""
 
 
 class Run(JournalRun):
@@ -73,6 +79,10 @@ class Run(JournalRun):
         self._replay_args = (replay_of, fork_at, on_divergence, resume_turns)
         self._controller: ReplayController | None = None
         self._resume_pending = False  # a resumed run reads its record at its first model call
+        #: Completed calls this run handed to its caller, not yet delivered, seen or posted
+        #: by a framework: named by an ``UndeliveredWarning`` when the run closes.
+        self._owed: dict[str, None] = {}
+        self._owed_lock = threading.Lock()
         self._replay_lock = threading.Lock()
         if replay_of is not None and inherit_namespace:
             source = self.store.get_run(replay_of)
@@ -125,6 +135,7 @@ class Run(JournalRun):
     def close(self, error: BaseException | None = None) -> None:
         """Record the replay report (a ``replay`` event), then finish the run (see
         ``journal.Run.close``)."""
+        self._warn_undelivered()
         ctl = self._controller
         if ctl is not None and self.status == "running":
             report = ctl.report()
@@ -183,7 +194,59 @@ class Run(JournalRun):
                 details={"run_id": ctl.source_run_id, "call_id": call_id},
             )
 
+    def _owe(self, outcome: Any) -> None:
+        if isinstance(outcome, ToolOutcome) and outcome.status == Status.COMPLETED.value:
+            with self._owed_lock:
+                self._owed[outcome.call_id] = None
+
+    def _paid(self, call_ids: Sequence[str]) -> None:
+        with self._owed_lock:
+            for call_id in call_ids:
+                self._owed.pop(call_id, None)
+
+    def mark_posted(self, call_ids: Sequence[str]) -> None:
+        """Record that a framework posts these calls' results to the model itself.
+
+        The checkpoint is unchanged (a model turn that completes with the results marks
+        them seen: ``mark_seen``); the run only stops counting them as owed, so it does not
+        warn about them when it closes. The framework adapters call this.
+        """
+        self._paid(call_ids)
+
+    def _warn_undelivered(self) -> None:
+        """Warn once, at close, about completed calls whose results nobody delivered."""
+        if self.status != "running":
+            return
+        with self._owed_lock:
+            owed = list(self._owed)
+            self._owed.clear()
+        if not owed:
+            return
+        try:
+            still = [
+                call_id
+                for call_id in owed
+                if (rec := self.store.get(self.namespace, call_id)) is not None
+                and rec.status is Status.COMPLETED
+            ]
+        except CheckpointError as exc:  # a warning never breaks the close
+            self.record_failure(exc)
+            return
+        if still:
+            shown = ", ".join(still[:5]) + (f" and {len(still) - 5} more" if len(still) > 5 else "")
+            warnings.warn(
+                UndeliveredWarning(
+                    f"run {self.run_id} ends with {len(still)} completed call(s) never "
+                    f"delivered: {shown}. Post each result with run.deliver(call_id, post) "
+                    "(or run.mark_seen(ids) when the model saw it another way); until then "
+                    "the same action asked again in this conversation is served the stored "
+                    "result instead of running"
+                ),
+                stacklevel=3,
+            )
+
     def _after_call(self, outcome: Any) -> None:
+        self._owe(outcome)
         ctl = self._controller
         if (
             ctl is not None
@@ -290,6 +353,7 @@ class Run(JournalRun):
         Returns:
             What ``post`` returned, or ``None`` when the call was delivered already.
         """
+        self._paid([call_id])
         return _deliver.deliver(self, call_id, post, redeliver=redeliver)
 
     async def adeliver(
@@ -300,6 +364,7 @@ class Run(JournalRun):
         redeliver: bool = False,
     ) -> Any:
         """Async ``deliver`` (``guard.adeliver``): ``post`` may be async."""
+        self._paid([call_id])
         return await _deliver.adeliver(self, call_id, post, redeliver=redeliver)
 
     def mark_seen(self, call_ids: Sequence[str]) -> list[str]:
@@ -312,6 +377,7 @@ class Run(JournalRun):
         Returns:
             The ids moved by this call.
         """
+        self._paid(call_ids)
         return _deliver.mark_seen(self, call_ids)
 
     def deliver_many(
@@ -322,6 +388,7 @@ class Run(JournalRun):
         redeliver: bool = False,
     ) -> Any:
         """Deliver several calls' results with one post (``guard.deliver_many``)."""
+        self._paid(call_ids)
         return _deliver.deliver_many(self, call_ids, post, redeliver=redeliver)
 
 

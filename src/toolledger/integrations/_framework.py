@@ -334,6 +334,7 @@ class FrameworkGuard:
             if not made_before:
                 self._warn_reused(conflict)
             raise
+        self.run.mark_posted([call_id])  # the framework posts the result, not the app
         return _answer(outcome)
 
     async def acall(
@@ -368,6 +369,7 @@ class FrameworkGuard:
             if not made_before:
                 self._warn_reused(conflict)
             raise
+        self.run.mark_posted([call_id])  # the framework posts the result, not the app
         return _answer(outcome)
 
     def _calling(self, call_id: str) -> bool:
