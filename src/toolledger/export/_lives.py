@@ -7,6 +7,7 @@ such, never guessed, and never stops an export. Times are the stored ISO-8601 UT
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ def _approval(store: Store, namespace: str, call_id: str) -> dict[str, Any] | No
         return {"error": f"{exc.code}: {exc.message}"}
     if record is None:
         return None
-    return {
+    out = {
         "status": record.status.value,
         "ticket": record.ticket,
         "justification": record.justification,
@@ -48,6 +49,11 @@ def _approval(store: Store, namespace: str, call_id: str) -> dict[str, Any] | No
         "expires_at": _t(record.expires_at),
         "binding_fingerprint": record.binding_fingerprint,
     }
+    try:
+        json.dumps(out)
+    except (TypeError, ValueError) as exc:  # a damaged row (e.g. bytes where text belongs)
+        return {"error": f"INVALID_CHECKPOINT: the stored approval request is damaged ({exc})"}
+    return out
 
 
 def checkpoint_life(store: Store, namespace: str, call_id: str) -> dict[str, Any]:

@@ -572,7 +572,7 @@
       ["decided", decided ? timeEl(decided, Date.parse(decided)) : null],
       ["expires", ap.expires_at ? timeEl(ap.expires_at, Date.parse(ap.expires_at)) : null],
       ["binding", ap.binding_fingerprint, "hash"],
-      ["input", ap.input_fingerprint, "hash"]
+      ["bound to input", ap.input_fingerprint, "hash"]
     ], "kv approval-facts"));
     if (req && req.description) box.appendChild(el("div", "description", req.description));
     var why = req && req.justification;
