@@ -280,43 +280,35 @@ def _aware(parsed: datetime | None, raw: Any) -> datetime | None:
 _new_event = object.__new__
 # A frozen dataclass's __init__ sets each field through object.__setattr__; the slots' own
 # descriptors set them at about half the cost. Event has no __post_init__: nothing skipped.
-(
-    _SET_RUN_ID,
-    _SET_EVENT_ID,
-    _SET_SEQ,
-    _SET_PARENT_ID,
-    _SET_KIND,
-    _SET_NAME,
-    _SET_STATUS,
-    _SET_GOAL,
-    _SET_AGENT,
-    _SET_NAMESPACE,
-    _SET_STARTED_AT,
-    _SET_ENDED_AT,
-    _SET_DURATION_MS,
-    _SET_JUSTIFICATION,
-    _SET_JUSTIFICATION_SOURCE,
-    _SET_JUSTIFICATION_MISSING,
-    _SET_INPUTS,
-    _SET_OUTPUTS,
-    _SET_ARTIFACTS,
-    _SET_APPROVAL,
-    _SET_ERROR,
-    _SET_TEXT,
-    _SET_META,
-    _SET_CHECKPOINT,
-    _SET_TRACE_ID,
-    _SET_SPAN_ID,
-    _SET_ERASED,
-    _SET_EXTRA,
-) = (vars(Event)[name].__set__ for name in Event.__dataclass_fields__)
-if tuple(Event.__dataclass_fields__) != (  # pragma: no cover
-    "run_id", "event_id", "seq", "parent_id", "kind", "name", "status", "goal", "agent",
-    "namespace", "started_at", "ended_at", "duration_ms", "justification",
-    "justification_source", "justification_missing", "inputs", "outputs", "artifacts",
-    "approval", "error", "text", "meta", "checkpoint", "trace_id", "span_id", "erased", "extra",
-):  # fmt: skip
-    raise AssertionError("the setters above must follow Event's fields in order")
+_SETTERS = {name: vars(Event)[name].__set__ for name in Event.__dataclass_fields__}
+_SET_RUN_ID = _SETTERS["run_id"]
+_SET_EVENT_ID = _SETTERS["event_id"]
+_SET_SEQ = _SETTERS["seq"]
+_SET_PARENT_ID = _SETTERS["parent_id"]
+_SET_KIND = _SETTERS["kind"]
+_SET_NAME = _SETTERS["name"]
+_SET_STATUS = _SETTERS["status"]
+_SET_GOAL = _SETTERS["goal"]
+_SET_AGENT = _SETTERS["agent"]
+_SET_NAMESPACE = _SETTERS["namespace"]
+_SET_STARTED_AT = _SETTERS["started_at"]
+_SET_ENDED_AT = _SETTERS["ended_at"]
+_SET_DURATION_MS = _SETTERS["duration_ms"]
+_SET_JUSTIFICATION = _SETTERS["justification"]
+_SET_JUSTIFICATION_SOURCE = _SETTERS["justification_source"]
+_SET_JUSTIFICATION_MISSING = _SETTERS["justification_missing"]
+_SET_INPUTS = _SETTERS["inputs"]
+_SET_OUTPUTS = _SETTERS["outputs"]
+_SET_ARTIFACTS = _SETTERS["artifacts"]
+_SET_APPROVAL = _SETTERS["approval"]
+_SET_ERROR = _SETTERS["error"]
+_SET_TEXT = _SETTERS["text"]
+_SET_META = _SETTERS["meta"]
+_SET_CHECKPOINT = _SETTERS["checkpoint"]
+_SET_TRACE_ID = _SETTERS["trace_id"]
+_SET_SPAN_ID = _SETTERS["span_id"]
+_SET_ERASED = _SETTERS["erased"]
+_SET_EXTRA = _SETTERS["extra"]
 
 
 def merge_events(
