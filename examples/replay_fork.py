@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from _scripted import ScriptedAPI
 from anthropic import Anthropic
 
 import toolledger
@@ -40,29 +41,20 @@ def _message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
     }
 
 
-class Model:
-    """The scripted API; ``offline`` refuses every request (a replay must send none)."""
+class Model(ScriptedAPI):
+    """The scripted API: turn 1 asks for ``send_email``, turn 2 answers."""
 
-    def __init__(self, *, offline: bool = False) -> None:
-        self.requests = 0
-        self.offline = offline
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.offline:
-            raise httpx2.ConnectError("offline: a replay must not reach the network")
-        last = json.loads(request.content)["messages"][-1]
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        last = body["messages"][-1]
         if isinstance(last["content"], list):  # the tool result: answer
-            return httpx2.Response(
-                200, json=_message([{"type": "text", "text": "Sent."}], "end_turn")
-            )
+            return _message([{"type": "text", "text": "Sent."}], "end_turn")
         use = {
             "type": "tool_use",
             "id": "toolu_1",
             "name": "send_email",
             "input": {"to": "ana@example.com"},
         }
-        return httpx2.Response(200, json=_message([use], "tool_use"))
+        return _message([use], "tool_use")
 
     def client(self) -> Anthropic:
         transport = httpx2.MockTransport(self.handle)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from _scripted import ScriptedAPI
 from openai import AsyncOpenAI
 
 import toolledger
@@ -33,18 +34,11 @@ def send_email(to: str) -> str:
     return f"sent to {to}"
 
 
-class API:
-    """The scripted OpenAI API; ``offline`` refuses every request."""
+class API(ScriptedAPI):
+    """The scripted OpenAI API."""
 
-    def __init__(self, *, offline: bool = False) -> None:
-        self.requests = 0
-        self.offline = offline
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.offline:
-            raise httpx2.ConnectError("offline: a replay must not reach the network")
-        done = any(m["role"] == "tool" for m in json.loads(request.content)["messages"])
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        done = any(m["role"] == "tool" for m in body["messages"])
         call = {
             "id": "call_1",
             "type": "function",
@@ -55,7 +49,7 @@ class API:
             if done
             else {"role": "assistant", "content": "", "tool_calls": [call]}
         )
-        body = {
+        return {
             "id": "c",
             "object": "chat.completion",
             "created": 1,
@@ -65,7 +59,6 @@ class API:
             ],
             "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
         }
-        return httpx2.Response(200, json=body)
 
     def client(self, run: toolledger.Run) -> Any:
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))

@@ -21,6 +21,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+from _scripted import ScriptedAPI
 from anthropic import beta_tool
 
 import toolledger
@@ -36,18 +37,11 @@ def send_email(to: str) -> str:
     return f"sent to {to}"
 
 
-class API:
-    """The scripted Anthropic API; ``offline`` refuses every request."""
+class API(ScriptedAPI):
+    """The scripted Anthropic API."""
 
-    def __init__(self, *, offline: bool = False) -> None:
-        self.requests = 0
-        self.offline = offline
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        if self.offline:
-            raise httpx2.ConnectError("offline: a replay must not reach the network")
-        last = json.loads(request.content)["messages"][-1]["content"]
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        last = body["messages"][-1]["content"]
         done = isinstance(last, list) and any(b["type"] == "tool_result" for b in last)
         use = {"type": "tool_use", "id": "toolu_1", "name": "send_email"}
         content = (
@@ -55,7 +49,7 @@ class API:
             if done
             else [{**use, "input": {"to": "ana@example.com"}}]
         )
-        body = {
+        return {
             "id": f"msg_{self.requests}",
             "type": "message",
             "role": "assistant",
@@ -65,7 +59,6 @@ class API:
             "stop_sequence": None,
             "usage": {"input_tokens": 20, "output_tokens": 5},
         }
-        return httpx2.Response(200, json=body)
 
     def client(self, run: toolledger.Run) -> Any:
         transport = httpx2.MockTransport(self.handle)
