@@ -25,31 +25,16 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from _child_files import append, wait_for
 
 import toolledger
 from toolledger.testing import CRASH_POINTS, crash_at
 
 #: Installed crash points stay installed until the process ends (or is killed).
 CRASHING = contextlib.ExitStack()
-
-
-def _append(path: Path, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def _wait_for(path: Path, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.002)
 
 
 def main() -> None:
@@ -63,7 +48,7 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         if mode == "race" and name == "before-claim" and not (root / "go").exists():
             (root / f"ready-{call_id}").touch()
-            _wait_for(root / "go")
+            wait_for(root / "go")
 
     for name in CRASH_POINTS:
         CRASHING.enter_context(crash_at(name, functools.partial(kill_at, name)))
@@ -71,7 +56,7 @@ def main() -> None:
     def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
         order = f"order-{ctx.call_id}"
         ctx.operation.write({"order": order})
-        _append(effects, order)  # the irreversible effect
+        append(effects, order)  # the irreversible effect
         kill_at("in-execute-after-effect")
         return {"order": order, "to": input["to"]}
 

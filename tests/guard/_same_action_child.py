@@ -26,28 +26,13 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from _child_files import append, wait_for
+
 import toolledger
 from toolledger.testing import crash_at
-
-
-def _append(path: Path, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def _wait_for(path: Path, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.002)
 
 
 def main() -> None:
@@ -58,8 +43,8 @@ def main() -> None:
         ctx.operation.write({"payment": ctx.call_id})
         if mode == "hold":
             (root / "holding").touch()
-            _wait_for(root / "release")
-        _append(root / "effects.log", ctx.call_id)
+            wait_for(root / "release")
+        append(root / "effects.log", ctx.call_id)
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         return {"paid": input["amount"], "by": ctx.call_id}
@@ -76,7 +61,7 @@ def main() -> None:
 
             def wait_go() -> None:
                 (root / f"ready-{call_id}").touch()
-                _wait_for(root / "go")
+                wait_for(root / "go")
 
             stack.enter_context(crash_at("before-claim", wait_go))
         report: dict[str, Any]

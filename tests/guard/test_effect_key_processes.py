@@ -6,66 +6,27 @@ store's effect-key claim decides, so the email is sent once, whatever the interl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import toolledger
 from toolledger import Status
 
-from .._pg_dsn import pg_dsn_or_skip
+from ._children import effects_of, ledger_fixture, open_store, report, spawn, wait_for
 
 CHILD = Path(__file__).with_name("_effect_key_child.py")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """``(db argument for the children, extra environment)`` on each backend."""
-    if request.param == "sqlite":
-        db = tmp_path / "ledger.db"
-        toolledger.SQLiteStore(db).close()  # the schema, once
-        yield str(db), {}
-        return
-    from toolledger.store.postgres import PostgresStore
-
-    dsn = pg_dsn_or_skip()
-    schema = f"tl_effect_{uuid.uuid4().hex[:12]}"
-    PostgresStore(dsn, schema=schema).close()
-    yield dsn, {"TOOLLEDGER_TEST_PG_SCHEMA": schema}
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+ledger = ledger_fixture("tl_effect_")
 
 
 def _spawn(db: str, folder: Path, call_id: str, mode: str, env: dict[str, str]) -> Any:
-    full = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
-    return subprocess.Popen(
-        [sys.executable, str(CHILD), db, str(folder), call_id, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=full,
-    )
-
-
-def _report(proc: Any) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    return spawn(CHILD, db, folder, call_id, mode, env)
 
 
 def _run(db: str, folder: Path, call_id: str, mode: str, env: dict[str, str]) -> dict[str, Any]:
-    return _report(_spawn(db, folder, call_id, mode, env))
+    return report(_spawn(db, folder, call_id, mode, env))
 
 
 def _killed(db: str, folder: Path, call_id: str, point: str, env: dict[str, str]) -> None:
@@ -74,37 +35,16 @@ def _killed(db: str, folder: Path, call_id: str, point: str, env: dict[str, str]
     assert proc.returncode == -9, err  # SIGKILLed where asked
 
 
-def _wait_for(path: Path, proc: Any, seconds: float = 120.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.005)
-
-
-def _effects(folder: Path) -> list[str]:
-    path = folder / "effects.log"
-    return path.read_text().split() if path.exists() else []
-
-
-def _open(db: str, env: dict[str, str]) -> Any:
-    if db.startswith("postgresql://"):
-        from toolledger.store.postgres import PostgresStore
-
-        return PostgresStore(db, schema=env["TOOLLEDGER_TEST_PG_SCHEMA"])
-    return toolledger.SQLiteStore(db)
-
-
 @pytest.mark.slow
 def test_racing_processes_with_new_call_ids_send_once(ledger, tmp_path: Path) -> None:
     """Six processes, six call ids, one action, all claiming at once: the store picks one."""
     db, env = ledger
     procs = [_spawn(db, tmp_path, f"toolu_{i}", "race", env) for i in range(6)]
     for i, proc in enumerate(procs):  # every racer read the key as free and stopped
-        _wait_for(tmp_path / f"ready-toolu_{i}", proc)
+        wait_for(tmp_path / f"ready-toolu_{i}", [proc])
     (tmp_path / "go").touch()
-    reports = [_report(p) for p in procs]
-    effects = _effects(tmp_path)
+    reports = [report(p) for p in procs]
+    effects = effects_of(tmp_path)
     assert len(effects) == 1
     winner = effects[0].removeprefix("order-")
     by_call = {f"toolu_{i}": r for i, r in enumerate(reports)}
@@ -117,7 +57,7 @@ def test_racing_processes_with_new_call_ids_send_once(ledger, tmp_path: Path) ->
             assert r["deduplicated_from"] == winner
         else:
             assert r["holder"] == winner
-    store = _open(db, env)
+    store = open_store(db, env)
     try:
         assert [k.call_id for k in store.list_effect_keys()] == [winner]
         executed = [
@@ -142,7 +82,7 @@ def test_sigkill_after_effect_then_replanned_new_id_never_sends_twice(
     """Killed after the effect; the restarted framework re-plans under a new id: one effect."""
     db, env = ledger
     _killed(db, tmp_path, "toolu_A", "in-execute-after-effect", env)
-    assert _effects(tmp_path) == ["order-toolu_A"]
+    assert effects_of(tmp_path) == ["order-toolu_A"]
     r = _run(db, tmp_path, "toolu_B", again, env)
     if again == "plain":
         assert r["call"] == "OUTCOME_UNKNOWN"
@@ -153,8 +93,8 @@ def test_sigkill_after_effect_then_replanned_new_id_never_sends_twice(
     # A third re-plan, and the original id: still one effect.
     r2 = _run(db, tmp_path, "toolu_C", again, env)
     r3 = _run(db, tmp_path, "toolu_A", again, env)
-    assert _effects(tmp_path) == ["order-toolu_A"]
-    store = _open(db, env)
+    assert effects_of(tmp_path) == ["order-toolu_A"]
+    store = open_store(db, env)
     try:
         a = store.get("default", "toolu_A")
         assert a is not None
@@ -183,7 +123,7 @@ def test_sigkill_after_completion_then_replanned_new_id_copies_the_result(
     _killed(db, tmp_path, "toolu_A", "after-completion", env)
     r = _run(db, tmp_path, "toolu_B", "plain", env)
     assert (r["call"], r["deduplicated_from"]) == ("replayed", "toolu_A")
-    assert _effects(tmp_path) == ["order-toolu_A"]
+    assert effects_of(tmp_path) == ["order-toolu_A"]
 
 
 @pytest.mark.slow
@@ -191,9 +131,9 @@ def test_sigkill_before_the_claim_leaves_the_action_free(ledger, tmp_path: Path)
     """Killed before the claim committed: nothing happened, the re-plan sends it once."""
     db, env = ledger
     _killed(db, tmp_path, "toolu_A", "before-claim", env)
-    assert _effects(tmp_path) == []
+    assert effects_of(tmp_path) == []
     r = _run(db, tmp_path, "toolu_B", "plain", env)
     assert r["call"] == "new"
     back = _run(db, tmp_path, "toolu_A", "plain", env)  # the original id comes back too
     assert (back["call"], back["deduplicated_from"]) == ("replayed", "toolu_B")
-    assert _effects(tmp_path) == ["order-toolu_B"]
+    assert effects_of(tmp_path) == ["order-toolu_B"]
