@@ -83,6 +83,7 @@ from .telemetry._model import SPAN_ATTRIBUTES as SPAN_ATTRIBUTES
 from .telemetry._model import TRANSITION_ATTRIBUTES as TRANSITION_ATTRIBUTES
 from .telemetry._policy import DEFAULTS as _TELEMETRY_DEFAULTS
 from .telemetry._policy import content_from_env as content_from_env
+from .telemetry._reexport import call_facts as call_facts
 from .telemetry._resolution import RESOLUTION_ATTRIBUTES as RESOLUTION_ATTRIBUTES
 from .telemetry._spans import decision_record as decision_record
 

@@ -44,6 +44,8 @@ class RecordingSpan:
         self.transitions: list[dict[str, Any]] = []
         self.updates: list[dict[str, Any]] = []
         self.ended: list[tuple[dict[str, Any], BaseException | None]] = []
+        #: The ``CallFacts`` each end carried (a tool call's, told once).
+        self.facts: list[Any] = []
 
     def activate(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -54,8 +56,10 @@ class RecordingSpan:
     def update(self, attributes: Any) -> None:
         self.updates.append(dict(attributes))
 
-    def end(self, event: Any, error: BaseException | None = None) -> None:
+    def end(self, event: Any, error: BaseException | None = None, facts: Any = None) -> None:
         self.ended.append((dict(event), error))
+        if facts is not None:
+            self.facts.append(facts)
 
 
 @dataclass

@@ -13,6 +13,7 @@ import pytest
 import toolledger
 from toolledger import Binding, Status, fingerprint
 from toolledger.checkpoint import claim_delivery, claim_execution, create_checkpoint
+from toolledger.telemetry import CallFacts
 from toolledger.testing import ASYNC_TOOLS, ASYNC_TOOLS_MAX, RecoveryFailed, stored_run
 
 from .conftest import CountingStore, Effects, RecordingTelemetry
@@ -387,8 +388,9 @@ class TestJournalAndTelemetry:
         assert events[0]["error"]["code"] == "OUTCOME_UNKNOWN"
         assert events[1]["error"]["type"] == "KeyboardInterrupt"
 
-    def test_call_span_gets_transitions_and_exact_update_keys(self, db, effects) -> None:
-        """Transitions are reported per CAS; the update carries exactly the documented keys."""
+    def test_call_span_gets_transitions_and_its_facts_once(self, db, effects) -> None:
+        """Transitions are reported per CAS; the span is told the call's facts once, at its
+        end, as one ``CallFacts``, and no string-keyed update."""
         tel = RecordingTelemetry()
         tool = toolledger.tool("t", revision="1", execute=lambda i, c: 1, description="Sends.")
         with toolledger.run("g", db=db) as r:
@@ -403,17 +405,22 @@ class TestJournalAndTelemetry:
             ("claim_execution", "ready", "executing", True),
             ("complete_execution", "executing", "completed", True),
         ]
-        assert new.updates[0] == {
-            "checkpoint.status": "completed",
-            "checkpoint.revision": 2,
-            "checkpoint.action": "execute",
-            "replayed": False,
-            "recovered": False,
-            "tool.description": "Sends.",
-        }
+        assert new.facts == [
+            CallFacts(
+                status="completed",
+                revision=2,
+                action="execute",
+                replayed=False,
+                recovered=False,
+                description="Sends.",
+            )
+        ]
+        assert new.updates == []
+        assert replay.updates == []
+        assert len(new.ended) == 1
         assert replay.transitions == []
-        assert replay.updates[0]["replayed"] is True
-        assert replay.updates[0]["checkpoint.action"] == "deliver"
+        (facts,) = replay.facts
+        assert (facts.replayed, facts.action) == (True, "deliver")
 
     def test_call_resumed_after_crash_links_original_span(self, db, effects) -> None:
         """A call that finds another attempt's claim links to that attempt's span."""
@@ -424,9 +431,9 @@ class TestJournalAndTelemetry:
             r.telemetry = tel
             out = r.call(tool, call_id="c1", input={})
         assert out.recovered is True
-        facts = tel.spans[0].updates[0]
-        assert facts["link"] == {"trace_id": "2" * 32, "span_id": "3" * 16}
-        assert facts["checkpoint.action"] == "reconcile-execution"
+        (facts,) = tel.spans[0].facts
+        assert facts.link == ("2" * 32, "3" * 16)
+        assert facts.action == "reconcile-execution"
         names = [t["name"] for t in tel.spans[0].transitions]
         assert names == ["mark_execution_uncertain", "complete_execution"]
 

@@ -348,9 +348,9 @@ class TestTelling:
         assert events[1]["status"] == "replayed"
         assert events[1]["outputs"]["result"] == events[0]["outputs"]["result"]
         first, second = tel.spans
-        assert "deduplicated_from" not in first.updates[0]
-        assert second.updates[0]["deduplicated_from"] == "A"
-        assert second.updates[0]["replayed"] is True
+        assert first.facts[0].deduplicated_from is None
+        assert second.facts[0].deduplicated_from == "A"
+        assert second.facts[0].replayed is True
         assert [t["name"] for t in second.transitions] == [
             "create_checkpoint",
             "claim_execution",

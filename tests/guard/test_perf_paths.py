@@ -328,7 +328,7 @@ def test_resumed_recovered_call_reports_first_action_live_as_reexported(
     rebuilt = [s for s in out_exp.get_finished_spans() if s.name == "recover_tool charge"]
     assert rebuilt[0].attributes[a.TL_CHECKPOINT_ACTION] == live.attributes[a.TL_CHECKPOINT_ACTION]
     # the replay found it completed: the first look answered "deliver"
-    assert tel.spans[0].updates[0]["checkpoint.action"] == "deliver"
+    assert tel.spans[0].facts[0].action == "deliver"
 
 
 # -- the validated read: faster, never weaker -------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.store import SQLiteStore
+from toolledger.telemetry import CallFacts
 
 from .conftest import CountingStore, RecordingTelemetry
 
@@ -104,8 +105,8 @@ class TestReplayRecord:
         replay = next(e for e in events if e.status == "replayed")
         assert replay.parent_id == step.event_id
 
-    def test_replay_span_starts_updates_and_ends_once(self, tmp_path: Path) -> None:
-        """Telemetry sees the replay's span: the decided facts, then its end as replayed."""
+    def test_replay_span_starts_and_ends_once_with_its_facts(self, tmp_path: Path) -> None:
+        """Telemetry sees the replay's span end once, as replayed, with the decided facts."""
         tel = RecordingTelemetry()
         tool = _tool([])
         with toolledger.run("g", db=tmp_path / "g.db") as run:
@@ -114,20 +115,13 @@ class TestReplayRecord:
             run.call(tool, call_id="c1", input={"to": "ana"})
         _new, replay = tel.spans
         assert replay.transitions == []
-        assert replay.updates[0] == {
-            "checkpoint.status": "completed",
-            "checkpoint.revision": 2,
-            "checkpoint.action": "deliver",
-            "replayed": True,
-            "recovered": False,
-        }
-        assert replay.updates[1]["checkpoint"] == {
-            "namespace": "default",
-            "call_id": "c1",
-            "revision": 2,
-        }
-        assert replay.updates[1]["replayed"] is True
+        assert replay.facts == [
+            CallFacts(status="completed", revision=2, action="deliver", replayed=True)
+        ]
+        assert replay.updates == []
         ((event, error),) = replay.ended
+        assert event["checkpoint"] == {"namespace": "default", "call_id": "c1", "revision": 2}
+        assert event["meta"]["replayed"] is True
         assert error is None
         assert event["status"] == "replayed"
         assert event["outputs"] == {"result": {"sent": "ana"}, "is_error": False}
@@ -137,9 +131,9 @@ class TestReplayRecord:
         """A one-record event's span facts are computed only when a span will hear them."""
         asked: list[int] = []
 
-        def facts() -> dict[str, Any]:
+        def facts() -> CallFacts:
             asked.append(1)
-            return {"replayed": True}
+            return CallFacts(status="completed", revision=2, action="deliver", replayed=True)
 
         with toolledger.run("g", db=tmp_path / "g.db") as run:
             run.record_event("tool_call", "t", "replayed", facts=facts)
@@ -149,7 +143,7 @@ class TestReplayRecord:
             run.record_event("tool_call", "t", "replayed", facts=facts)
             assert asked == [1]
         (span,) = tel.spans
-        assert span.updates[0] == {"replayed": True}
+        assert span.facts == [facts()]
 
 
 _PAYLOADS = [

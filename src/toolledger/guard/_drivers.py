@@ -36,17 +36,15 @@ On the event's span (``handle.span``), in this order:
   at=)`` after every CAS (``create_checkpoint`` has ``status_from=None`` and
   ``expected_revision=-1``; ``won`` is ``False`` for a lost CAS). Transitions whose commit
   raised a store error are not reported (their outcome is learned by re-reading).
-- ``span.update({...})`` once, when the call is decided (just before the event ends), with
-  exactly these keys:
-
-  ``checkpoint.status`` (str, the last status reached), ``checkpoint.revision`` (int, the
-  last revision reached), ``checkpoint.action`` (str, what ``decide_checkpoint`` answered
-  when the call first looked: ``execute``, ``deliver``, ``reconcile-execution``,
-  ``reconcile-delivery``, ``none``), ``replayed`` (bool), ``recovered`` (bool),
-  ``tool.description`` (str, only when the tool has one), ``link``
-  (``{"trace_id", "span_id"}`` of the span that claimed the call, only when this call
-  found another attempt's claim, i.e. resumed after a crash or raced a live worker), and
-  ``deduplicated_from`` (only when the call returned another call's stored result).
+- ``span.end(event, error, facts)`` once, when the call ends (through the journal's
+  ``handle.end(..., facts=)``; a replay's one record: ``record_event(facts=)``), with a
+  frozen ``CallFacts``: the last checkpoint status and revision reached, what
+  ``decide_checkpoint`` answered when the call first looked (``execute``, ``deliver``,
+  ``reconcile-execution``, ``reconcile-delivery``, ``none``), ``replayed``, ``recovered``,
+  ``deduplicated_from``, the tool's description, and ``link`` (``(trace id, span id)`` of
+  the span that claimed the call, only when this call found another attempt's claim, i.e.
+  resumed after a crash or raced a live worker). Nothing else is told to the span: no
+  string-keyed updates.
 
 The ids for ``link`` travel in the attempt id stored on the checkpoint
 (``<32 hex>.<trace id>.<span id>``), so no extra write is needed.
@@ -54,8 +52,8 @@ The ids for ``link`` travel in the attempt id stored on the checkpoint
 Journal event: status ``completed`` (executed or recovered), ``replayed`` (the stored
 payload, the tool did not run), ``failed`` (with the error: the tool's exception,
 ``OUTCOME_UNKNOWN``, ``BINDING_CONFLICT`` …) or ``cancelled`` (an interruption); outputs
-``{"result": payload, "is_error": bool}``; meta (written with the end record; the journal
-passes meta to ``span.update`` too): ``tool_revision``, ``input_fingerprint``,
+``{"result": payload, "is_error": bool}``; meta (written with the end record, and in the
+final event the span ends with): ``tool_revision``, ``input_fingerprint``,
 ``attempt_id``, ``replayed``, ``recovered`` (a replay's one record has no ``attempt_id``:
 nothing was claimed).
 """
@@ -84,7 +82,7 @@ from ..errors import (
 from ..journal import EventHandle
 from ..journal._content import check_source, check_text
 from ..store.base import capabilities_of, read_with_approval
-from ..telemetry._hooks import NoopSpan
+from ..telemetry._hooks import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
     CANCELLATION,
@@ -124,6 +122,7 @@ __all__ = [
     "acall",
     "begin",
     "call",
+    "call_facts",
     "commit",
     "current_call",
     "drive_sync",
@@ -610,58 +609,51 @@ def finish(
             assert isinstance(error, CheckpointError)
             refuse(run, flow.call, error)
         return
-    facts = _span_facts(flow, outcome)
-    try:  # noqa: SIM105 (contextlib.suppress costs three Python frames on every call)
-        handle.span.update(facts)
-    except Exception:  # telemetry never breaks a tool call
-        pass
+    facts = call_facts(flow, outcome)
     try:
         carried = flow.end_carried
         if carried is not None:
             # The completion transaction stored this call's end record: end with exactly
             # what it says (the same fields), without writing it again.
             prepared, fields = carried
-            handle.end(fields.status, carried=prepared)
+            handle.end(fields.status, carried=prepared, facts=facts)
             return
         # A replayed call changed nothing: its records stay buffered like a step's; any
         # other end is written at once.
         rec = flow.last
         revision = outcome.revision if outcome else (rec.revision if rec else None)
-        meta = flow.end_meta(replayed=facts["replayed"], recovered=facts["recovered"])
-        handle.update(checkpoint=flow.checkpoint_link(revision))
+        meta = flow.end_meta(replayed=facts.replayed, recovered=facts.recovered)
+        link = flow.checkpoint_link(revision)
         if outcome is not None:
             handle.end(
                 "replayed" if outcome.replayed else "completed",
                 outputs={"result": outcome.payload, "is_error": outcome.is_error},
                 meta=meta,
+                checkpoint=link,
+                facts=facts,
                 flush=not outcome.replayed,
             )
         else:
             status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
-            handle.end(status, error=error, meta=meta, flush=True)
+            handle.end(status, error=error, meta=meta, checkpoint=link, facts=facts, flush=True)
     except Exception:  # recording never breaks the agent (the journal keeps run.errors)
         pass
 
 
-def _span_facts(flow: CallFlow, outcome: ToolOutcome | None) -> dict[str, Any]:
-    """What the call's span is told when the call is decided (the documented keys)."""
+def call_facts(flow: CallFlow, outcome: ToolOutcome | None) -> CallFacts:
+    """What the call's span is told, once, when the call ends."""
     rec = flow.last
-    facts: dict[str, Any] = {
-        "checkpoint.status": outcome.status
-        if outcome
-        else (STATUS_VALUE[rec.status] if rec else "none"),
-        "checkpoint.revision": outcome.revision if outcome else (rec.revision if rec else -1),
-        "checkpoint.action": flow.first_action or "execute",
-        "replayed": bool(outcome and outcome.replayed),
-        "recovered": bool(outcome and outcome.recovered),
-    }
-    if flow.call.tool.description:
-        facts["tool.description"] = flow.call.tool.description
-    if flow.link is not None:
-        facts["link"] = flow.link
-    if flow.deduplicated_from is not None:
-        facts["deduplicated_from"] = flow.deduplicated_from
-    return facts
+    link = flow.link
+    return CallFacts(
+        status=outcome.status if outcome else (STATUS_VALUE[rec.status] if rec else "none"),
+        revision=outcome.revision if outcome else (rec.revision if rec else -1),
+        action=flow.first_action or "execute",
+        replayed=bool(outcome and outcome.replayed),
+        recovered=bool(outcome and outcome.recovered),
+        deduplicated_from=flow.deduplicated_from,
+        description=flow.call.tool.description or None,
+        link=None if link is None else (link["trace_id"], link["span_id"]),
+    )
 
 
 #: The codes of a call the guard refuses before its event opens (it never ran): journaled
@@ -756,7 +748,7 @@ def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> Non
             },
             checkpoint=flow.checkpoint_link(rec.revision),
             parent=run.requested_by(binding.call_id) or ...,
-            facts=lambda: _span_facts(flow, outcome),  # asked only with telemetry
+            facts=lambda: call_facts(flow, outcome),  # asked only with telemetry
         )
 
 

@@ -31,7 +31,7 @@ from types import EllipsisType, TracebackType
 from typing import Any, Protocol
 
 from ..errors import CheckpointError, InvalidArgumentError
-from ..telemetry._hooks import NoopSpan, SpanHandle
+from ..telemetry._hooks import CallFacts, NoopSpan, SpanHandle
 from ._values import to_json
 
 __all__ = [
@@ -79,9 +79,16 @@ class EventSink(Protocol):
         ...
 
     def end_event(
-        self, handle: EventHandle, status: str, error: Any, carried: Any, flush: bool
+        self,
+        handle: EventHandle,
+        status: str,
+        error: Any,
+        carried: Any,
+        flush: bool,
+        facts: CallFacts | None = None,
     ) -> None:
-        """Write ``handle``'s end record (unless ``carried``) and end its span."""
+        """Write ``handle``'s end record (unless ``carried``) and end its span (with a tool
+        call's ``facts``)."""
         ...
 
     def record_point(
@@ -265,6 +272,17 @@ class EventHandle:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` when a mapping argument is not one.
         """
+        self._merge(outputs, meta, checkpoint, tell=True)
+
+    def _merge(
+        self,
+        outputs: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        checkpoint: Mapping[str, Any] | None,
+        *,
+        tell: bool,
+    ) -> None:
+        """``update``'s merge; ``tell``: tell the span the meta and link too."""
         if outputs:
             value, floats = to_json(_mapping(outputs, "outputs"))
             self.outputs.update(value)
@@ -275,7 +293,7 @@ class EventHandle:
             self.floats |= floats
         if checkpoint is not None:
             self.link = checkpoint_link(checkpoint)
-        if (checkpoint is not None or meta) and self.span is not _NOOP_SPAN:
+        if tell and (checkpoint is not None or meta) and self.span is not _NOOP_SPAN:
             facts: dict[str, Any] = dict(self.meta)
             if self.link is not None:
                 facts["checkpoint"] = self.link
@@ -290,6 +308,8 @@ class EventHandle:
         meta: Mapping[str, Any] | None = None,
         carried: Any = None,
         flush: bool = False,
+        checkpoint: Mapping[str, Any] | None = None,
+        facts: CallFacts | None = None,
     ) -> None:
         """Write the end record, end the span and pop the context stack.
 
@@ -302,6 +322,9 @@ class EventHandle:
             carried: The ``PreparedEnd`` (``Run.prepare_end``) of this end, which a
                 transaction already put in the chain: it is not written again, and its
                 outputs, meta and checkpoint link replace ``outputs``/``meta``.
+            checkpoint: The checkpoint link ``{"namespace", "call_id", "revision"}``.
+            facts: A tool call's ``CallFacts``: its span is told them (and the final
+                event) once, at its end, and nothing before.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
@@ -313,18 +336,18 @@ class EventHandle:
             carried = self._carried_end  # the chain holds this event's end already
             status = carried.header.status
         if carried is None:
-            if outputs or meta:
-                self.update(outputs=outputs, meta=meta)
+            if outputs or meta or checkpoint is not None:
+                self._merge(outputs, meta, checkpoint, tell=facts is None)
         else:
             self.outputs = carried.outputs
             self.meta = carried.meta
             self.link = carried.link
             self.floats = carried.floats
-            if self.span is not _NOOP_SPAN:  # as ``update`` tells telemetry
+            if self.span is not _NOOP_SPAN and facts is None:  # as ``update`` tells telemetry
                 self.run.safe_telemetry(self.span.update, {**self.meta, "checkpoint": self.link})
         self._ended = True
         _pop(self)
-        self.run.end_event(self, status, error, carried, flush)
+        self.run.end_event(self, status, error, carried, flush, facts)
 
 
 def _pop(handle: EventHandle) -> None:

@@ -32,7 +32,7 @@ from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
+from ..telemetry._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_text, checked_content, event_content, new_id, now
 from ._handles import (
     Artifact,
@@ -346,6 +346,7 @@ class Recorder:
         error: Any,
         carried: PreparedEnd | None = None,
         flush: bool = False,
+        facts: CallFacts | None = None,
     ) -> None:
         err = None if error is None else error_info(error)
         first, handle.first = handle.first, None
@@ -374,7 +375,10 @@ class Recorder:
             )
             event["meta"] = {**event["meta"], **handle.meta}
             exc = error if isinstance(error, BaseException) else None
-            self.safe_telemetry(handle.span.end, event, exc)
+            if facts is None:
+                self.safe_telemetry(handle.span.end, event, exc)
+            else:
+                self.safe_telemetry(handle.span.end, event, exc, facts)
         if flush and carried is None:  # a carried record is stored already
             self.flush()
 

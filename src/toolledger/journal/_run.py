@@ -39,7 +39,7 @@ from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
 from ..store import Store
 from ..store._open import store_for
 from ..store.base import RunRow
-from ..telemetry._hooks import NOOP_TELEMETRY, NoopSpan, SpanHandle, TelemetryHooks
+from ..telemetry._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_name, check_source, check_text, event_content, new_id, now
 from ._facts import TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, checkpoint_link, error_info
@@ -597,7 +597,7 @@ class Run(Recorder):
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
-        facts: Callable[[], Mapping[str, Any]] | None = None,
+        facts: Callable[[], CallFacts] | None = None,
         error: BaseException | None = None,
     ) -> str:
         """Write an event that began and ended at once as one record; return its id.
@@ -606,9 +606,10 @@ class Run(Recorder):
         ``point`` record (its ``at`` is the event's start and end): readers merge it into
         the same event. The record is buffered (written by the flush policy or carried by
         the next transaction that rides the buffer). Its span starts and ends here;
-        ``facts()`` is told to the span (``span.update``) before it ends (called only
-        when the run has telemetry). ``error`` is recorded as the event's error (its
-        ``code`` for a toolledger error) and ends the span with status ERROR.
+        ``facts()`` (a tool call's ``CallFacts``) is what its span ends with, called only
+        when the run has telemetry; the span is told nothing else. ``error`` is recorded
+        as the event's error (its ``code`` for a toolledger error) and ends the span with
+        status ERROR.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -658,7 +659,8 @@ class Run(Recorder):
             return event_id
         event.update(ended_at=stamp, outputs=out, error=err)
         if facts is not None:
-            self.safe_telemetry(lambda: span.update(dict(facts())))
+            self.safe_telemetry(lambda: span.end(event, error, facts()))
+            return event_id
         self.safe_telemetry(span.update, {**meta_value, "checkpoint": link})
         self.safe_telemetry(span.end, event, error)
         return event_id

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..store.base import Store
-    from ..telemetry._hooks import SpanHandle
+    from ..telemetry._hooks import CallFacts, SpanHandle
     from ._handles import EventHandle, Step
     from ._recorder import PreparedEnd
     from ._writer import Ride
@@ -106,13 +106,14 @@ class JournalSeam(Protocol):
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
-        facts: Callable[[], Mapping[str, Any]] | None = None,
+        facts: Callable[[], CallFacts] | None = None,
         error: BaseException | None = None,
     ) -> str:
         """Write an event that began and ended at once as one buffered record (a replay,
         a refused call).
 
-        ``facts()`` is what its span is told before it ends, asked only with telemetry;
+        ``facts()`` is what its span ends with (a tool call's ``CallFacts``), asked only
+        with telemetry;
         ``error``: the event's error (its span ends with status ERROR).
 
         Raises:

@@ -17,7 +17,7 @@ from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerPro
 from .._version import __version__
 from ._configure import TelemetryHandle, configure, console_requested
 from ._console import ConsoleTreeExporter, render_spans
-from ._hooks import NOOP_TELEMETRY, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
+from ._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
 from ._reexport import ReexportReport
@@ -28,6 +28,7 @@ from .attributes import SCHEMA_URL
 __all__ = [
     "CAPTURE_ENV",
     "CONTENT_MAX_CHARS",
+    "CallFacts",
     "ConsoleTreeExporter",
     "METRICS",
     "NOOP_TELEMETRY",

@@ -14,10 +14,49 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["NOOP_TELEMETRY", "NoopSpan", "NoopTelemetry", "SpanHandle", "TelemetryHooks"]
+__all__ = [
+    "NOOP_TELEMETRY",
+    "CallFacts",
+    "NoopSpan",
+    "NoopTelemetry",
+    "SpanHandle",
+    "TelemetryHooks",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallFacts:
+    """What the guard knows about a tool call when it is decided: told once, at its end.
+
+    Re-export derives the same value from the checkpoint's stored history
+    (``telemetry._reexport.call_facts``), ``description`` aside (not stored).
+
+    Attributes:
+        status: The last checkpoint status the call reached (``none``: no record).
+        revision: The last revision it reached (``-1``: no record).
+        action: What ``decide_checkpoint`` answered when the call first looked
+            (``execute``, ``deliver``, ``reconcile-execution``, ``reconcile-delivery``,
+            ``none``).
+        replayed: The result came from the checkpoint; the tool did not run.
+        recovered: ``recover`` proved the outcome of an earlier attempt.
+        deduplicated_from: The call id whose stored result this call returned.
+        description: The tool's description (live only).
+        link: ``(trace id, span id)`` hex of the span that claimed the call, when this
+            call found another attempt's claim (resumed after a crash, or raced a worker).
+    """
+
+    status: str
+    revision: int
+    action: str
+    replayed: bool = False
+    recovered: bool = False
+    deduplicated_from: str | None = None
+    description: str | None = None
+    link: tuple[str, str] | None = None
 
 
 class SpanHandle(Protocol):
@@ -51,26 +90,27 @@ class SpanHandle(Protocol):
         ...
 
     def update(self, attributes: Mapping[str, Any]) -> None:
-        """Merge event facts learned mid-flight (checkpoint status, replayed, …).
+        """Merge what the journal learns about an event mid-flight.
 
-        Accepted keys (anything else is ignored, so meta can be passed whole):
-
-        - ``checkpoint``: the journal's link ``{"namespace", "call_id", "revision"}``;
-        - ``status``/``checkpoint_status``, ``action``/``checkpoint_action``,
-          ``revision``/``checkpoint_revision``: the call's checkpoint facts;
-        - ``replayed`` (bool: the result came from the checkpoint, the tool did not run),
-          ``recovered`` (bool: the outcome was proven by ``recover``);
-        - ``description``/``tool_description``: the tool's description;
-        - ``call_id``, ``namespace``, ``justification_source``;
-        - ``resumed_from`` (or ``link``/``original_span``): ``{"trace_id", "span_id"}`` hex
-          of the span of the call this one resumes after a crash (becomes a span link);
-        - any full attribute name of ``toolledger.telemetry.attributes`` that the span type
-          carries (see ``docs/telemetry.md``).
+        ``handle.update(meta=, checkpoint=)`` passes the event's meta and its checkpoint
+        link; the keys of ``_model.FACT_KEYS``, ``checkpoint`` (``{"namespace", "call_id",
+        "revision"}``) and ``link`` (``{"trace_id", "span_id"}``: a span link) are read,
+        anything else is ignored, so meta can be passed whole. A tool call's guard facts
+        are not sent here: they come once, with ``end`` (``CallFacts``).
         """
         ...
 
-    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
-        """End the span with the event's final form; ``error`` sets status ERROR."""
+    def end(
+        self,
+        event: Mapping[str, Any],
+        error: BaseException | None = None,
+        facts: CallFacts | None = None,
+    ) -> None:
+        """End the span with the event's final form; ``error`` sets status ERROR.
+
+        ``facts``: a tool call's ``CallFacts``, the one time the guard tells its span
+        what it decided (only a tool call's end has them).
+        """
         ...
 
 
@@ -106,7 +146,12 @@ class NoopSpan:
     def update(self, attributes: Mapping[str, Any]) -> None:
         """Do nothing."""
 
-    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
+    def end(
+        self,
+        event: Mapping[str, Any],
+        error: BaseException | None = None,
+        facts: CallFacts | None = None,
+    ) -> None:
         """Do nothing."""
 
 

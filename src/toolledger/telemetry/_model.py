@@ -26,6 +26,7 @@ from typing import Any
 
 from . import _messages
 from . import attributes as a
+from ._hooks import CallFacts
 from ._policy import to_json_text
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SPAN_ATTRIBUTES",
     "TRANSITION_ATTRIBUTES",
     "approval_outcome",
+    "call_attributes",
     "context_attributes",
     "error_type",
     "event_end_attributes",
@@ -535,6 +537,19 @@ def finish(kind: str, raw: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     out[a.TL_TOOL_OUTCOME] = outcome
     allowed = SPAN_ATTRIBUTES[final]
     return final, {k: out[k] for k in allowed if out.get(k) is not None}
+
+
+def call_attributes(facts: CallFacts) -> dict[str, Any]:
+    """Raw attributes of a tool call's ``CallFacts`` (live and re-exported alike)."""
+    return {
+        a.TL_CHECKPOINT_STATUS: facts.status,
+        a.TL_CHECKPOINT_REVISION: facts.revision,
+        a.TL_CHECKPOINT_ACTION: facts.action,
+        a.GEN_AI_TOOL_DESCRIPTION: facts.description,
+        "replayed": facts.replayed,
+        "recovered": facts.recovered,
+        a.TL_CHECKPOINT_DEDUPLICATED_FROM: facts.deduplicated_from,
+    }
 
 
 def update_attributes(facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,13 +36,9 @@ from .._version import __version__
 from ..checkpoint._attempt import parse_link
 from ..checkpoint.transitions import DECISIONS
 from . import _model, _openinference
+from ._hooks import CallFacts
 from ._policy import Policy
-from .attributes import (
-    ERROR_TYPE,
-    SCHEMA_URL,
-    TL_CHECKPOINT_ACTION,
-    TL_CHECKPOINT_STATUS,
-)
+from .attributes import ERROR_TYPE, SCHEMA_URL
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -50,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReexportReport",
     "build_spans",
+    "call_facts",
     "derived_span_id",
     "derived_trace_id",
     "send_spans",
@@ -191,10 +188,12 @@ def _event_span(
         raw.update(b.context)
     link = _model.link_ids(ev.get("meta") or {})
     transitions: list[tuple[tuple[str, dict[str, Any]], int | None]] = []
-    if kind == "execute_tool":
-        facts, steps, found = _history_facts(store, ev, start, end)
-        raw.update({k: v for k, v in facts.items() if raw.get(k) is None})
-        link = link or found
+    if kind == "execute_tool" and ev.get("status") != "refused":  # a refusal has no history
+        facts, steps = call_facts(store, ev, start, end)
+        if facts is not None:
+            learned = _model.call_attributes(facts)
+            raw.update({k: v for k, v in learned.items() if raw.get(k) is None})
+            link = link or facts.link
         transitions = [
             (
                 _model.transition_event(
@@ -293,22 +292,25 @@ def _fence_link(fence: Any) -> tuple[str, str] | None:
     return None if link is None else (link["trace_id"], link["span_id"])
 
 
-def _history_facts(
+def call_facts(
     store: Any, ev: Mapping[str, Any], start: int, end: int
-) -> tuple[dict[str, Any], list[tuple[Any, str | None]], tuple[str, str] | None]:
-    """Checkpoint facts of a tool call from the stored history of its checkpoint.
+) -> tuple[CallFacts | None, list[tuple[Any, str | None]]]:
+    """The ``CallFacts`` the guard told a tool call's span live, from the stored history.
 
-    Returns the attributes the guard reported live (status reached, first action), the
-    transitions that happened during the event (with their previous status), and the span
-    a resumed call links to (the claim it found, carried in the attempt id).
+    Derived from the checkpoint's history (the status and revision reached, what
+    ``decide_checkpoint`` answered when the call first looked, the claim a resumed call
+    found, carried in the attempt id) and the event's meta (replayed, recovered,
+    deduplicated_from); ``description`` is not stored (``None``). Also returns the
+    transitions that happened during the event, each with its previous status. ``None``
+    facts: no checkpoint or no history.
     """
     cp = ev.get("checkpoint")
     if not isinstance(cp, Mapping) or not cp.get("namespace") or not cp.get("call_id"):
-        return {}, [], None
+        return None, []
     try:
         history = store.history(cp["namespace"], cp["call_id"])
     except Exception:  # a damaged checkpoint row must not stop the export of the run
-        return {}, [], None
+        return None, []
     before: list[Any] = []
     inside: list[tuple[Any, str | None]] = []
     previous: str | None = None
@@ -319,20 +321,27 @@ def _history_facts(
         elif at is not None and at <= end:
             inside.append((entry, previous))
         previous = _value(entry.status)
-    facts: dict[str, Any] = {}
     last = inside[-1][0] if inside else (before[-1] if before else None)
-    if last is not None:
-        facts[TL_CHECKPOINT_STATUS] = _value(last.status)
-    # What ``decide_checkpoint`` answered when the call first looked (as the guard reports
-    # live): the decision for the status found, or ``execute`` for a new checkpoint.
-    if before:
-        facts[TL_CHECKPOINT_ACTION] = _value(DECISIONS[before[-1].status])
-    elif inside:
-        facts[TL_CHECKPOINT_ACTION] = "execute"
+    if last is None:
+        return None, inside
     link = None
     if before and _value(before[-1].status) in ("executing", "uncertain"):
         link = _fence_link(getattr(before[-1].record, "execution_fence", None))
-    return facts, inside, link
+    meta = ev.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
+    dedup = meta.get("deduplicated_from")
+    facts = CallFacts(
+        status=_value(last.status),
+        revision=int(last.revision),
+        # What ``decide_checkpoint`` answered when the call first looked (as the guard
+        # reports live): the decision for the status found, or ``execute`` for a new one.
+        action=_value(DECISIONS[before[-1].status]) if before else "execute",
+        replayed=bool(meta.get("replayed")),
+        recovered=bool(meta.get("recovered")),
+        deduplicated_from=dedup if isinstance(dedup, str) else None,
+        link=link,
+    )
+    return facts, inside
 
 
 def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:

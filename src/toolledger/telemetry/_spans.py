@@ -53,7 +53,7 @@ from .._version import __version__
 from . import _model, _openinference
 from . import attributes as a
 from ._ender import ENDER
-from ._hooks import NoopSpan, SpanHandle
+from ._hooks import CallFacts, NoopSpan, SpanHandle
 from ._metrics import Instruments
 from ._policy import Policy
 from ._report import report
@@ -181,6 +181,7 @@ class OTelSpan:
         "_ended",
         "_error",
         "_event",
+        "_facts",
         "_kind",
         "_log",
         "_policy",
@@ -235,6 +236,7 @@ class OTelSpan:
         self._start_ns = start_ns
         self._event: Mapping[str, Any] = {}
         self._error: BaseException | None = None
+        self._facts: CallFacts | None = None
         #: The framework's tool span this ``guard_tool`` span guards (``None``: none).
         self.host: trace.Span | None = None
 
@@ -287,11 +289,17 @@ class OTelSpan:
             except Exception as exc:
                 report("update", exc)
 
-    def end(self, event: Mapping[str, Any], error: BaseException | None = None) -> None:
+    def end(
+        self,
+        event: Mapping[str, Any],
+        error: BaseException | None = None,
+        facts: CallFacts | None = None,
+    ) -> None:
         """End the span with the event's final form; an error sets status ERROR.
 
         The event's top level is copied here; its attributes, the policy and ``end()`` are
-        the telemetry thread's. A run's span waits (bounded) for its endings.
+        the telemetry thread's. A run's span waits (bounded) for its endings. ``facts``: a
+        tool call's ``CallFacts`` (they win over what the event says).
         """
         if self._ended:
             return
@@ -301,6 +309,7 @@ class OTelSpan:
                 _mark_replay(self.host, event.get("name"))
             self._event = dict(event)
             self._error = error
+            self._facts = facts
             ENDER.submit(self._end)
             if self._kind == "invoke_agent":
                 ENDER.drain(RUN_END_WAIT)  # no grace: a stuck processor costs the run nothing
@@ -327,7 +336,7 @@ class OTelSpan:
         finally:  # the handle may outlive its span: keep nothing of the ending alive
             self._log = []
             self._event = self._start = self._started = {}
-            self._error = None
+            self._error = self._facts = None
 
     def _final(
         self, span: trace.Span, event: Mapping[str, Any], error: BaseException | None
@@ -346,15 +355,13 @@ class OTelSpan:
             assert isinstance(entry, dict)
             link = _model.link_ids(entry)
             if link is not None and self._recording:
-                span.add_link(
-                    SpanContext(
-                        trace_id=int(link[0], 16),
-                        span_id=int(link[1], 16),
-                        is_remote=True,
-                        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                    )
-                )
+                _add_link(span, link)
             pending.update(_model.update_attributes(entry))
+        facts = self._facts
+        if facts is not None:  # the guard's facts, told once at the call's end
+            pending.update(_model.call_attributes(facts))
+            if facts.link is not None and self._recording:
+                _add_link(span, facts.link)
         raw: dict[str, Any] = dict(self._start)
         if kind == "invoke_agent":
             learned = _model.run_end_attributes(event)
@@ -571,6 +578,18 @@ class OTelTelemetry:
         out = OTelSpan(span, kind, self._policy, raw, start_ns, self._signals, under, applied)
         out.host = host
         return out
+
+
+def _add_link(span: trace.Span, ids: tuple[str, str]) -> None:
+    """Link ``span`` to the span ``(trace id, span id)`` hex (a resumed call's claim)."""
+    span.add_link(
+        SpanContext(
+            trace_id=int(ids[0], 16),
+            span_id=int(ids[1], 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+    )
 
 
 def _links(spans: Any) -> tuple[trace.Link, ...]:
