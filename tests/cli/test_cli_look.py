@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from click.testing import CliRunner, Result
 import toolledger
 from toolledger import Pending
 from toolledger.cli import main
+
+from ._pty import on_a_terminal
 
 
 def _send(input: Any, ctx: Any) -> Any:
@@ -195,7 +196,7 @@ class TestSnapshots:
             ["show", "latest"],
         ],
     )
-    def test_no_color_turns_colour_off_on_a_terminal(self, db: Path, command: list[str]) -> None:
+    def test_no_color_turns_colour_offon_a_terminal(self, db: Path, command: list[str]) -> None:
         result = invoke(db, *command, color=True, env={"NO_COLOR": "1"})
         assert result.exit_code == 0
         assert "\x1b" not in result.stdout
@@ -380,44 +381,20 @@ class TestPipes:
         assert err == b""
 
 
-def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run the command with stdin and stdout on a pty; return its status and output."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolledger", *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env},
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    return proc.wait(60), b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
-
-
 PAGER_ENV = {"PAGER": "sed s/^/PAGED:/", "LINES": "20", "COLUMNS": "100"}
 
 
 class TestPager:
     def test_long_output_on_a_terminal_goes_through_the_pager(self, db, long_db) -> None:
-        code, out = _on_a_terminal(["--db", str(db), "show", "run-a"], PAGER_ENV)
+        code, out = on_a_terminal(["--db", str(db), "show", "run-a"], PAGER_ENV)
         assert code == 0
         assert "PAGED:" not in out  # short: printed as is
-        code, out = _on_a_terminal(["--db", str(long_db), "show", "long"], PAGER_ENV)
+        code, out = on_a_terminal(["--db", str(long_db), "show", "long"], PAGER_ENV)
         assert code == 0
         assert out.startswith("PAGED:run long")
 
     def test_no_pager_prints_directly(self, long_db) -> None:
-        code, out = _on_a_terminal(["--db", str(long_db), "show", "long", "--no-pager"], PAGER_ENV)
+        code, out = on_a_terminal(["--db", str(long_db), "show", "long", "--no-pager"], PAGER_ENV)
         assert code == 0
         assert "PAGED:" not in out
         assert out.startswith("run long")

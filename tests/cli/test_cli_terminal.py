@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import pty
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +14,8 @@ import toolledger
 from toolledger import Pending
 from toolledger.cli import main
 from toolledger.cli._common import clean, json_line
+
+from ._pty import on_a_terminal
 
 #: OSC 52 (clipboard write), OSC 8 (hyperlink), CSI, CR, BS, BEL, DEL, C1 CSI/OSC (8-bit),
 #: a bidirectional override and a line separator.
@@ -138,27 +136,8 @@ def test_show_on_a_real_terminal_emits_only_its_own_colour_codes(hostile_db) -> 
     import re
 
     db, run_id = hostile_db
-    leader, follower = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolledger", "--db", str(db), "show", run_id],
-        stdout=follower,
-        stderr=follower,
-        env=env,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert proc.wait(60) == 0
-    text = b"".join(chunks).decode("utf-8")
+    code, text = on_a_terminal(["--db", str(db), "show", run_id], stdin=False)
+    assert code == 0
     assert "\x1b[3" in text  # colours are on: this is a terminal
-    stripped = re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r\n", "\n")  # the tty's newline
+    stripped = re.sub(r"\x1b\[[0-9;]*m", "", text)
     assert not _unsafe_in(stripped), repr(stripped)
