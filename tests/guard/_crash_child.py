@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _child_files import append
+
 import toolledger
 from toolledger.testing import CRASH_POINTS, crash_at
 
@@ -38,13 +40,6 @@ def main() -> None:
 
     if mode == "first" and arg in CRASH_POINTS:
         CRASHING.enter_context(crash_at(arg))  # SIGKILL there, for the rest of the process
-
-    def append(path: Path, line: str) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
 
     def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
         order = f"order-{ctx.call_id}"

@@ -14,19 +14,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from _child_files import append, wait_for
+
 import toolledger
-
-
-def wait_for(path: Path, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.005)
 
 
 def main() -> None:
@@ -37,15 +30,13 @@ def main() -> None:
     def execute(input: Any, ctx: toolledger.ExecuteContext) -> Any:
         if hold:
             (root / "started").touch()
-            wait_for(root / "release")
+            wait_for(root / "release", seconds=30.0)
         ctx.operation.write({"order": "o-1"})
-        fd = os.open(root / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(fd, f"{name}\n".encode())
-        os.close(fd)
+        append(root / "effects.log", name)
         return {"by": name}
 
     tool = toolledger.tool("send", revision="1", execute=execute)
-    wait_for(root / "go")
+    wait_for(root / "go", seconds=30.0)
     schema = os.environ.get("TOOLLEDGER_TEST_PG_SCHEMA")
     if db.startswith("postgresql://"):
         from toolledger.store.postgres import PostgresStore
