@@ -64,9 +64,11 @@ from .journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from .store import _contract as _store_contract
 from .store import _search as _store_search
 from .store import _sqlite_search
+from .store._rows import OP_TABLES as OP_TABLES
 from .store._rows import dump_record as dump_record
 from .store._rows import forget_proven as forget_proven
 from .store._rows import load_record as load_record
+from .store._rows import op_table as op_table
 from .store._rows import swap_facts as swap_facts
 from .store._sqlite_checkpointer import BACKSTOP_PAGES as BACKSTOP_PAGES
 from .store._sqlite_checkpointer import CHECKPOINT_EVERY as CHECKPOINT_EVERY

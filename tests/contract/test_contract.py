@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from toolledger.store import SQLiteStore, Store
-from toolledger.store.base import Capabilities
-from toolledger.testing import STORE_CHECK_GROUPS, MemoryStore, check_store, store_checks_for
+from toolledger.store.base import OP_TYPES, Capabilities, ReleaseEffectKey
+from toolledger.testing import (
+    OP_TABLES,
+    STORE_CHECK_GROUPS,
+    MemoryStore,
+    check_store,
+    op_table,
+    store_checks_for,
+)
 from toolledger.testing import STORE_CHECKS as CHECKS
 
 from .._pg_dsn import pg_dsn_or_skip
@@ -128,3 +135,27 @@ def test_check_store_reports_every_failure() -> None:
     with pytest.raises(AssertionError, match="store checks failed") as info:
         check_store(Broken)
     assert "check_cas_wins_once" in str(info.value)
+
+
+class TestOpTables:
+    def test_every_backend_has_one_handler_for_every_op(self) -> None:
+        """Each op table made (run, prepare, encode, probe) covers exactly the op types."""
+        pytest.importorskip("psycopg")
+        import toolledger.store.postgres  # noqa: F401 (registers PostgreSQL's tables)
+
+        assert {"memory", "SQLite", "PostgreSQL", "prepare"} <= set(OP_TABLES)
+        incomplete = {
+            name: sorted(t.__name__ for t in set(OP_TYPES) ^ set(table))
+            for name, table in OP_TABLES.items()
+            if set(table) != set(OP_TYPES)
+        }
+        assert incomplete == {}
+
+    def test_a_table_missing_an_op_fails_naming_backend_and_op(self) -> None:
+        """A backend that lacks a handler fails loudly when its table is made."""
+        handlers = {t: print for t in OP_TYPES if t is not ReleaseEffectKey}
+        with pytest.raises(TypeError, match=r"the Acme store's op table has no handler for "):
+            op_table("Acme", handlers)
+        with pytest.raises(TypeError, match=r"\['ReleaseEffectKey'\]"):
+            op_table("Acme", handlers)
+        assert "Acme" not in OP_TABLES

@@ -24,12 +24,14 @@ Rules this module keeps:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ..checkpoint.model import format_time
 from ..checkpoint.transitions import TRANSITIONS
 from ._pg_search import event_index_params
+from ._rows import op_table
 from ._sqlcommon import now_text
 from .base import (
     EVENT_FIELDS,
@@ -374,65 +376,59 @@ def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
     out: list[dict[str, Any]] = []
     fused = False
     for i, (op, extra) in enumerate(prepared):
-        item: dict[str, Any]
         if fused:  # the claim went with its create
             fused = False
             continue
-        if isinstance(op, CreateCheckpoint):
-            rec = op.record
-            item = {
-                "k": "create",
-                "ns": rec.binding.namespace,
-                "cid": rec.binding.call_id,
-                "tool": rec.binding.tool_name,
-                "at": format_time(rec.updated_at),
-                "rec": extra,
-            }
+        item = _ENCODERS[type(op)](op, extra)
+        if type(op) is CreateCheckpoint:
             then = _fused_claim(prepared, i)
             if then is not None:
                 item["then"] = then
                 fused = True
-        elif isinstance(op, SwapCheckpoint):
-            nxt = op.next
-            item = {
-                "k": "swap",
-                "ns": nxt.binding.namespace,
-                "cid": nxt.binding.call_id,
-                "exp": op.expected_revision,
-                "rev": nxt.revision,
-                "status": nxt.status.value,
-                "at": format_time(nxt.updated_at),
-                "rec": extra,
-                "edges": (_EDGES if nxt.resolution is None else _DECISION_EDGES).get(
-                    nxt.status.value, {}
-                ),
-            }
-        elif isinstance(op, WriteOperation):
-            item = {
-                "k": "op_write",
-                "ns": op.namespace,
-                "cid": op.call_id,
-                "data": extra,
-                "at": now_text(),
-            }
-        elif isinstance(op, RemoveOperation):
-            item = {"k": "op_remove", "ns": op.namespace, "cid": op.call_id}
-        elif isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
-            item = {
-                "k": "key_claim" if isinstance(op, ClaimEffectKey) else "key_release",
-                "ns": op.namespace,
-                "key": op.key,
-                "cid": op.call_id,
-                "at": now_text(),
-            }
-        else:
-            assert isinstance(op, AppendEvents)
-            item = _append(op)
         requires = getattr(op, "requires", None)
         if requires is not None:
             item["req"] = requires
         out.append(item)
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def _create(op: CreateCheckpoint, extra: str) -> dict[str, Any]:
+    rec = op.record
+    return {
+        "k": "create",
+        "ns": rec.binding.namespace,
+        "cid": rec.binding.call_id,
+        "tool": rec.binding.tool_name,
+        "at": format_time(rec.updated_at),
+        "rec": extra,
+    }
+
+
+def _swap(op: SwapCheckpoint, extra: str) -> dict[str, Any]:
+    nxt = op.next
+    return {
+        "k": "swap",
+        "ns": nxt.binding.namespace,
+        "cid": nxt.binding.call_id,
+        "exp": op.expected_revision,
+        "rev": nxt.revision,
+        "status": nxt.status.value,
+        "at": format_time(nxt.updated_at),
+        "rec": extra,
+        "edges": (_EDGES if nxt.resolution is None else _DECISION_EDGES).get(nxt.status.value, {}),
+    }
+
+
+def _write_operation(op: WriteOperation, extra: str) -> dict[str, Any]:
+    return {"k": "op_write", "ns": op.namespace, "cid": op.call_id, "data": extra, "at": now_text()}
+
+
+def _remove_operation(op: RemoveOperation, _extra: None) -> dict[str, Any]:
+    return {"k": "op_remove", "ns": op.namespace, "cid": op.call_id}
+
+
+def _effect_key(kind: str, op: ClaimEffectKey | ReleaseEffectKey, _extra: None) -> dict[str, Any]:
+    return {"k": kind, "ns": op.namespace, "key": op.key, "cid": op.call_id, "at": now_text()}
 
 
 def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] | None:
@@ -466,7 +462,7 @@ def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] |
     }
 
 
-def _append(op: AppendEvents) -> dict[str, Any]:
+def _append(op: AppendEvents, _extra: None) -> dict[str, Any]:
     if not op.rows:
         return {"k": "count", "rid": op.run_id, "exp": op.expected_count}
     runs, seqs, ids, bodies = event_index_params(
@@ -484,6 +480,21 @@ def _append(op: AppendEvents) -> dict[str, Any]:
             for a, b, c, d in zip(runs, seqs, ids, bodies, strict=True)
         ],
     }
+
+
+#: The ``apply_ops`` item of each op type (``encode_ops``).
+_ENCODERS: dict[type[Any], Callable[[Any, Any], dict[str, Any]]] = op_table(
+    "PostgreSQL batch",
+    {
+        CreateCheckpoint: _create,
+        SwapCheckpoint: _swap,
+        WriteOperation: _write_operation,
+        RemoveOperation: _remove_operation,
+        ClaimEffectKey: partial(_effect_key, "key_claim"),
+        ReleaseEffectKey: partial(_effect_key, "key_release"),
+        AppendEvents: _append,
+    },
+)
 
 
 def outcomes(prepared: Sequence[tuple[Op, Any]], done: Sequence[int]) -> list[Any]:

@@ -21,7 +21,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg import Cursor
@@ -31,7 +31,7 @@ from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import NotFoundError
 from ._pg_schema import qualify
 from ._pg_search import event_index_params
-from ._rows import load_record, won
+from ._rows import load_record, op_table, won
 from ._sqlcommon import EVENT_COLUMNS, RUN_COLUMNS, event_params, now_text
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -47,6 +47,7 @@ from .base import (
 
 __all__ = [
     "EVENT_COLUMNS",
+    "HANDLERS",
     "RUN_COLUMNS",
     "Queries",
     "event_params",
@@ -194,51 +195,56 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
             status and the target (the caller rolls back).
         NotFoundError: ``NOT_FOUND`` appending to an unknown run.
     """
-    if isinstance(op, CreateCheckpoint):
-        return _create(cur, q, op.record, extra)
-    if isinstance(op, SwapCheckpoint):
-        nxt = op.next
-        ns, cid = nxt.key
-        decision = nxt.resolution is not None
-        cur.execute(
-            q["swap_decision" if decision else "swap"],
-            {
-                "ns": ns,
-                "cid": cid,
-                "exp": op.expected_revision,
-                "rev": nxt.revision,
-                "status": nxt.status.value,
-                "at": format_time(nxt.updated_at),
-                "rec": extra,
-            },
-        )
-        if cur.rowcount == 1:
-            return True
-        # Nothing written: either the revision moved (CAS lost) or no transition leads
-        # from the stored status to the target (refused, as SQLite refuses it).
-        cur.execute(q["select_state"], (ns, cid))
-        row = cur.fetchone()
-        if row is not None and row[1] == op.expected_revision:
-            transition_between(Status(row[0]), nxt.status, decision=decision)  # raises
-            raise AssertionError("unreachable: the edge table and transition_between disagree")
-        return False
-    if isinstance(op, WriteOperation):
-        now = now_text()
-        cur.execute(q["op_write"], (op.namespace, op.call_id, extra, now))
-        return None
-    if isinstance(op, RemoveOperation):
-        cur.execute(q["op_remove"], (op.namespace, op.call_id))
-        return cur.rowcount == 1
-    if isinstance(op, ClaimEffectKey):
-        return _claim_effect_key(cur, q, op)
-    if isinstance(op, ReleaseEffectKey):
-        cur.execute(q["effect_release"], (op.namespace, op.key, op.call_id))
-        return cur.rowcount == 1
-    assert isinstance(op, AppendEvents)
-    return _append(cur, q, op)
+    return HANDLERS[type(op)](cur, q, op, extra)
 
 
-def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey) -> bool:
+def _swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
+    nxt = op.next
+    ns, cid = nxt.key
+    decision = nxt.resolution is not None
+    cur.execute(
+        q["swap_decision" if decision else "swap"],
+        {
+            "ns": ns,
+            "cid": cid,
+            "exp": op.expected_revision,
+            "rev": nxt.revision,
+            "status": nxt.status.value,
+            "at": format_time(nxt.updated_at),
+            "rec": extra,
+        },
+    )
+    if cur.rowcount == 1:
+        return True
+    # Nothing written: either the revision moved (CAS lost) or no transition leads
+    # from the stored status to the target (refused, as SQLite refuses it).
+    cur.execute(q["select_state"], (ns, cid))
+    row = cur.fetchone()
+    if row is not None and row[1] == op.expected_revision:
+        transition_between(Status(row[0]), nxt.status, decision=decision)  # raises
+        raise AssertionError("unreachable: the edge table and transition_between disagree")
+    return False
+
+
+def _create_op(cur: Cursor[Any], q: Queries, op: CreateCheckpoint, extra: str) -> Any:
+    return _create(cur, q, op.record, extra)
+
+
+def _write_operation(cur: Cursor[Any], q: Queries, op: WriteOperation, extra: str) -> None:
+    cur.execute(q["op_write"], (op.namespace, op.call_id, extra, now_text()))
+
+
+def _remove_operation(cur: Cursor[Any], q: Queries, op: RemoveOperation, _extra: None) -> bool:
+    cur.execute(q["op_remove"], (op.namespace, op.call_id))
+    return cur.rowcount == 1
+
+
+def _release_effect_key(cur: Cursor[Any], q: Queries, op: ReleaseEffectKey, _extra: None) -> bool:
+    cur.execute(q["effect_release"], (op.namespace, op.key, op.call_id))
+    return cur.rowcount == 1
+
+
+def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _extra: None) -> bool:
     if op.replaces is not None:  # take the key over from the call named, if it holds it
         cur.execute(
             q["effect_replace"], (op.call_id, now_text(), op.namespace, op.key, op.replaces)
@@ -298,7 +304,7 @@ def _create(
     return (False, load_record(stored, ns, cid))
 
 
-def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
+def _append(cur: Cursor[Any], q: Queries, op: AppendEvents, _extra: None) -> bool:
     if not op.rows:
         cur.execute(q["run_count"], (op.run_id,))
         row = cur.fetchone()
@@ -326,19 +332,52 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents) -> bool:
     return False
 
 
+#: The PostgreSQL op table: ``execute_op`` runs ``HANDLERS[type(op)](cur, q, op, prepared)``.
+HANDLERS: dict[type[Any], Callable[[Cursor[Any], Queries, Any, Any], Any]] = op_table(
+    "PostgreSQL",
+    {
+        CreateCheckpoint: _create_op,
+        SwapCheckpoint: _swap,
+        WriteOperation: _write_operation,
+        RemoveOperation: _remove_operation,
+        ClaimEffectKey: _claim_effect_key,
+        ReleaseEffectKey: _release_effect_key,
+        AppendEvents: _append,
+    },
+)
+
+
 def op_key(op: Op) -> dict[str, Any]:
     """Return the key and revision an op writes, for error details."""
-    if isinstance(op, CreateCheckpoint):
-        return {"namespace": op.record.key[0], "call_id": op.record.key[1], "revision": 0}
-    if isinstance(op, SwapCheckpoint):
-        ns, cid = op.next.key
-        return {"namespace": ns, "call_id": cid, "revision": op.next.revision}
-    if isinstance(op, (WriteOperation, RemoveOperation)):
-        return {"namespace": op.namespace, "call_id": op.call_id, "operation_journal": True}
-    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
-        return {"namespace": op.namespace, "call_id": op.call_id, "effect_key": op.key}
-    assert isinstance(op, AppendEvents)
-    return {"run_id": op.run_id, "expected_count": op.expected_count}
+    return _KEYS[type(op)](op)
+
+
+def _record_key(rec: CheckpointRecord) -> dict[str, Any]:
+    ns, cid = rec.key
+    return {"namespace": ns, "call_id": cid, "revision": rec.revision}
+
+
+def _operation_key(op: WriteOperation | RemoveOperation) -> dict[str, Any]:
+    return {"namespace": op.namespace, "call_id": op.call_id, "operation_journal": True}
+
+
+def _effect_key(op: ClaimEffectKey | ReleaseEffectKey) -> dict[str, Any]:
+    return {"namespace": op.namespace, "call_id": op.call_id, "effect_key": op.key}
+
+
+#: What each op type writes, for error details (``op_key``).
+_KEYS: dict[type[Any], Callable[[Any], dict[str, Any]]] = op_table(
+    "PostgreSQL keys",
+    {
+        CreateCheckpoint: lambda op: _record_key(op.record),
+        SwapCheckpoint: lambda op: _record_key(op.next),
+        WriteOperation: _operation_key,
+        RemoveOperation: _operation_key,
+        ClaimEffectKey: _effect_key,
+        ReleaseEffectKey: _effect_key,
+        AppendEvents: lambda op: {"run_id": op.run_id, "expected_count": op.expected_count},
+    },
+)
 
 
 def probe(
@@ -400,29 +439,63 @@ def landed_outcome(op: Op) -> Any:
 
 def probe_one(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> bool:
     """Say whether a single-op statement that got no answer landed (``False``: it did not)."""
-    if isinstance(op, CreateCheckpoint):
-        return _history_is(cur, q, op.record, 0, extra)
-    if isinstance(op, SwapCheckpoint):
-        return _history_is(cur, q, op.next, op.next.revision, extra)
-    if isinstance(op, AppendEvents):
-        if not op.rows:
-            return False  # it wrote nothing either way: run it again
-        last = op.rows[-1]
-        cur.execute(q["probe_event"], (last.run_id, last.seq))
-        row = cur.fetchone()
-        return row is not None and row[0] == last.hash
-    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
-        # Both are idempotent: "landed" when the key is in the state the op leaves it in.
-        cur.execute(q["effect_holder"], (op.namespace, op.key))
-        row = cur.fetchone()
-        if isinstance(op, ClaimEffectKey):
-            return row is not None and row[0] == op.call_id
-        return row is None or row[0] != op.call_id
+    return _PROBES[type(op)](cur, q, op, extra)
+
+
+def _probe_create(cur: Cursor[Any], q: Queries, op: CreateCheckpoint, extra: str) -> bool:
+    return _history_is(cur, q, op.record, 0, extra)
+
+
+def _probe_swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
+    return _history_is(cur, q, op.next, op.next.revision, extra)
+
+
+def _probe_append(cur: Cursor[Any], q: Queries, op: AppendEvents, _extra: None) -> bool:
+    if not op.rows:
+        return False  # it wrote nothing either way: run it again
+    last = op.rows[-1]
+    cur.execute(q["probe_event"], (last.run_id, last.seq))
+    row = cur.fetchone()
+    return row is not None and row[0] == last.hash
+
+
+# Effect-key ops are idempotent: "landed" when the key is in the state the op leaves it in.
+def _probe_claim(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _extra: None) -> bool:
+    cur.execute(q["effect_holder"], (op.namespace, op.key))
+    row = cur.fetchone()
+    return row is not None and row[0] == op.call_id
+
+
+def _probe_release(cur: Cursor[Any], q: Queries, op: ReleaseEffectKey, _extra: None) -> bool:
+    cur.execute(q["effect_holder"], (op.namespace, op.key))
+    row = cur.fetchone()
+    return row is None or row[0] != op.call_id
+
+
+def _probe_write(cur: Cursor[Any], q: Queries, op: WriteOperation, extra: str) -> bool:
     cur.execute(q["probe_operation"], (op.namespace, op.call_id))
     row = cur.fetchone()
-    if isinstance(op, WriteOperation):
-        return row is not None and row[0] == extra
-    return row is None  # a removal: the entry is gone (ours or an equal one's doing)
+    return row is not None and row[0] == extra
+
+
+def _probe_remove(cur: Cursor[Any], q: Queries, op: RemoveOperation, _extra: None) -> bool:
+    cur.execute(q["probe_operation"], (op.namespace, op.call_id))
+    return cur.fetchone() is None  # the entry is gone (ours or an equal one's doing)
+
+
+#: How to tell whether each op type's unanswered statement landed (``probe_one``).
+_PROBES: dict[type[Any], Callable[[Cursor[Any], Queries, Any, Any], bool]] = op_table(
+    "PostgreSQL probes",
+    {
+        CreateCheckpoint: _probe_create,
+        SwapCheckpoint: _probe_swap,
+        WriteOperation: _probe_write,
+        RemoveOperation: _probe_remove,
+        ClaimEffectKey: _probe_claim,
+        ReleaseEffectKey: _probe_release,
+        AppendEvents: _probe_append,
+    },
+)
 
 
 def _history_is(

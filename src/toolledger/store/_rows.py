@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, TypeVar
 
 from ..checkpoint._json import check_bounds, check_types, compact_json, copy_json
 from ..checkpoint.model import (
@@ -36,6 +36,7 @@ from ..checkpoint.model import (
 from ..checkpoint.validate import validate_checkpoint, validate_stored
 from ..errors import CheckpointError, InvalidArgumentError, InvalidCheckpointError
 from .base import (
+    OP_TYPES,
     AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
@@ -49,6 +50,7 @@ from .base import (
 
 __all__ = [
     "OPERATION_MAX_BYTES",
+    "OP_TABLES",
     "check_effect_key_op",
     "check_next",
     "dump_operation",
@@ -57,9 +59,11 @@ __all__ = [
     "forget_proven",
     "gated_off",
     "load_record",
+    "op_table",
     "parse_stored_time",
     "prepare_op",
     "prepare_ops",
+    "run_ops",
     "status_values",
     "swap_facts",
     "transition_facts",
@@ -443,10 +447,71 @@ def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op
                     message=f"{type(op).__name__}.requires must be the index of an earlier op",
                     details={"requires": repr(req)[:40], "index": i},
                 )
-        if with_prior and isinstance(op, SwapCheckpoint):
+        if with_prior and type(op) is SwapCheckpoint:
             out.append((op, _prepare_swap(op)))
         else:
             out.append(prepare_op(op))
+    return out
+
+
+_H = TypeVar("_H")
+
+#: Every op table made (by its ``op_table`` name), for the check that each is complete.
+OP_TABLES: dict[str, Mapping[type[Any], Any]] = {}
+
+
+def op_table(backend: str, handlers: Mapping[type[Any], _H]) -> dict[type[Any], _H]:
+    """Return ``handlers`` as ``backend``'s op table: one handler per op type, by type.
+
+    Each backend keeps one table per thing it does with an op (run it, encode it, probe
+    it), and the one ``apply`` loop (``run_ops``) looks the handler up by the op's type.
+
+    Raises:
+        TypeError: naming the backend and each op type it has no handler for (or one
+            that is not an op type): a backend missing an op fails at import.
+    """
+    missing = [t.__name__ for t in OP_TYPES if t not in handlers]
+    extra = [t.__name__ for t in handlers if t not in OP_TYPES]
+    if missing or extra:
+        raise TypeError(
+            f"the {backend} store's op table has no handler for {missing}"
+            + (f" and handlers for non-ops {extra}" if extra else "")
+        )
+    table = dict(handlers)
+    OP_TABLES[backend] = table
+    return table
+
+
+#: A write of two ops at ``index`` as one: their outcomes, or ``None`` to run them apart.
+Pair = Callable[[CreateCheckpoint, Any, tuple[Op, Any], int, list[Any]], "list[Any] | None"]
+
+
+def run_ops(
+    prepared: Sequence[tuple[Op, Any]],
+    execute: Callable[[Op, Any], Any],
+    *,
+    pair: Pair | None = None,
+) -> list[Any]:
+    """The one ``apply`` loop: run each prepared op in order; return the outcomes.
+
+    An op whose ``requires`` lost is not run (its outcome is ``False``). ``pair``: a store
+    may write a create and the op after it together (SQLite's one-row claim).
+    """
+    out: list[Any] = []
+    i, count = 0, len(prepared)
+    while i < count:
+        op, extra = prepared[i]
+        if gated_off(op, out):
+            out.append(False)
+        else:
+            if pair is not None and i + 1 < count and type(op) is CreateCheckpoint:
+                both = pair(op, extra, prepared[i + 1], i, out)
+                if both is not None:
+                    out.extend(both)
+                    i += 2
+                    continue
+            out.append(execute(op, extra))
+        i += 1
     return out
 
 
@@ -494,42 +559,58 @@ def _prepare_swap(op: SwapCheckpoint) -> tuple[str, tuple[str, CheckpointRecord]
     return text, prior
 
 
+def _prepare_create(op: CreateCheckpoint) -> str:
+    _require_record(op.record, "create_if_absent")
+    rec = validate_checkpoint(op.record)
+    if rec.revision != 0 or rec.status is not Status.READY:
+        raise InvalidArgumentError(
+            message="create_if_absent takes a ready record at revision 0 "
+            "(create_checkpoint's result)",
+            details={"status": rec.status.value, "revision": rec.revision},
+        )
+    text = dump_record(rec)
+    _PROVEN.remember(rec.key, text, rec)
+    return text
+
+
+def _prepare_effect_key(op: ClaimEffectKey | ReleaseEffectKey) -> None:
+    check_effect_key_op(op)
+
+
+def _prepare_append(op: AppendEvents) -> None:
+    if type(op.expected_count) is not int or op.expected_count < 0:
+        raise InvalidArgumentError(message="expected_count must be a non-negative int")
+    for i, row in enumerate(op.rows):
+        if not isinstance(row, EventRow):
+            raise InvalidArgumentError(
+                message=f"event rows must be EventRow values, not {type(row).__name__}",
+                details={"run_id": op.run_id, "index": i},
+            )
+        if row.run_id != op.run_id or row.seq != op.expected_count + i:
+            raise InvalidArgumentError(
+                message="event rows must belong to the run and continue its sequence",
+                details={"run_id": op.run_id, "expected_seq": op.expected_count + i},
+            )
+
+
+#: What each op writes, computed (and the op checked) before the transaction.
+_PREPARE: dict[type[Any], Callable[[Any], Any]] = op_table(
+    "prepare",
+    {
+        CreateCheckpoint: _prepare_create,
+        SwapCheckpoint: lambda op: _prepare_swap(op)[0],
+        WriteOperation: lambda op: dump_operation(op.data),
+        RemoveOperation: lambda op: None,
+        ClaimEffectKey: _prepare_effect_key,
+        ReleaseEffectKey: _prepare_effect_key,
+        AppendEvents: _prepare_append,
+    },
+)
+
+
 def prepare_op(op: Op) -> tuple[Op, Any]:
     """Validate an op and precompute what it writes (outside the transaction)."""
-    if isinstance(op, CreateCheckpoint):
-        _require_record(op.record, "create_if_absent")
-        rec = validate_checkpoint(op.record)
-        if rec.revision != 0 or rec.status is not Status.READY:
-            raise InvalidArgumentError(
-                message="create_if_absent takes a ready record at revision 0 "
-                "(create_checkpoint's result)",
-                details={"status": rec.status.value, "revision": rec.revision},
-            )
-        text = dump_record(rec)
-        _PROVEN.remember(rec.key, text, rec)
-        return op, text
-    if isinstance(op, SwapCheckpoint):
-        return op, _prepare_swap(op)[0]
-    if isinstance(op, WriteOperation):
-        return op, dump_operation(op.data)
-    if isinstance(op, RemoveOperation):
-        return op, None
-    if isinstance(op, (ClaimEffectKey, ReleaseEffectKey)):
-        check_effect_key_op(op)
-        return op, None
-    if isinstance(op, AppendEvents):
-        if type(op.expected_count) is not int or op.expected_count < 0:
-            raise InvalidArgumentError(message="expected_count must be a non-negative int")
-        for i, row in enumerate(op.rows):
-            if not isinstance(row, EventRow):
-                raise InvalidArgumentError(
-                    message=f"event rows must be EventRow values, not {type(row).__name__}",
-                    details={"run_id": op.run_id, "index": i},
-                )
-            if row.run_id != op.run_id or row.seq != op.expected_count + i:
-                raise InvalidArgumentError(
-                    message="event rows must belong to the run and continue its sequence",
-                    details={"run_id": op.run_id, "expected_seq": op.expected_count + i},
-                )
-        return op, None
-    raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")
+    prepare = _PREPARE.get(type(op))
+    if prepare is None:
+        raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")
+    return op, prepare(op)

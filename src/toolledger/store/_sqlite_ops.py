@@ -19,13 +19,20 @@ Rules:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..checkpoint.model import CheckpointRecord, Status, format_time
 from ..checkpoint.transitions import TRANSITIONS, edges_to, transition_between
 from ..errors import InvalidCheckpointError, InvalidTransitionError, NotFoundError
-from ._rows import FACTS_INHERIT, FACTS_OMIT, load_record, swap_facts, transition_facts
+from ._rows import (
+    FACTS_INHERIT,
+    FACTS_OMIT,
+    load_record,
+    op_table,
+    swap_facts,
+    transition_facts,
+)
 from ._sqlcommon import EVENT_COLUMNS, event_params, now_text
 from ._tombstone import load_tombstone, tombstoned_error
 from .base import (
@@ -41,6 +48,7 @@ from .base import (
 )
 
 __all__ = [
+    "HANDLERS",
     "PREV_MARKER",
     "SELECT_EVENT_COLUMNS",
     "create_and_swap",
@@ -67,20 +75,7 @@ def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
             status and the target.
         NotFoundError: ``NOT_FOUND`` appending to an unknown run.
     """
-    if isinstance(op, CreateCheckpoint):
-        return _create(conn, op, extra)
-    if isinstance(op, SwapCheckpoint):
-        return _swap(conn, op, extra)
-    if isinstance(op, WriteOperation):
-        return _write_operation(conn, op, extra)
-    if isinstance(op, RemoveOperation):
-        return _remove_operation(conn, op)
-    if isinstance(op, ClaimEffectKey):
-        return _claim_effect_key(conn, op)
-    if isinstance(op, ReleaseEffectKey):
-        return _release_effect_key(conn, op)
-    assert isinstance(op, AppendEvents)
-    return _append(conn, op)
+    return HANDLERS[type(op)](conn, op, extra)
 
 
 _INSERT_CHECKPOINT = (
@@ -369,7 +364,7 @@ def _write_operation(conn: sqlite3.Connection, op: WriteOperation, extra: str) -
     )
 
 
-def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation) -> bool:
+def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation, _extra: None) -> bool:
     cur = conn.execute(
         "DELETE FROM operation_journal WHERE namespace = ? AND call_id = ?",
         (op.namespace, op.call_id),
@@ -377,7 +372,7 @@ def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation) -> bool:
     return cur.rowcount == 1
 
 
-def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey) -> bool:
+def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey, _extra: None) -> bool:
     if op.replaces is not None:  # take the key over from the call named, if it holds it
         cur = conn.execute(
             "UPDATE effect_keys SET call_id = ?, claimed_at = ? "
@@ -400,7 +395,7 @@ def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey) -> bool:
     return row is not None and row[0] == op.call_id
 
 
-def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
+def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey, _extra: None) -> bool:
     cur = conn.execute(
         "DELETE FROM effect_keys WHERE namespace = ? AND effect_key = ? AND call_id = ?",
         (op.namespace, op.key, op.call_id),
@@ -408,7 +403,7 @@ def _release_effect_key(conn: sqlite3.Connection, op: ReleaseEffectKey) -> bool:
     return cur.rowcount == 1
 
 
-def _append(conn: sqlite3.Connection, op: AppendEvents) -> bool:
+def _append(conn: sqlite3.Connection, op: AppendEvents, _extra: None) -> bool:
     # The count CAS first (one statement); a row count of 0 is told apart afterwards (an
     # unknown run, or another count); raising or returning False leaves nothing applied.
     if op.rows:
@@ -479,3 +474,18 @@ def _history(
             text,
         ),
     )
+
+
+#: The SQLite op table: ``execute_op`` runs ``HANDLERS[type(op)](conn, op, prepared)``.
+HANDLERS: dict[type[Any], Callable[[sqlite3.Connection, Any, Any], Any]] = op_table(
+    "SQLite",
+    {
+        CreateCheckpoint: _create,
+        SwapCheckpoint: _swap,
+        WriteOperation: _write_operation,
+        RemoveOperation: _remove_operation,
+        ClaimEffectKey: _claim_effect_key,
+        ReleaseEffectKey: _release_effect_key,
+        AppendEvents: _append,
+    },
+)

@@ -32,7 +32,15 @@ import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, Union, cast, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Protocol,
+    Union,
+    cast,
+    get_args,
+    runtime_checkable,
+)
 
 from ..checkpoint.model import Action, Binding, CheckpointRecord, Status
 from ._search import EventQuery
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_CAPABILITIES",
+    "OP_TYPES",
     "AppendEvents",
     "Capabilities",
     "ClaimEffectKey",
@@ -339,6 +348,8 @@ Op = Union[  # noqa: UP007 (a runtime alias; X | Y needs 3.10 evaluation of clas
     ClaimEffectKey,
     ReleaseEffectKey,
 ]
+#: Every ``apply`` op type: each backend's op table has one handler for each.
+OP_TYPES: tuple[type[Any], ...] = get_args(Op)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,9 +12,19 @@ from typing import Any
 
 from ..checkpoint.model import Action, CheckpointRecord, Status, check_time
 from ..checkpoint.transitions import transition_between
-from ..errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreUnavailableError
-from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from ._rows import gated_off, load_record, prepare_ops, status_values
+from ..errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    NotFoundError,
+    StoreUnavailableError,
+)
+from ._approval_record import (
+    ApprovalRecord,
+    approval_statuses,
+    load_approval,
+    prepare_put,
+)
+from ._rows import load_record, op_table, prepare_ops, run_ops, status_values
 from ._search import EventQuery, run_goal, scan_search, select_in_memory
 from ._sqlcommon import ApplyShortcuts, history_entries, now_text, quarantined_rows, run_changes
 from ._tombstone import dump_tombstone, load_tombstone, tombstoned_error
@@ -159,10 +169,7 @@ class MemoryStore(ApplyShortcuts):
                 dict(self._effect_keys),
             )
             try:
-                out: builtins.list[Any] = []
-                for op, extra in prepared:
-                    out.append(False if gated_off(op, out) else self._execute(op, extra))
-                return out
+                return run_ops(prepared, self._execute)
             except BaseException:
                 (
                     self.rows,
@@ -175,52 +182,59 @@ class MemoryStore(ApplyShortcuts):
                 raise
 
     def _execute(self, op: Op, extra: Any) -> Any:
-        if isinstance(op, CreateCheckpoint):
-            key = op.record.key
-            if key in self.rows:
-                return (False, load_record(self.rows[key], *key))
-            if key in self._tombstones:
-                raise tombstoned_error(load_tombstone(self._tombstones[key], *key))
-            self.rows[key] = extra
-            self._history[key] = [("create_checkpoint", Action.EXECUTE.value, extra)]
-            return (True, op.record)
-        if isinstance(op, SwapCheckpoint):
-            key = op.next.key
-            text = self.rows.get(key)
-            if text is None:
-                return False
-            stored = load_record(text, *key)  # a damaged row raises and stays as it is
-            if stored.revision != op.expected_revision:
-                return False
-            name, action = transition_between(
-                stored.status, op.next.status, decision=op.next.resolution is not None
-            )
-            self.rows[key] = extra
-            self._history.setdefault(key, []).append((name, action.value, extra))
+        return _HANDLERS[type(op)](self, op, extra)
+
+    def _create(self, op: CreateCheckpoint, extra: str) -> tuple[bool, CheckpointRecord]:
+        key = op.record.key
+        if key in self.rows:
+            return (False, load_record(self.rows[key], *key))
+        if key in self._tombstones:
+            raise tombstoned_error(load_tombstone(self._tombstones[key], *key))
+        self.rows[key] = extra
+        self._history[key] = [("create_checkpoint", Action.EXECUTE.value, extra)]
+        return (True, op.record)
+
+    def _swap(self, op: SwapCheckpoint, extra: str) -> bool:
+        key = op.next.key
+        text = self.rows.get(key)
+        if text is None:
+            return False
+        stored = load_record(text, *key)  # a damaged row raises and stays as it is
+        if stored.revision != op.expected_revision:
+            return False
+        name, action = transition_between(
+            stored.status, op.next.status, decision=op.next.resolution is not None
+        )
+        self.rows[key] = extra
+        self._history.setdefault(key, []).append((name, action.value, extra))
+        return True
+
+    def _write_operation(self, op: WriteOperation, extra: str) -> None:
+        self._ops[(op.namespace, op.call_id)] = extra
+        self._op_times[(op.namespace, op.call_id)] = now_text()
+
+    def _remove_operation(self, op: RemoveOperation, _extra: None) -> bool:
+        return self._ops.pop((op.namespace, op.call_id), None) is not None
+
+    def _claim_effect_key(self, op: ClaimEffectKey, _extra: None) -> bool:
+        current = self._effect_keys.get((op.namespace, op.key))
+        if current is not None and op.replaces is not None and current[0] == op.replaces:
+            self._effect_keys[(op.namespace, op.key)] = (op.call_id, now_text())
             return True
-        if isinstance(op, WriteOperation):
-            self._ops[(op.namespace, op.call_id)] = extra
-            self._op_times[(op.namespace, op.call_id)] = now_text()
-            return None
-        if isinstance(op, RemoveOperation):
-            return self._ops.pop((op.namespace, op.call_id), None) is not None
-        if isinstance(op, ClaimEffectKey):
-            current = self._effect_keys.get((op.namespace, op.key))
-            if current is not None and op.replaces is not None and current[0] == op.replaces:
-                self._effect_keys[(op.namespace, op.key)] = (op.call_id, now_text())
-                return True
-            held = self._effect_keys.setdefault(
-                (op.namespace, op.key),
-                (op.call_id, now_text()),
-            )
-            return held[0] == op.call_id
-        if isinstance(op, ReleaseEffectKey):
-            held_by = self._effect_keys.get((op.namespace, op.key))
-            if held_by is None or held_by[0] != op.call_id:
-                return False
-            del self._effect_keys[(op.namespace, op.key)]
-            return True
-        assert isinstance(op, AppendEvents)
+        held = self._effect_keys.setdefault(
+            (op.namespace, op.key),
+            (op.call_id, now_text()),
+        )
+        return held[0] == op.call_id
+
+    def _release_effect_key(self, op: ReleaseEffectKey, _extra: None) -> bool:
+        held_by = self._effect_keys.get((op.namespace, op.key))
+        if held_by is None or held_by[0] != op.call_id:
+            return False
+        del self._effect_keys[(op.namespace, op.key)]
+        return True
+
+    def _append(self, op: AppendEvents, _extra: None) -> bool:
         run = self._runs.get(op.run_id)
         if run is None:
             raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
@@ -492,3 +506,18 @@ def _replace_run(run: RunRow, **changes: Any) -> RunRow:
 
 def _approval_or_none(text: str | None, namespace: str, call_id: str) -> ApprovalRecord | None:
     return None if text is None else load_approval(text, namespace, call_id)
+
+
+#: The in-memory op table: ``apply`` runs ``_HANDLERS[type(op)](store, op, prepared)``.
+_HANDLERS: dict[type[Any], Callable[[MemoryStore, Any, Any], Any]] = op_table(
+    "memory",
+    {
+        CreateCheckpoint: MemoryStore._create,
+        SwapCheckpoint: MemoryStore._swap,
+        WriteOperation: MemoryStore._write_operation,
+        RemoveOperation: MemoryStore._remove_operation,
+        ClaimEffectKey: MemoryStore._claim_effect_key,
+        ReleaseEffectKey: MemoryStore._release_effect_key,
+        AppendEvents: MemoryStore._append,
+    },
+)

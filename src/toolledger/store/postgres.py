@@ -50,7 +50,7 @@ from ._pg_batch import encode_ops, fits, landed_outcomes, outcomes
 from ._pg_conn import PgConnections
 from ._pg_ops import Queries, execute_op, op_key, probe, probe_batch
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
-from ._rows import gated_off, load_record, prepare_ops, status_values
+from ._rows import load_record, prepare_ops, run_ops, status_values
 from ._search import EventQuery
 from ._sqlcommon import (
     EVENT_COLUMNS,
@@ -379,10 +379,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         q = self._q
 
         def run(cur: Cursor[Any]) -> builtins.list[Any]:
-            out: builtins.list[Any] = []
-            for op, extra in prepared:
-                out.append(False if gated_off(op, out) else execute_op(cur, q, op, extra))
-            return out
+            return run_ops(prepared, partial(execute_op, cur, q))
 
         def fast(cur: Cursor[Any]) -> builtins.list[Any]:
             cur.execute(q["apply_ops"], (encode_ops(prepared),))

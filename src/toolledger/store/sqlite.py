@@ -58,8 +58,8 @@ from ..errors import (
     UnsupportedSchemaError,
 )
 from . import _sqlite_search
-from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
-from ._rows import expand_history, gated_off, load_record, prepare_ops, status_values, won
+from ._approval_record import ApprovalRecord, load_approval
+from ._rows import expand_history, load_record, prepare_ops, run_ops, status_values, won
 from ._search import EventQuery
 from ._sqlcommon import (
     RECORD_FIELDS,
@@ -74,6 +74,7 @@ from ._sqlcommon import (
     run_row,
     valid_records,
 )
+from ._sqlite_approvals import SqliteApprovals
 from ._sqlite_checkpointer import (
     BACKSTOP_PAGES,
     CHECKPOINT_EVERY,
@@ -109,7 +110,7 @@ _GET_WITH_APPROVAL = (
 )
 
 
-class SQLiteStore(ApplyShortcuts):
+class SQLiteStore(SqliteApprovals, ApplyShortcuts):
     """The embedded store: one SQLite file holding everything.
 
     Args:
@@ -631,29 +632,7 @@ class SQLiteStore(ApplyShortcuts):
         prepared = prepare_ops(ops, with_prior=True)
 
         def run(conn: sqlite3.Connection) -> builtins.list[Any]:
-            out: builtins.list[Any] = []
-            i, count = 0, len(prepared)
-            while i < count:
-                op, extra = prepared[i]
-                if gated_off(op, out):
-                    out.append(False)
-                elif (
-                    isinstance(op, CreateCheckpoint)
-                    and i + 1 < count
-                    and isinstance(prepared[i + 1][0], SwapCheckpoint)
-                    and _swap_follows(prepared[i + 1][0], i, out)
-                ):
-                    swap, (swap_text, _) = prepared[i + 1]
-                    both = create_and_swap(conn, op, extra, swap, swap_text)  # type: ignore[arg-type]
-                    if both is not None:  # a new call's claim: one row write
-                        out.extend(both)
-                        i += 2
-                        continue
-                    out.append(execute_op(conn, op, extra))
-                else:
-                    out.append(execute_op(conn, op, extra))
-                i += 1
-            return out
+            return run_ops(prepared, partial(execute_op, conn), pair=partial(_claim_pair, conn))
 
         return self._write(run, durable=durable)
 
@@ -885,63 +864,6 @@ class SQLiteStore(ApplyShortcuts):
 
         return self._write(write, durable=True)
 
-    # -- approvals ---------------------------------------------------------------------
-
-    def approval_get(self, namespace: str, call_id: str) -> ApprovalRecord | None:
-        """Return the call's approval or ``None``; see ``Store.approval_get``."""
-        rows = self._read(
-            "SELECT record FROM approvals WHERE namespace = ? AND call_id = ?",
-            (namespace, call_id),
-        )
-        return load_approval(rows[0][0], namespace, call_id) if rows else None
-
-    def approval_put(self, record: ApprovalRecord, *, expected_revision: int) -> bool:
-        """Store ``record`` iff at ``expected_revision`` (durable); see ``Store``."""
-        text = prepare_put(record, expected_revision)
-        ns, cid = record.key
-        values = (record.status.value, record.revision, format_time(record.requested_at), text)
-
-        def write(conn: sqlite3.Connection) -> bool:
-            if expected_revision == -1:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO approvals (namespace, call_id, status, revision, "
-                    "requested_at, record) VALUES (?, ?, ?, ?, ?, ?)",
-                    (ns, cid, *values),
-                )
-            else:
-                cur = conn.execute(
-                    "UPDATE approvals SET status = ?, revision = ?, requested_at = ?, record = ? "
-                    "WHERE namespace = ? AND call_id = ? AND revision = ?",
-                    (*values, ns, cid, expected_revision),
-                )
-            return cur.rowcount == 1
-
-        return self._write(write, durable=True)
-
-    def list_approvals(
-        self,
-        *,
-        status: str | Iterable[str] | None = None,
-        namespace: str | None = None,
-        limit: int | None = None,
-    ) -> builtins.list[ApprovalRecord]:
-        """Return approvals, oldest request first; see ``Store.list_approvals``."""
-        where, params = [], []
-        statuses = approval_statuses(status)
-        if statuses is not None:
-            where.append(f"status IN ({', '.join('?' * len(statuses))})")
-            params.extend(statuses)
-        if namespace is not None:
-            where.append("namespace = ?")
-            params.append(namespace)
-        sql = "SELECT namespace, call_id, record FROM approvals"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY requested_at, namespace, call_id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [load_approval(text, ns, cid) for ns, cid, text in self._read(sql, params)]
-
     # -- search ------------------------------------------------------------------------
 
     def search_events(self, query: EventQuery) -> builtins.list[tuple[EventRow, ...]]:
@@ -1055,6 +977,22 @@ class SQLiteStore(ApplyShortcuts):
 
 def _no_approval() -> None:
     return None
+
+
+def _claim_pair(
+    conn: sqlite3.Connection,
+    create: CreateCheckpoint,
+    text: str,
+    after: tuple[Op, Any],
+    index: int,
+    out: builtins.list[Any],
+) -> builtins.list[Any] | None:
+    """A create and the swap after it as one row write (a new call's claim), or ``None``."""
+    swap, prepared = after
+    if type(swap) is not SwapCheckpoint or not _swap_follows(swap, index, out):
+        return None
+    both = create_and_swap(conn, create, text, swap, prepared[0])
+    return None if both is None else builtins.list(both)
 
 
 def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
