@@ -22,14 +22,20 @@ def on_a_terminal(
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
     )
     os.close(follower)
+    output = drain(leader)
+    return proc.wait(60), output.decode("utf-8").replace("\r\n", "\n")
+
+
+def drain(leader: int) -> bytes:
+    """All a pty's leader reads until the other side closes (EOF or EIO), then close it."""
     chunks = []
     while True:
         try:
             chunk = os.read(leader, 65536)
-        except OSError:
+        except OSError:  # EIO: every process holding the follower has closed it
             break
         if not chunk:
             break
         chunks.append(chunk)
     os.close(leader)
-    return proc.wait(60), b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    return b"".join(chunks)

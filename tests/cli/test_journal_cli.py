@@ -18,6 +18,8 @@ from click.testing import CliRunner
 import toolledger
 from toolledger.cli import main
 
+from ._pty import drain
+
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
@@ -180,17 +182,7 @@ def test_export_shows_a_progress_bar_when_stderr_is_a_terminal(tmp_path):
         check=False,
     )
     os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(primary)
-    err = b"".join(chunks).decode()
+    err = drain(primary).decode()
     assert proc.returncode == 0
     assert "exporting" in err
     assert "100%" in err
