@@ -50,6 +50,7 @@ __all__ = [
     "binding_fingerprint",
     "copy_approvals",
     "decide_approval",
+    "find_denial",
     "get_approval",
     "list_approvals",
     "scrub_approval",
@@ -271,6 +272,35 @@ def decide_approval(
             if store.approval_put(new, expected_revision=rec.revision):
                 return new
         raise InvalidTransitionError(message="the approval kept changing; try again")
+
+
+def find_denial(store: Store, binding: Binding, conversation: str) -> ApprovalRecord | None:
+    """Return a stored denial of the same action in ``conversation``, or ``None``.
+
+    The same action: the binding's namespace, tool name, tool revision and input
+    fingerprint under another call id; the latest such denial wins. Only the gate of a
+    call with no stored decision of its own calls this (one read of the namespace's
+    denials), so a call without a gate never pays for it. An approval never carries over.
+
+    Raises:
+        StoreError: storage failure.
+    """
+    found: ApprovalRecord | None = None
+    for rec in store.list_approvals(status="denied", namespace=binding.namespace):
+        other = rec.binding
+        if (
+            rec.conversation_id == conversation
+            and other.call_id != binding.call_id
+            and (other.tool_name, other.tool_revision, other.input_fingerprint)
+            == (binding.tool_name, binding.tool_revision, binding.input_fingerprint)
+            and (found is None or _decided_at(rec) >= _decided_at(found))
+        ):
+            found = rec
+    return found
+
+
+def _decided_at(rec: ApprovalRecord) -> datetime:
+    return rec.decided_at or rec.requested_at
 
 
 def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:

@@ -13,7 +13,9 @@ def _message(*uses: tuple[str, str]) -> dict[str, Any]:
     return {
         "role": "assistant",
         "content": [
-            {"type": "tool_use", "id": i, "name": n, "input": {"to": "a"}} for i, n in uses
+            # Each call its own input: a denial holds for the same action under another id.
+            {"type": "tool_use", "id": i, "name": n, "input": {"to": i}}
+            for i, n in uses
         ],
     }
 

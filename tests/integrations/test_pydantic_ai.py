@@ -233,6 +233,34 @@ def test_denial_is_the_tools_result_not_an_exception(run: toolledger.Run) -> Non
     assert box.sent == []
 
 
+def test_replanned_denied_call_gets_the_denial_without_asking_again(
+    run: toolledger.Run,
+) -> None:
+    """The model re-plans a denied call under a new id: the denial is its tool result and
+    the approver (the operator) is asked once."""
+    box = Outbox()
+    asked: list[str] = []
+
+    def approver(request: Any) -> Denied:
+        asked.append(request.call_id)
+        return Denied("ops", "not today")
+
+    gates = {"send_email": ToolGate(approver=approver)}
+    toolset = GuardedToolset(box.toolset(), run=run, gates=gates)
+    outs = [
+        Agent(scripted(call_id), toolsets=[toolset]).run_sync("go").output
+        for call_id in ("call_1", "call_2")
+    ]
+    assert outs == ["done: denied by ops: not today"] * 2
+    assert asked == ["call_1"]
+    assert box.sent == []
+    records = toolledger.approvals.list_approvals(run.store)
+    assert [(r.call_id, r.status.value) for r in records] == [
+        ("call_1", "denied"),
+        ("call_2", "denied"),
+    ]
+
+
 def test_on_error_result_stores_the_tools_error(run: toolledger.Run) -> None:
     """``on_error="result"``: the tool's exception is stored and is the model's result."""
 

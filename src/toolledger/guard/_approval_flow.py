@@ -19,6 +19,12 @@ Rules this module keeps:
 - A decision is stored durably (CAS on the approval's revision) *before* the call
   proceeds, so a crash after the approval and before execution does not ask twice. Of two
   callers deciding at once, one write wins and the other adopts the stored decision.
+- A denial holds for the same action (tool name, revision, input fingerprint) asked
+  again under a new call id in the same conversation (``Call.approval_scope``): a gated
+  call with no stored record of its own first looks for such a denial (``FindDenial``)
+  and, if one is stored, is denied with its ``by``/``reason`` (stored under its own key,
+  the event naming ``same_action_as``) without asking the approver. An approval never
+  carries over: it is for one call.
 - A pending new call leaves its checkpoint in ``ready`` (created here if absent), never
   claimed. A denial never creates or claims a checkpoint.
 - ``GateFlow.flow()`` is a generator: it yields the ``ApprovalRequest`` and the driver
@@ -43,7 +49,16 @@ from ..errors import (
 )
 from ..store._approval_record import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
 from ..tools import ToolOutcome
-from ._call import Call, CreateReady, PutApproval, ReadApproval, ReadGate, RecordApproval, Request
+from ._call import (
+    Call,
+    CreateReady,
+    FindDenial,
+    PutApproval,
+    ReadApproval,
+    ReadGate,
+    RecordApproval,
+    Request,
+)
 from ._seams import APPROVAL_ROUNDS, now, reached
 
 __all__ = ["AWAITING_APPROVAL", "DENIED", "GateFlow"]
@@ -84,6 +99,8 @@ class GateFlow:
         self.mode = call.approval
         self.on_error = call.on_error
         self.checkpoint: CheckpointRecord | None = None
+        #: The call id of an earlier denial of the same action this call adopts.
+        self.same_action_as: str | None = None
         # Without a gate nobody is asked: a stored decision is all that counts.
         self.approver: Callable[..., Any] | None = call.approver if self.mode is not None else None
 
@@ -125,6 +142,13 @@ class GateFlow:
                     return (yield from self._awaiting(stored, new_event=False))
                 if isinstance(answer, Pending):  # lost a race to another request: adopt it
                     return (yield from self._awaiting(stored, new_event=True))
+            scope = self.call.approval_scope
+            if answer is None and stored is None and scope is not None:
+                # Denied earlier under another id in this conversation: denied again.
+                earlier = yield FindDenial(self.binding, scope)
+                if earlier is not None and earlier.by:
+                    self.same_action_as = earlier.call_id
+                    answer = Denied(earlier.by, earlier.reason)
             if answer is None:  # ask once per call, even when a write below loses a race
                 if self.approver is None:
                     answer = Pending()
@@ -136,7 +160,8 @@ class GateFlow:
                 reached("after-approval")
                 if new.status is ApprovalStatus.PENDING:
                     return (yield from self._awaiting(new, new_event=True))
-                return (yield from self._conclude(new, source="approver"))
+                source = "approver" if self.same_action_as is None else "same_action"
+                return (yield from self._conclude(new, source=source))
             # Another caller decided or asked meanwhile: re-read and adopt what is stored.
         raise StoreUnavailableError(
             message=f"the approval of {self.binding.call_id} kept changing; nothing executed",
@@ -207,6 +232,7 @@ class GateFlow:
             "description": _clip(self.tool.description),
             "input": _kept_input(self.input),
             "run_id": self._run_id(),
+            "conversation_id": self.call.approval_scope,
         }
         if stored is None:
             return ApprovalRecord(binding=self.binding, revision=0, **common, **changes)
@@ -238,6 +264,7 @@ class GateFlow:
                 "tool_name": self.binding.tool_name,
                 "by": rec.by,
                 "reason": rec.reason,
+                **({} if self.same_action_as is None else {"same_action_as": self.same_action_as}),
             },
         )
 
@@ -284,6 +311,8 @@ class GateFlow:
             "source": source,
             "mode": self.mode,
         }
+        if self.same_action_as is not None:
+            approval["same_action_as"] = self.same_action_as
         cp = self.checkpoint
         link = {
             "namespace": self.binding.namespace,

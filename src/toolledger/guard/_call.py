@@ -45,6 +45,7 @@ __all__ = [
     "EndFields",
     "Execute",
     "Open",
+    "FindDenial",
     "PutApproval",
     "Read",
     "ReadApproval",
@@ -175,6 +176,9 @@ class Call:
         approval: The gate's mode (``None``, ``"always"``, ``"effect-only"``).
         approver: Who the gate asks (``None``: a stored decision is all that counts).
         effect: The call's effect key, or ``None``.
+        approval_scope: For a gated call: its conversation (the run's ``conversation_id``,
+            else the run id), where a denial holds for the same action under a new id;
+            stored with its approval record. ``None`` for a call without a gate.
         conversation: The conversation whose same-action rules apply to the call, or
             ``None`` when none do (a tool with an effect key or ``independent=True``, or a
             store without effect keys); the flow derives the keys (``action_keys``) only
@@ -192,6 +196,7 @@ class Call:
     approver: Callable[..., Any] | None = None
     effect: EffectKey | None = None
     conversation: str | None = None
+    approval_scope: str | None = None
 
 
 def effect_key_for(
@@ -272,6 +277,14 @@ class ReadApproval:
     """Read the stored approval for a call (``store.approval_get``)."""
 
     key: tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FindDenial:
+    """Find a stored denial of the same action in a conversation (``find_denial``)."""
+
+    binding: Binding
+    conversation: str
 
 
 @dataclass(frozen=True, slots=True)

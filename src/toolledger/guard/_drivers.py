@@ -71,7 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from ..approvals import APPROVAL_MODES, ApprovalRequest
+from ..approvals import APPROVAL_MODES, ApprovalRequest, find_denial
 from ..checkpoint.model import Binding, fingerprint
 from ..errors import (
     CheckpointError,
@@ -91,6 +91,7 @@ from ._call import (
     Commit,
     CreateReady,
     Execute,
+    FindDenial,
     Open,
     PutApproval,
     Read,
@@ -252,6 +253,9 @@ def start(
         approver=approver,
         effect=effect,
         conversation=conversation,
+        approval_scope=(
+            None if approval is None else getattr(run, "conversation_id", None) or run.run_id
+        ),
     )
     return CallFlow(call)
 
@@ -432,6 +436,8 @@ def perform(run: GuardedRun, flow: CallFlow, req: Any) -> Any:
         return store.effect_key_holder(req.namespace, req.key)
     if kind is ReadApproval:
         return store.approval_get(*req.key)
+    if kind is FindDenial:
+        return find_denial(store, req.binding, req.conversation)
     if kind is PutApproval:
         return store.approval_put(req.record, expected_revision=req.expected_revision)
     if kind is CreateReady:

@@ -79,6 +79,9 @@ class ApprovalRecord:
             authorize; ``None`` when it was too large to keep (the fingerprint binds it).
         ticket: The approver's ticket for a pending request (``Pending(ticket)``).
         run_id: The run that asked.
+        conversation_id: The conversation the call was asked in (the run's
+            ``conversation_id``, else its run id); a denial holds for the same action asked
+            again under a new call id in it. ``None`` on records stored before it was kept.
         by, reason, decided_at: The decision (``None`` while pending).
         expires_at: An approval stops counting after this time (``None``: never).
 
@@ -99,6 +102,7 @@ class ApprovalRecord:
     reason: str | None = None
     decided_at: datetime | None = None
     expires_at: datetime | None = None
+    conversation_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.binding, Binding):
@@ -108,7 +112,15 @@ class ApprovalRecord:
         if type(self.revision) is not int or self.revision < 0:
             raise InvalidArgumentError(message="revision must be an int >= 0")
         check_time(self.requested_at, "requested_at")
-        for name in ("justification", "description", "ticket", "run_id", "by", "reason"):
+        for name in (
+            "justification",
+            "description",
+            "ticket",
+            "run_id",
+            "by",
+            "reason",
+            "conversation_id",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or len(value) > TEXT_MAX):
                 raise InvalidArgumentError(
@@ -162,7 +174,7 @@ class ApprovalRecord:
         def t(value: datetime | None) -> str | None:
             return None if value is None else format_time(value)
 
-        return {
+        data: dict[str, Any] = {
             "v": APPROVAL_SCHEMA_VERSION,
             "binding": self.binding.to_dict(),
             "status": self.status.value,
@@ -178,6 +190,9 @@ class ApprovalRecord:
             "decided_at": t(self.decided_at),
             "expires_at": t(self.expires_at),
         }
+        if self.conversation_id is not None:  # absent on older rows: same bytes for them
+            data["conversation_id"] = self.conversation_id
+        return data
 
 
 def dump_approval(record: ApprovalRecord) -> str:
@@ -222,6 +237,7 @@ def load_approval(text: str, namespace: str, call_id: str) -> ApprovalRecord:
             reason=data.get("reason"),
             decided_at=t("decided_at"),
             expires_at=t("expires_at"),
+            conversation_id=data.get("conversation_id"),
         )
     except (
         ValueError,
