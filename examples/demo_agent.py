@@ -106,6 +106,8 @@ def agent(db: Path, tracer_provider: Any) -> toolledger.Run:
         assert not first.replayed
         assert again.replayed
         assert again.payload == first.payload
+        # Post the stored result to the model once (a second deliver would post nothing).
+        run.deliver("call_post_01", post=lambda payload: payload)
         run.approval(
             "email_findings",
             granted=False,

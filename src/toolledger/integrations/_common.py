@@ -238,7 +238,13 @@ def _conclude(
 def run_calls(
     run: Run, calls: Sequence[ToolCall], tools: Iterable[Tool] | Mapping[str, Tool]
 ) -> list[tuple[ToolCall, str, bool]]:
-    """Run parsed calls through ``run.call_many`` (``on_error="result"``).
+    """Run parsed calls one after another through ``run.call`` (``on_error="result"``).
+
+    Each call claims just before it runs, not the whole turn at once: a process killed
+    inside one call leaves only that call's outcome unknown, and the turn's later calls,
+    never claimed, run when the model asks again (``run.call_many`` claims a turn in one
+    transaction: after such a kill its unstarted calls are indistinguishable from the one
+    that ran, and wait for ``toolledger resolve``). Two durable commits per call, as always.
 
     Returns:
         ``(call, text, is_error)`` per call, in order. An unknown tool or unparseable
@@ -250,8 +256,14 @@ def run_calls(
         StoreError, or an interruption: as ``run.call``.
     """
     results, items, where = _prepare(calls, tools)
-    # Gates are asked first, in order; then the turn's calls claim together.
-    outs = run.call_many(items, return_exceptions=True) if items else []
+    outs: list[Any] = []
+    for item in items:
+        spec = dict(item)
+        tool = spec.pop("tool")
+        try:
+            outs.append(run.call(tool, **spec))
+        except Exception as exc:  # kept per call, as call_many(return_exceptions=True)
+            outs.append(exc)
     return _conclude(calls, results, where, outs)
 
 
