@@ -228,13 +228,16 @@ def _parse(args: list[str]) -> None:
     """
     group = cli_main
     assert isinstance(group, click.Group)
-    ctx = click.Context(group, info_name="toolledger")
+    # The command's own context settings (help_option_names=-h/--help): click caches each
+    # command's help option from the first context it sees, so a bare Context here would
+    # leave `-h` unknown to every later invocation in this process.
+    ctx = click.Context(group, info_name="toolledger", **group.context_settings)
     _, rest, _ = group.make_parser(ctx).parse_args(list(args))
     if not rest or rest[0] == "COMMAND":  # --version / --help, or the generic synopsis
         return
     cmd = group.get_command(ctx, rest[0])
     assert cmd is not None, f"no command {rest[0]!r}"
-    sub_ctx = click.Context(cmd, info_name=rest[0], parent=ctx)
+    sub_ctx = click.Context(cmd, info_name=rest[0], parent=ctx, **cmd.context_settings)
     _, extra, _ = cmd.make_parser(sub_ctx).parse_args(rest[1:])
     if not sub_ctx.allow_extra_args:
         assert not extra, f"unexpected arguments {extra}"
