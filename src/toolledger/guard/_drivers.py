@@ -81,7 +81,7 @@ from ..errors import (
 )
 from ..journal import EventHandle
 from ..journal._content import check_source, check_text
-from ..store.base import capabilities_of, read_with_approval
+from ..store.base import approval_reader, capabilities_of
 from ..telemetry._hooks import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
@@ -425,9 +425,10 @@ def perform(run: GuardedRun, flow: CallFlow, req: Any) -> Any:
             return _commit_with_end(run, flow, req)
         return store.apply(list(req.ops), durable=req.durable)
     if kind is ReadGate:
-        if capabilities_of(store).read_with_approval:
-            return read_with_approval(store, *req.key)
-        return store.get(*req.key), None
+        read_both = approval_reader(store)
+        if read_both is None:
+            return store.get(*req.key), None
+        return read_both(*req.key)
     if kind is Open:
         return _open_event(run, flow)
     if kind is ReadOperation:

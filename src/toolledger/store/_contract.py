@@ -49,9 +49,9 @@ from .base import (
     SwapCheckpoint,
     Tombstone,
     WriteOperation,
+    approval_reader,
     capabilities_of,
     migrations_of,
-    read_with_approval,
     record_fields_of,
 )
 
@@ -505,7 +505,8 @@ def check_approval_request_and_decision_round_trip(store: Store) -> None:
 
 
 def check_get_with_approval_reads_what_the_two_reads_do(store: Store) -> None:
-    read_both = partial(read_with_approval, store)
+    read_both = approval_reader(store)
+    assert read_both is not None, "a store declaring read_with_approval has get_with_approval"
     rec, approval = read_both("ns", "call-1")
     assert rec is None and approval() is None
     created = create_checkpoint(_binding(), at=T0)

@@ -483,7 +483,7 @@ def op_table(backend: str, handlers: Mapping[type[Any], _H]) -> dict[type[Any], 
 
 
 #: A write of two ops at ``index`` as one: their outcomes, or ``None`` to run them apart.
-Pair = Callable[[CreateCheckpoint, Any, tuple[Op, Any], int, list[Any]], "list[Any] | None"]
+Pair = Callable[[CreateCheckpoint, Any, tuple[Op, Any], int, list[Any]], "Sequence[Any] | None"]
 
 
 def run_ops(

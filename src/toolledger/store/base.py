@@ -70,9 +70,9 @@ __all__ = [
     "SwapCheckpoint",
     "Tombstone",
     "WriteOperation",
+    "approval_reader",
     "capabilities_of",
     "migrations_of",
-    "read_with_approval",
     "record_fields_of",
 ]
 
@@ -400,14 +400,17 @@ class _Migrates(Protocol):
     def applied_migrations(self) -> builtins.list[tuple[int, str]]: ...
 
 
-def read_with_approval(
-    store: Store, namespace: str, call_id: str
-) -> tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]:
-    """Read a call's checkpoint and a function returning its approval, as of one moment
-    where the store declares ``read_with_approval``, else as two reads."""
+def approval_reader(
+    store: Store,
+) -> (
+    Callable[[str, str], tuple[CheckpointRecord | None, Callable[[], ApprovalRecord | None]]] | None
+):
+    """Return the store's ``get_with_approval`` (a call's checkpoint and a function
+    returning its approval, as of one moment) where it declares ``read_with_approval``,
+    else ``None`` (the caller reads ``get``, then ``approval_get``)."""
     if capabilities_of(store).read_with_approval:
-        return cast("_ReadsWithApproval", store).get_with_approval(namespace, call_id)
-    return store.get(namespace, call_id), lambda: store.approval_get(namespace, call_id)
+        return cast("_ReadsWithApproval", store).get_with_approval
+    return None
 
 
 def record_fields_of(store: Store, run_id: str) -> builtins.list[tuple[Any, ...]] | None:

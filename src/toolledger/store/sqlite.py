@@ -986,13 +986,12 @@ def _claim_pair(
     after: tuple[Op, Any],
     index: int,
     out: builtins.list[Any],
-) -> builtins.list[Any] | None:
+) -> Sequence[Any] | None:
     """A create and the swap after it as one row write (a new call's claim), or ``None``."""
     swap, prepared = after
     if type(swap) is not SwapCheckpoint or not _swap_follows(swap, index, out):
         return None
-    both = create_and_swap(conn, create, text, swap, prepared[0])
-    return None if both is None else builtins.list(both)
+    return create_and_swap(conn, create, text, swap, prepared[0])
 
 
 def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
