@@ -314,3 +314,10 @@ def test_replay_names_are_exported() -> None:
     """Replay's error, its divergence, the report and the unavailable error are public."""
     assert set(toolledger.__all__) >= REPLAY_API
     assert toolledger.ReplayDivergedError("REPLAY_DIVERGED").code == "REPLAY_DIVERGED"
+
+
+def test_the_class_raised_for_a_denial_is_exported_by_its_own_name() -> None:
+    """``ApprovalDeniedError`` (what a denial raises) is public; ``ApprovalDenied`` is its alias."""
+    assert "ApprovalDeniedError" in toolledger.__all__
+    assert toolledger.ApprovalDenied is toolledger.ApprovalDeniedError
+    assert toolledger.ApprovalDeniedError.default_code == "APPROVAL_DENIED"

@@ -32,6 +32,7 @@ from .copy import CopyReport, copy_ledger
 from .errors import (
     ERROR_CODES,
     ApprovalDenied,
+    ApprovalDeniedError,
     BindingConflictError,
     CheckpointError,
     DeliveryUncertainError,
@@ -99,6 +100,7 @@ from .tools import (
 __all__ = [
     "Action",
     "ApprovalDenied",
+    "ApprovalDeniedError",
     "Approved",
     "Binding",
     "BindingConflictError",
