@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,98 @@ def test_cli_show_and_list_show_the_refused_call(tmp_path: Path) -> None:
     assert listed.exit_code == 0, listed.output
     (row,) = [json.loads(line) for line in listed.output.splitlines() if line.strip()]
     assert row["counts"]["refused"] == 2
+
+
+def _pay(input: Any, ctx: toolledger.ExecuteContext) -> Any:
+    """Writes its journal entry, then loses the answer: the call is left ``uncertain``."""
+    ctx.operation.write({"ref": f"p-{ctx.call_id}"})
+    raise TimeoutError("the payment provider did not answer")
+
+
+_PAY = toolledger.tool(name="pay", revision="1", execute=_pay)
+
+
+def _tool_points(reader: InMemoryMetricReader) -> dict[tuple[Any, Any], Any]:
+    return {
+        (p.attributes.get(a.TL_TOOL_OUTCOME), p.attributes.get(a.ERROR_TYPE)): p.value
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "toolledger.tool.calls"
+        for p in m.data.data_points
+    }
+
+
+class TestBlockedAndErased:
+    def test_a_same_action_block_is_refused_with_its_code_span_and_metric(
+        self, store: Any, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """A call blocked by the same-action rule (decided after its event opened) is a
+        ``refused`` event naming ``same_action_as``, an ERROR span and a ``refused`` point."""
+        reader = InMemoryMetricReader()
+        toolledger.configure(tracer_provider=provider, meter_provider=MeterProvider([reader]))
+        with toolledger.run(goal="g", db=store) as run:
+            with pytest.raises(toolledger.CheckpointError):
+                run.call(_PAY, call_id="A", input={"to": "ana", "cents": 500})
+            with pytest.raises(toolledger.CheckpointError) as info:
+                run.call(_PAY, call_id="B", input={"to": "ana", "cents": 500})
+            run_id = run.run_id
+        assert (info.value.code, info.value.details["same_action_as"]) == ("OUTCOME_UNKNOWN", "A")
+        events = [e for e in toolledger.load_run(store, run_id).events if e.kind == "tool_call"]
+        assert [(e.status, (e.error or {}).get("code")) for e in events] == [
+            ("failed", "OUTCOME_UNKNOWN"),
+            ("refused", "OUTCOME_UNKNOWN"),
+        ]
+        blocked = events[1]
+        assert blocked.meta["refused"] == "OUTCOME_UNKNOWN"
+        assert blocked.meta["same_action_as"] == "A"
+        assert blocked.checkpoint is not None
+        assert blocked.checkpoint["call_id"] == "B"
+        found = toolledger.search(store, status="refused")
+        assert [(h.error or {})["code"] for h in found] == ["OUTCOME_UNKNOWN"]
+        tools = [s for s in exporter.get_finished_spans() if s.name == "execute_tool pay"]
+        assert [
+            (
+                s.status.status_code.name,
+                s.attributes.get(a.ERROR_TYPE),
+                s.attributes[a.TL_TOOL_OUTCOME],
+            )
+            for s in tools
+        ] == [("ERROR", "OUTCOME_UNKNOWN", "unknown"), ("ERROR", "OUTCOME_UNKNOWN", "refused")]
+        assert _tool_points(reader) == {
+            ("unknown", "OUTCOME_UNKNOWN"): 1,
+            ("refused", "OUTCOME_UNKNOWN"): 1,
+        }
+
+    def test_a_call_on_an_erased_checkpoint_is_refused_tombstoned(
+        self, store: Any, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """Asked again after retention erased its checkpoint: a ``refused`` TOMBSTONED event,
+        an ERROR span with ``error.type`` TOMBSTONED, never run."""
+        toolledger.configure(tracer_provider=provider)
+        with toolledger.run(goal="g", db=store) as run:
+            run.call(_SEND, call_id="c1", input={"to": "a"})
+        report = toolledger.gc(
+            store,
+            older_than=timedelta(0),
+            now=datetime.now(timezone.utc) + timedelta(days=1),
+            include_undelivered=True,
+        )
+        assert report.checkpoints_erased == 1
+        with toolledger.run(goal="g", db=store) as run:
+            with pytest.raises(toolledger.CheckpointError) as info:
+                run.call(_SEND, call_id="c1", input={"to": "a"})
+            run_id = run.run_id
+        assert info.value.code == "TOMBSTONED"
+        events = [e for e in toolledger.load_run(store, run_id).events if e.kind == "tool_call"]
+        assert [(e.status, (e.error or {}).get("code")) for e in events] == [
+            ("refused", "TOMBSTONED")
+        ]
+        assert events[0].meta["refused"] == "TOMBSTONED"
+        tools = [s for s in exporter.get_finished_spans() if s.name == "execute_tool send"]
+        last = tools[-1]
+        assert (last.status.status_code.name, last.attributes.get(a.ERROR_TYPE)) == (
+            "ERROR",
+            "TOMBSTONED",
+        )
+        assert last.attributes[a.TL_TOOL_OUTCOME] == "refused"

@@ -640,6 +640,13 @@ def finish(
                 facts=facts,
                 flush=not outcome.replayed,
             )
+        elif refused_after_open(flow, error):
+            # Decided after its event opened, yet never run: refused like the others.
+            assert isinstance(error, CheckpointError)
+            meta = {**meta, "refused": error.code}
+            if "same_action_as" in error.details:
+                meta["same_action_as"] = error.details["same_action_as"]
+            handle.end("refused", error=error, meta=meta, checkpoint=link, facts=facts, flush=True)
         else:
             status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
             handle.end(status, error=error, meta=meta, checkpoint=link, facts=facts, flush=True)
@@ -665,7 +672,8 @@ def call_facts(flow: CallFlow, outcome: ToolOutcome | None) -> CallFacts:
 
 #: The codes of a call the guard refuses before its event opens (it never ran): journaled
 #: as a ``tool_call`` event with status ``refused`` and the error, its span an error with
-#: ``error.type`` = the code. A denial is not among them: its ``approval`` event (outcome
+#: ``error.type`` = the code; one decided after its event opened ends that event as
+#: ``refused`` (``refused_after_open``). A denial is not among them: its ``approval`` event (outcome
 #: ``deny``) is the journal's record of it, as it always was.
 REFUSED_CODES = frozenset({"BINDING_CONFLICT", "TOMBSTONED", "OUTCOME_UNKNOWN", "INVALID_ARGUMENT"})
 
@@ -676,6 +684,24 @@ def refused(error: BaseException | None) -> bool:
         isinstance(error, CheckpointError)
         and not isinstance(error, StoreError)
         and error.code in REFUSED_CODES
+    )
+
+
+def refused_after_open(flow: CallFlow, error: BaseException | None) -> bool:
+    """Whether a call whose event opened was refused without running in this attempt.
+
+    A code of ``REFUSED_CODES`` decided on the store's records (``TOMBSTONED`` on creating
+    the checkpoint, ``BINDING_CONFLICT``, ``OUTCOME_UNKNOWN`` of the same-action rule,
+    ``details["same_action_as"]``). An ``OUTCOME_UNKNOWN`` about the call's own earlier
+    attempt (it may have happened) stays a failure.
+    """
+    if flow.executed or not refused(error):
+        return False
+    assert isinstance(error, CheckpointError)
+    if error.code != "OUTCOME_UNKNOWN":
+        return True
+    return isinstance(error.details, Mapping) and isinstance(
+        error.details.get("same_action_as"), str
     )
 
 
