@@ -307,6 +307,35 @@ def gate_options(
 # -- the calls -------------------------------------------------------------------------------
 
 
+def _started(
+    run: GuardedRun,
+    tool: Tool,
+    call_id: str,
+    input: Any,
+    justification: str | None,
+    justification_source: str,
+    on_error: str | None,
+    kw: dict[str, Any],
+    sync: bool,
+) -> CallFlow:
+    """``start`` the call's flow; a call refused on its arguments is recorded, then raised."""
+    try:
+        return start(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            justification_source=justification_source,
+            on_error=on_error,
+            extra=kw,
+            sync=sync,
+        )
+    except InvalidArgumentError as exc:
+        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
+
+
 def call(
     run: GuardedRun,
     tool: Tool,
@@ -345,21 +374,9 @@ def call(
         ApprovalDeniedError: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
-    try:
-        flow = start(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            justification_source=justification_source,
-            on_error=on_error,
-            extra=kw,
-            sync=True,
-        )
-    except InvalidArgumentError as exc:
-        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
-        raise
+    flow = _started(
+        run, tool, call_id, input, justification, justification_source, on_error, kw, True
+    )
     gen, req, done = begin(run, flow)
     if done is not None:
         return done
@@ -383,21 +400,9 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
-    try:
-        flow = start(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            justification_source=justification_source,
-            on_error=on_error,
-            extra=kw,
-            sync=False,
-        )
-    except InvalidArgumentError as exc:
-        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
-        raise
+    flow = _started(
+        run, tool, call_id, input, justification, justification_source, on_error, kw, False
+    )
     gen, req, done = begin(run, flow, sync=False)
     if done is not None:
         return done
