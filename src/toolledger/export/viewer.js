@@ -221,7 +221,8 @@
     if (typeof ev.ts_start_ms === "number") {
       var end = typeof ev.ts_end_ms === "number" ? ev.ts_end_ms : t1;
       var bar = el("span", "bar " + statusOf(ev) + (typeof ev.ts_end_ms === "number" ? "" : " open"));
-      bar.style.left = ((ev.ts_start_ms - t0) / span * 100).toFixed(3) + "%";
+      // Anchored at its end: a bar shorter than its minimum width grows back into its parent's, not past it.
+      bar.style.right = Math.max(0, (t0 + span - end) / span * 100).toFixed(3) + "%";
       bar.style.width = Math.max(0, (end - ev.ts_start_ms) / span * 100).toFixed(3) + "%";
       bar.title = relOf(ev.started_at, ev.ts_start_ms) + " for " + (end - ev.ts_start_ms).toFixed(1) + " ms";
       track.appendChild(bar);
