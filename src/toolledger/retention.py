@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .approvals import scrub_approval
-from .checkpoint._json import compact_json
+from .checkpoint import compact_json
 from .checkpoint.model import AGE_UNITS, Status, check_time, format_time, parse_age, parse_time
 from .errors import CheckpointError, InvalidArgumentError
 from .store import Store

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .checkpoint._encode import stored_result
+from .checkpoint import stored_result
 from .checkpoint.model import RESOLUTION_OUTCOMES, CheckpointRecord, Status, fingerprint
 from .checkpoint.transitions import resolve_completed, resolve_not_executed
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreBusyError

@@ -1,6 +1,24 @@
-"""The checkpoint: records, the state machine and validation. Pure; no I/O here."""
+"""The checkpoint: records, the state machine and validation. Pure; no I/O here.
 
+Names imported ``as`` themselves and left out of ``__all__`` are for toolledger's other
+packages (the attempt-id format, the exact-JSON encoder, compact and sorted JSON), not
+for users.
+"""
+
+from ._attempt import new_attempt_id as new_attempt_id
+from ._attempt import parse_link as parse_link
+from ._encode import encoded_json as encoded_json
+from ._encode import exact_floats as exact_floats
+from ._encode import stored_result as stored_result
+from ._encode import to_json as to_json
+from ._encode import unencodable_result as unencodable_result
 from ._json import DEFAULT_MAX_PAYLOAD_BYTES, HARD_MAX_PAYLOAD_BYTES, canonical_json
+from ._json import check_bounds as check_bounds
+from ._json import check_types as check_types
+from ._json import compact_json as compact_json
+from ._json import copy_json as copy_json
+from ._json import sorted_dumps as sorted_dumps
+from ._json import sorted_dumps_acyclic as sorted_dumps_acyclic
 from .model import (
     Action,
     Binding,

@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from ..approvals import ApprovalRequest, Approved, Denied, Pending
-from ..checkpoint._json import canonical_json
+from ..checkpoint import canonical_json
 from ..checkpoint.model import CheckpointRecord, Status
 from ..checkpoint.transitions import check_binding, create_checkpoint
 from ..errors import (

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..checkpoint._json import copy_json
+from ..checkpoint import copy_json
 from ..checkpoint.model import Binding, CheckpointRecord, Status, fingerprint
 from ..errors import InvalidArgumentError
 from ..store._approval_record import ApprovalRecord

@@ -46,7 +46,7 @@ import dataclasses
 from collections.abc import Generator
 from typing import Any
 
-from ..checkpoint._encode import stored_result, unencodable_result
+from ..checkpoint import stored_result, unencodable_result
 from ..checkpoint.model import Action, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..checkpoint._attempt import new_attempt_id as _new_attempt_id
-from ..checkpoint._attempt import parse_link
+from ..checkpoint import new_attempt_id as _new_attempt_id
+from ..checkpoint import parse_link
 from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..errors import InvalidArgumentError
 from ..journal import EventHandle, JournalSeam

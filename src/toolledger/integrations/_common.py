@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint._json import canonical_json
+from ..checkpoint import canonical_json
 from ..checkpoint.model import Status, check_identifier, fingerprint
 from ..errors import CheckpointError, InvalidArgumentError, OutcomeUnknownError
 from ..store._open import using_store

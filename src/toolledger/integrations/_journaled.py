@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint._json import canonical_json
+from ..checkpoint import canonical_json
 from ..errors import InvalidArgumentError
 from ._common import as_plain
 

@@ -46,8 +46,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..checkpoint import canonical_json
-from ..checkpoint._json import sorted_dumps, sorted_dumps_acyclic
+from ..checkpoint import canonical_json, sorted_dumps, sorted_dumps_acyclic
 
 __all__ = [
     "COLUMN_KEYS",
@@ -299,7 +298,7 @@ def run_genesis(run_header: Mapping[str, Any]) -> str:
 
 
 #: Stored records nested deeper than this are unreadable (writers bound values to
-#: ``_values.MAX_DEPTH`` levels; this leaves room for the record's own levels).
+#: the encoder's ``MAX_DEPTH`` levels; this leaves room for the record's own levels).
 MAX_READ_DEPTH = 200
 #: A JSON escape of a UTF-16 surrogate: the only way a lone surrogate gets into parsed text.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

@@ -6,6 +6,6 @@ with (``checkpoint._encode``), so a replay compares equal values. Pure; no I/O.
 
 from __future__ import annotations
 
-from ..checkpoint._encode import MAX_DEPTH, encoded_json, exact_floats, to_json
+from ..checkpoint import encoded_json, exact_floats, to_json
 
-__all__ = ["MAX_DEPTH", "encoded_json", "exact_floats", "to_json"]
+__all__ = ["encoded_json", "exact_floats", "to_json"]

@@ -23,7 +23,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from ..checkpoint._json import compact_json
+from ..checkpoint import compact_json
 from ..checkpoint.model import Binding, check_time, fingerprint, format_time, parse_time
 from ..errors import InvalidArgumentError, InvalidCheckpointError
 

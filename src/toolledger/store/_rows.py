@@ -22,7 +22,7 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any, TypeVar
 
-from ..checkpoint._json import check_bounds, check_types, compact_json, copy_json
+from ..checkpoint import check_bounds, check_types, compact_json, copy_json
 from ..checkpoint.model import (
     Binding,
     CheckpointRecord,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..checkpoint._json import compact_json
+from ..checkpoint import compact_json
 from ..checkpoint.model import (
     Binding,
     CheckpointRecord,

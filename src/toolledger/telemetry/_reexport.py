@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..checkpoint._attempt import parse_link
+from ..checkpoint import parse_link
 from ..checkpoint.transitions import DECISIONS
 from . import _model, _openinference
 from ._hooks import CallFacts
