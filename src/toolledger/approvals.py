@@ -29,14 +29,14 @@ from typing import Any
 
 from .checkpoint.model import Binding, check_time
 from .errors import InvalidArgumentError, InvalidTransitionError, NotFoundError
-from .store._approval_record import (
+from .store import (
     CAS_ROUNDS,
     TEXT_MAX,
     ApprovalRecord,
     ApprovalStatus,
     binding_fingerprint,
+    using_store,
 )
-from .store._open import using_store
 from .store.base import Store
 
 __all__ = [

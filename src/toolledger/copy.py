@@ -28,8 +28,7 @@ from typing import Any
 
 from .approvals import copy_approvals
 from .errors import InvalidArgumentError
-from .store import Store
-from .store._open import using_store
+from .store import Store, using_store
 from .store.base import (
     ClaimEffectKey,
     CreateCheckpoint,

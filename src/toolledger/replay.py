@@ -24,7 +24,7 @@ from .checkpoint import fingerprint
 from .errors import InvalidArgumentError, NotFoundError
 from .journal._read import load_stored_run
 from .journal._values import to_json
-from .store._open import store_for
+from .store import store_for
 
 __all__ = ["Divergence", "RecordedOutputs", "ReplayItem", "Replayer"]
 

@@ -32,10 +32,7 @@ from .approvals import scrub_approval
 from .checkpoint import compact_json
 from .checkpoint.model import AGE_UNITS, Status, check_time, format_time, parse_age, parse_time
 from .errors import CheckpointError, InvalidArgumentError
-from .store import Store
-from .store._open import using_store
-from .store._rows import dump_record
-from .store._tombstone import build_tombstone
+from .store import Store, build_tombstone, dump_record, using_store
 
 __all__ = ["GcReport", "gc", "parse_age"]
 

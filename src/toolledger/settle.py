@@ -40,7 +40,7 @@ from .checkpoint.model import RESOLUTION_OUTCOMES, CheckpointRecord, Status, fin
 from .checkpoint.transitions import resolve_completed, resolve_not_executed
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreBusyError
 from .journal._append import find_call, point_row
-from .store._open import store_for
+from .store import store_for
 from .store.base import AppendEvents, Op, ReleaseEffectKey, RemoveOperation, Store, SwapCheckpoint
 from .telemetry import attributes as a
 from .telemetry._resolution import report_resolution

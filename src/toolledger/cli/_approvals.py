@@ -19,7 +19,7 @@ import click
 from ..approvals import decide_approval, list_approvals
 from ..errors import CheckpointError, InvalidTransitionError, NotFoundError
 from ..retention import parse_age
-from ..store._approval_record import ApprovalRecord
+from ..store import ApprovalRecord
 from . import main
 from ._common import CONTEXT_SETTINGS, LIMIT, UsageError, clean, fail_check, get_store, json_line
 from ._table import Column, format_option, print_table, status_color

@@ -13,7 +13,7 @@ import click
 from ..errors import InvalidArgumentError, NotFoundError
 from ..journal import search as search_events
 from ..journal._reader import snippet
-from ..store._search import SearchWarning
+from ..store import SearchWarning
 from . import main
 from ._common import LIMIT, RUN, UsageError, get_store, json_line
 from ._table import Column, format_option, iso, print_table, status_color

@@ -16,8 +16,7 @@ from typing import IO, Any
 
 from ..errors import InvalidArgumentError
 from ..journal._read import load_stored_run
-from ..store import Store
-from ..store._open import using_store
+from ..store import Store, using_store
 
 __all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]
 

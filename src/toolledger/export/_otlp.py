@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..journal._read import load_stored_run
-from ..store._open import using_store
+from ..store import using_store
 from ..telemetry._configure import make_resource
 from ..telemetry._policy import Redactor, resolve_policy
 from ..telemetry._reexport import ReexportReport, build_spans, send_spans

@@ -34,7 +34,7 @@ from .._version import __version__
 from ..journal._read import load_stored_run
 from ..journal._reader import events_of
 from ..journal._records import parse_many
-from ..store._open import using_store
+from ..store import using_store
 from ._common import ExportInfo, Progress, atomic_text
 
 __all__ = ["FORMAT", "VERSION", "export_json"]

@@ -47,7 +47,7 @@ from ..errors import (
     InvalidArgumentError,
     StoreUnavailableError,
 )
-from ..store._approval_record import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
+from ..store import TEXT_MAX, ApprovalRecord, ApprovalStatus, binding_fingerprint
 from ..tools import ToolOutcome
 from ._call import (
     Call,

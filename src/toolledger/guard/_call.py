@@ -29,7 +29,7 @@ from typing import Any
 from ..checkpoint import copy_json
 from ..checkpoint.model import Binding, CheckpointRecord, Status, fingerprint
 from ..errors import InvalidArgumentError
-from ..store._approval_record import ApprovalRecord
+from ..store import ApprovalRecord
 from ..store.base import ClaimEffectKey, ReleaseEffectKey
 from ..tools import Tool, ToolOutcome
 

@@ -67,7 +67,7 @@ from ..errors import (
     StoreUnavailableError,
     TombstonedError,
 )
-from ..store._tombstone import tombstoned_error
+from ..store import tombstoned_error
 from ..store.base import ClaimEffectKey, CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from ..tools import NotRecovered, Recovered, ToolOutcome
 from ._approval_flow import GateFlow

@@ -37,7 +37,7 @@ from ..checkpoint import parse_link
 from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..errors import InvalidArgumentError
 from ..journal import EventHandle, JournalSeam
-from ..store._approval_record import CAS_ROUNDS
+from ..store import CAS_ROUNDS
 from ..telemetry._hooks import NoopSpan
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import canonical_json
 from ..checkpoint.model import Status, check_identifier, fingerprint
 from ..errors import CheckpointError, InvalidArgumentError, OutcomeUnknownError
-from ..store._open import using_store
+from ..store import using_store
 from ..tools import Tool, ToolOutcome
 
 if TYPE_CHECKING:

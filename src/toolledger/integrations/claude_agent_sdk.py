@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..approvals import Pending, get_approval
 from ..checkpoint.model import fingerprint
 from ..errors import ApprovalDenied, CheckpointError, InvalidArgumentError
-from ..store._approval_record import ApprovalStatus
+from ..store import ApprovalStatus
 from ..tools import EffectKey
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing

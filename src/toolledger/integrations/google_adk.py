@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..approvals import Approved, Pending, decide_approval, get_approval
 from ..errors import ApprovalDenied, InvalidArgumentError, InvalidTransitionError, NotFoundError
-from ..store._approval_record import ApprovalStatus
+from ..store import ApprovalStatus
 from ..tools import EffectKey
 from ._common import AWAITING_APPROVAL_TEXT
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..approvals import Approved, Pending, decide_approval, get_approval
 from ..errors import InvalidArgumentError, InvalidTransitionError
-from ..store._approval_record import ApprovalStatus
+from ..store import ApprovalStatus
 from ..tools import EffectKey
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, active_run, missing

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..store._open import using_store
+from ..store import using_store
 from ..store.base import RunRow
 from ._verify import check_chain, export_rows, load_export
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..store._sqlcommon import RECORD_FIELDS
+from ..store import RECORD_FIELDS
 from ..store.base import EventRow
 from ._records import CONTENT_KEYS, HEADER_KEYS
 from ._view import Event

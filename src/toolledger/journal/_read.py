@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ..errors import InvalidArgumentError, NotFoundError
-from ..store import Store
-from ..store._open import using_store
+from ..store import Store, using_store
 from ..store.base import EventRow, RunRow, event_row_of, record_fields_of
 from ._facts import TAIL, RunFacts, find_end, run_facts
 from ._merge import merge_records, record_tuples

@@ -19,9 +19,7 @@ from typing import Any
 
 from ..checkpoint.model import format_time, parse_age
 from ..errors import CheckpointError, InvalidArgumentError
-from ..store import Store
-from ..store._open import store_for, using_store
-from ..store._search import EventQuery, parse_query
+from ..store import EventQuery, Store, parse_query, store_for, using_store
 from ._facts import find_end, run_facts
 from ._merge import merge_events, record_tuples
 from ._read import (

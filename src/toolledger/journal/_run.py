@@ -36,8 +36,7 @@ from typing import Any, TypeVar
 
 from ..checkpoint.model import check_identifier
 from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
-from ..store import Store
-from ..store._open import store_for
+from ..store import Store, store_for
 from ..store.base import RunRow
 from ..telemetry._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_name, check_source, check_text, event_content, new_id, now

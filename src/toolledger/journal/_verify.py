@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..store._open import using_store
+from ..store import using_store
 from ..store.base import EventRow, RunRow
 from ._facts import EndRecord, end_record, run_facts, run_source
 from ._read import get_run_row, iter_rows, run_document
