@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint import fingerprint
+from .checkpoint import fingerprint, to_json
 from .errors import InvalidArgumentError, NotFoundError
-from .journal._read import load_stored_run
-from .journal._values import to_json
+from .journal import load_stored_run
 from .store import store_for
 
 __all__ = ["Divergence", "RecordedOutputs", "ReplayItem", "Replayer"]

@@ -39,11 +39,11 @@ from .checkpoint import stored_result
 from .checkpoint.model import RESOLUTION_OUTCOMES, CheckpointRecord, Status, fingerprint
 from .checkpoint.transitions import resolve_completed, resolve_not_executed
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreBusyError
-from .journal._append import find_call, point_row
+from .journal import find_call, point_row
 from .store import store_for
 from .store.base import AppendEvents, Op, ReleaseEffectKey, RemoveOperation, Store, SwapCheckpoint
 from .telemetry import attributes as a
-from .telemetry._resolution import report_resolution
+from .telemetry import report_resolution
 from .tools import NotRecovered, OperationJournal, RecoverContext, Recovered, Tool
 
 __all__ = ["ReconcileItem", "Settled", "reconcile", "resolve"]

@@ -79,8 +79,7 @@ def runs(
 
     Example: toolledger runs --status failed --since 7d --limit 10
     """
-    from ..journal import list_runs
-    from ..journal._read import iter_rows
+    from ..journal import iter_rows, list_runs
 
     store = get_store(ctx)
     try:
@@ -289,8 +288,8 @@ def verify(
 
     Example: toolledger verify 3f2a…   |   toolledger verify --export run.json
     """
-    from ..journal._verify import VerifyReport, verify_export
-    from ..journal._verify import verify as verify_run
+    from ..journal import VerifyReport, verify_export
+    from ..journal import verify as verify_run
 
     if run_id is None and export_file is None:
         raise UsageError("give a RUN_ID, or --export FILE")

@@ -56,7 +56,7 @@ def export_otlp(
     Example: toolledger export-otlp 3f2a... --endpoint http://127.0.0.1:4318
     """
     from ..export import reexport
-    from ..telemetry._configure import make_exporter, resolve_endpoint
+    from ..telemetry import make_exporter, resolve_endpoint
 
     try:
         url, proto = resolve_endpoint(endpoint, protocol)

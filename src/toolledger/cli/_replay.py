@@ -317,7 +317,7 @@ def diff(ctx: click.Context, run_a: str, run_b: str, fmt: str, output: str | Non
 
     Example: toolledger diff 3f2a… 9c41… --format html -o diff.html
     """
-    from ..journal._read import load_stored_run
+    from ..journal import load_stored_run
     from ..replay import Replayer
 
     store = get_store(ctx)

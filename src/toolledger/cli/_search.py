@@ -12,7 +12,7 @@ import click
 
 from ..errors import InvalidArgumentError, NotFoundError
 from ..journal import search as search_events
-from ..journal._reader import snippet
+from ..journal import snippet
 from ..store import SearchWarning
 from . import main
 from ._common import LIMIT, RUN, UsageError, get_store, json_line

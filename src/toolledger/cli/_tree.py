@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..export._tree import tree_order
-from ..journal import Event, RunView
-from ..journal._facts import describe_source
+from ..export import tree_order
+from ..journal import Event, RunView, describe_source
 from ._common import clean
 from ._table import fit, iso, status_color, style, unicode_ok
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import InvalidArgumentError
-from ..journal._read import load_stored_run
+from ..journal import load_stored_run
 from ..store import Store, using_store
 
 __all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]

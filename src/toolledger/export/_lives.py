@@ -13,7 +13,7 @@ from typing import Any
 
 from ..checkpoint.model import format_time
 from ..errors import CheckpointError
-from ..journal._view import epoch_ms
+from ..journal import epoch_ms
 from ..store import Store
 
 __all__ = ["checkpoint_life", "checkpoint_lives"]

@@ -14,11 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal._read import load_stored_run
+from ..journal import load_stored_run
 from ..store import using_store
-from ..telemetry._configure import make_resource
-from ..telemetry._policy import Redactor, resolve_policy
-from ..telemetry._reexport import ReexportReport, build_spans, send_spans
+from ..telemetry import (
+    Redactor,
+    ReexportReport,
+    build_spans,
+    make_resource,
+    resolve_policy,
+    send_spans,
+)
 
 __all__ = ["reexport"]
 

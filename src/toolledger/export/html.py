@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..journal._view import epoch_ms, parse_event_time
+from ..journal import epoch_ms, parse_event_time
 from ._common import ExportInfo, Progress, export_rendered
 from ._lives import checkpoint_lives
 

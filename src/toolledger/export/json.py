@@ -31,9 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .._version import __version__
-from ..journal._read import load_stored_run
-from ..journal._reader import events_of
-from ..journal._records import parse_many
+from ..journal import events_of, load_stored_run, parse_many
 from ..store import using_store
 from ._common import ExportInfo, Progress, atomic_text
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal._facts import describe_source
+from ..journal import describe_source
 from ._common import ExportInfo, Progress, export_rendered
 from ._tree import tree_order
 

@@ -39,8 +39,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidArgumentError
-from ..journal._read import load_stored_run
-from ..journal._reader import list_runs, to_time
+from ..journal import list_runs, load_stored_run, to_time
 from ..store import using_store
 from ._lives import checkpoint_lives
 from .html import embed_json, render_html

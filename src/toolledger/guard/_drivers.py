@@ -79,10 +79,9 @@ from ..errors import (
     InvalidTransitionError,
     StoreError,
 )
-from ..journal import EventHandle
-from ..journal._content import check_source, check_text
+from ..journal import EventHandle, check_source, check_text
 from ..store.base import approval_reader, capabilities_of
-from ..telemetry._hooks import CallFacts, NoopSpan
+from ..telemetry import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
     CANCELLATION,

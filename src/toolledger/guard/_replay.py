@@ -33,7 +33,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..checkpoint import canonical_json
+from ..checkpoint import canonical_json, to_json
 from ..errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -42,7 +42,6 @@ from ..errors import (
     ReplayUnavailableError,
 )
 from ..journal import Event, load_run
-from ..journal._values import to_json
 from ..store import Store
 
 __all__ = ["ON_DIVERGENCE", "VOLATILE_PARAMETERS", "ReplayController", "ReplayReport", "Served"]

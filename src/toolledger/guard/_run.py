@@ -27,8 +27,7 @@ from ..checkpoint import Status
 from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
-from ..telemetry import Redactor
-from ..telemetry._policy import DEFAULTS
+from ..telemetry import DEFAULTS, Redactor
 from ..tools import Tool, ToolOutcome
 from . import _batch, _deliver, _drivers
 from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport

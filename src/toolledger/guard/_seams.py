@@ -38,7 +38,7 @@ from ..checkpoint.model import CheckpointRecord, Status, Transition
 from ..errors import InvalidArgumentError
 from ..journal import EventHandle, JournalSeam
 from ..store import CAS_ROUNDS
-from ..telemetry._hooks import NoopSpan
+from ..telemetry import NoopSpan
 
 __all__ = [
     "APPROVAL_ROUNDS",

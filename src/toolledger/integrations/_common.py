@@ -24,7 +24,7 @@ from ..store import using_store
 from ..tools import Tool, ToolOutcome
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "AWAITING_APPROVAL_TEXT",
@@ -353,7 +353,7 @@ async def adeliver_calls(
     """Async ``deliver_calls``: ``post(payloads)`` may be async."""
     import inspect
 
-    from ..guard._deliver import Delivery, apost_once
+    from ..guard import Delivery, apost_once
 
     ids = call_ids_with_checkpoints(run, calls)
     if not ids:

@@ -54,7 +54,7 @@ from ..errors import (
     InvalidArgumentError,
     OutcomeUnknownError,
 )
-from ..guard._run import Run
+from ..guard import Run
 from ..journal import current_run
 from ..tools import EffectKey, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, split_args, unknown_text

@@ -59,7 +59,7 @@ from ..errors import InvalidArgumentError
 from ._common import as_plain
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "REDACT_REQUEST",

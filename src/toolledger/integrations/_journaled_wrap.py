@@ -15,7 +15,7 @@ from ._journaled_anthropic import wrap_anthropic
 from ._journaled_openai import wrap_openai
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["journaled"]
 

@@ -41,7 +41,7 @@ from ._journaled_endpoint import Proxy
 from ._journaled_facts import ChatAccumulator, chat_facts
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["PROVIDER_NAMES", "JournaledClient"]
 

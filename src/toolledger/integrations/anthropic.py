@@ -33,7 +33,7 @@ from ._framework import active_run
 from ._journaled_wrap import journaled as journaled
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "ToolCall",

@@ -54,7 +54,7 @@ except ImportError as exc:
     raise missing("anthropic", "anthropic", "anthropic") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "GuardedSessionToolRunner",

@@ -61,7 +61,7 @@ except ImportError as exc:
     raise missing("claude_agent_sdk", "claude-agent-sdk", "claude-agent-sdk") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["SDK_APPROVER", "ToolledgerHooks"]
 

@@ -71,7 +71,7 @@ except ImportError as exc:
     raise missing("google_adk", "google-adk", "google-adk") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["SDK_APPROVER", "GuardCallbacks", "ToolledgerPlugin"]
 

@@ -69,7 +69,7 @@ except ImportError as exc:
     raise missing("langgraph", "langgraph", "langgraph") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "DurabilityWarning",

@@ -55,7 +55,7 @@ from ..tools import Recovered, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["POLICIES", "GuardedSession", "guarded_session", "policy_for"]
 

@@ -30,7 +30,7 @@ from ._common import (
 from ._journaled_wrap import journaled as journaled
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = [
     "ToolCall",

@@ -67,7 +67,7 @@ except ImportError as exc:
     raise missing("openai_agents", "openai-agents", "openai-agents") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["SDK_APPROVER", "apply_decisions", "guarded_tools"]
 

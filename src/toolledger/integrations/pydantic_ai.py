@@ -50,7 +50,7 @@ except ImportError as exc:
     raise missing("pydantic_ai", "pydantic-ai-slim", "pydantic-ai") from exc
 
 if TYPE_CHECKING:
-    from ..guard._run import Run
+    from ..guard import Run
 
 __all__ = ["GuardedTools", "GuardedToolset"]
 

@@ -31,7 +31,7 @@ from types import EllipsisType, TracebackType
 from typing import Any, Protocol
 
 from ..errors import CheckpointError, InvalidArgumentError
-from ..telemetry._hooks import CallFacts, NoopSpan, SpanHandle
+from ..telemetry import CallFacts, NoopSpan, SpanHandle
 from ._values import to_json
 
 __all__ = [

@@ -32,7 +32,7 @@ from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
-from ..telemetry._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
+from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_text, checked_content, event_content, new_id, now
 from ._handles import (
     Artifact,

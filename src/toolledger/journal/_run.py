@@ -38,7 +38,7 @@ from ..checkpoint.model import check_identifier
 from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
 from ..store import Store, store_for
 from ..store.base import RunRow
-from ..telemetry._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
+from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
 from ._content import check_name, check_source, check_text, event_content, new_id, now
 from ._facts import TAIL, find_end
 from ._handles import Artifact, EventHandle, Step, checkpoint_link, error_info

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..store.base import Store
-    from ..telemetry._hooks import CallFacts, SpanHandle
+    from ..telemetry import CallFacts, SpanHandle
     from ._handles import EventHandle, Step
     from ._recorder import PreparedEnd
     from ._writer import Ride

@@ -5,6 +5,10 @@ process-wide defaults (and can install the SDK with OTLP, or a console tree prin
 ``_reexport`` rebuilds a stored
 run's spans from what the journal's reader passes in (``toolledger.reexport``, in
 ``export/``, reads and sends them). Attribute names live in ``toolledger.telemetry.attributes``.
+
+Names imported ``as`` themselves and left out of ``__all__`` are for toolledger's other
+packages (process defaults and policy, exporters, the re-export's span building, a
+resolution's report), not for users.
 """
 
 from __future__ import annotations
@@ -16,12 +20,20 @@ from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerPro
 
 from .._version import __version__
 from ._configure import TelemetryHandle, configure, console_requested
+from ._configure import make_exporter as make_exporter
+from ._configure import make_resource as make_resource
+from ._configure import resolve_endpoint as resolve_endpoint
 from ._console import ConsoleTreeExporter, render_spans
 from ._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
-from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, DEFAULTS, Policy, Redactor, resolve_policy
+from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, Policy, Redactor
+from ._policy import DEFAULTS as DEFAULTS
+from ._policy import resolve_policy as resolve_policy
 from ._reexport import ReexportReport
+from ._reexport import build_spans as build_spans
+from ._reexport import send_spans as send_spans
 from ._report import report
+from ._resolution import report_resolution as report_resolution
 from ._spans import OTelSpan, OTelTelemetry, Signals, flush_spans, get_tracer
 from .attributes import SCHEMA_URL
 
