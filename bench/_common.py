@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+)
 from toolledger.checkpoint.model import format_time
 from toolledger.store import SQLiteStore
 from toolledger.store._rows import dump_record
@@ -74,24 +81,22 @@ class CountingStore(SQLiteStore):
         return result
 
 
-def lifecycle_docs(
-    binding: tl.Binding, *, attempt_id: str, delivery_id: str
-) -> list[tuple[str, str]]:
+def lifecycle_docs(binding: Binding, *, attempt_id: str, delivery_id: str) -> list[tuple[str, str]]:
     """Return the five stored ``(record JSON, updated_at)`` of a call's whole lifecycle.
 
     The transitions happen at ``T0`` + 0..4 ms: create, claim and complete execution,
     claim and complete delivery.
     """
     at = [T0 + timedelta(milliseconds=i) for i in range(5)]
-    rec = tl.create_checkpoint(binding, at=at[0])
+    rec = create_checkpoint(binding, at=at[0])
     docs = [rec]
-    t = tl.claim_execution(rec, attempt_id=attempt_id, at=at[1])
+    t = claim_execution(rec, attempt_id=attempt_id, at=at[1])
     docs.append(t.next)
-    t = tl.complete_execution(t.next, attempt_id=attempt_id, at=at[2], result=RESULT)
+    t = complete_execution(t.next, attempt_id=attempt_id, at=at[2], result=RESULT)
     docs.append(t.next)
-    t = tl.claim_delivery(t.next, delivery_id=delivery_id, at=at[3])
+    t = claim_delivery(t.next, delivery_id=delivery_id, at=at[3])
     docs.append(t.next)
-    t = tl.complete_delivery(t.next, delivery_id=delivery_id, at=at[4])
+    t = complete_delivery(t.next, delivery_id=delivery_id, at=at[4])
     docs.append(t.next)
     return [(dump_record(d), format_time(d.updated_at)) for d in docs]
 

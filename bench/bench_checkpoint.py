@@ -32,12 +32,21 @@ from typing import Any
 
 from _common import RESULT, T0, lifecycle_docs, percentile, raw_connect, raw_lifecycle
 
-import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    Status,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore
 
 __all__ = ["main"]
 
-FINGERPRINT = tl.fingerprint({"to": "a@example.com", "subject": "hello"})
+FINGERPRINT = fingerprint({"to": "a@example.com", "subject": "hello"})
 BATCH = 25  # lifecycles per interleaved batch
 TOMBSTONES = False  # set per worker from the schema (see _has_tombstones)
 
@@ -46,24 +55,24 @@ def _at(step: int) -> datetime:
     return T0 + timedelta(milliseconds=step)
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("bench", call_id, "send_email", "1", FINGERPRINT)
+def _binding(call_id: str) -> Binding:
+    return Binding("bench", call_id, "send_email", "1", FINGERPRINT)
 
 
 # -- toolledger ------------------------------------------------------------------------
 
 
 def _toolledger_lifecycle(store: SQLiteStore, call_id: str) -> None:
-    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    rec = create_checkpoint(_binding(call_id), at=_at(0))
     created, rec = store.create_if_absent(rec)
     assert created
-    t = tl.claim_execution(rec, attempt_id="attempt-1", at=_at(1))
+    t = claim_execution(rec, attempt_id="attempt-1", at=_at(1))
     assert store.compare_and_swap(t.expected_revision, t.next)
-    t = tl.complete_execution(t.next, attempt_id="attempt-1", at=_at(2), result=RESULT)
+    t = complete_execution(t.next, attempt_id="attempt-1", at=_at(2), result=RESULT)
     assert store.compare_and_swap(t.expected_revision, t.next)
-    t = tl.claim_delivery(t.next, delivery_id="delivery-1", at=_at(3))
+    t = claim_delivery(t.next, delivery_id="delivery-1", at=_at(3))
     assert store.compare_and_swap(t.expected_revision, t.next)
-    t = tl.complete_delivery(t.next, delivery_id="delivery-1", at=_at(4))
+    t = complete_delivery(t.next, delivery_id="delivery-1", at=_at(4))
     assert store.compare_and_swap(t.expected_revision, t.next)
 
 
@@ -142,7 +151,7 @@ def _verify(path: Path, workers: int, n: int) -> list[str]:
                     call_id = f"{prefix}-{w}-{i}"
                     if prefix == "tl":
                         rec = store.get("bench", call_id)
-                        if rec is None or rec.status is not tl.Status.DELIVERED:
+                        if rec is None or rec.status is not Status.DELIVERED:
                             problems.append(f"{call_id}: {rec and rec.status}")
                             continue
                         if rec.revision != 4:

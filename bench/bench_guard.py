@@ -73,6 +73,13 @@ from _common import (
 
 import toolledger as tl
 from toolledger import guard
+from toolledger.checkpoint import (
+    Binding,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore
 from toolledger.store.base import CreateCheckpoint, RemoveOperation, SwapCheckpoint
 from toolledger.telemetry._hooks import NoopSpan
@@ -147,7 +154,7 @@ class NoJournalRun:
 
 
 def _docs(call_id: str) -> list[tuple[str, str]]:
-    b = tl.Binding("raw", call_id, "send_email", "1", tl.fingerprint(INPUT))
+    b = Binding("raw", call_id, "send_email", "1", fingerprint(INPUT))
     return lifecycle_docs(b, attempt_id="a1", delivery_id="d1")
 
 
@@ -158,8 +165,8 @@ def _raw(conn: sqlite3.Connection, call_id: str, docs: list[tuple[str, str]]) ->
 # -- the parts of a new call, one at a time --------------------------------------------
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("parts", call_id, "send_email", "1", tl.fingerprint(INPUT))
+def _binding(call_id: str) -> Binding:
+    return Binding("parts", call_id, "send_email", "1", fingerprint(INPUT))
 
 
 _CLAIMED: dict[str, Any] = {}
@@ -167,15 +174,15 @@ _CLAIMED: dict[str, Any] = {}
 
 def _claim(store: SQLiteStore, call_id: str) -> None:
     now = datetime.now(timezone.utc)
-    rec = tl.create_checkpoint(_binding(call_id), at=now)
-    t = tl.claim_execution(rec, attempt_id="a1", at=now)
+    rec = create_checkpoint(_binding(call_id), at=now)
+    t = claim_execution(rec, attempt_id="a1", at=now)
     store.apply([CreateCheckpoint(rec), SwapCheckpoint(0, t.next)], durable=True)
     _CLAIMED[call_id] = t.next
 
 
 def _complete(store: SQLiteStore, call_id: str) -> None:
     rec = _CLAIMED.pop(call_id)
-    t = tl.complete_execution(rec, attempt_id="a1", at=rec.updated_at, result=RESULT)
+    t = complete_execution(rec, attempt_id="a1", at=rec.updated_at, result=RESULT)
     store.apply([SwapCheckpoint(1, t.next), RemoveOperation("parts", call_id)], durable=True)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger as tl
+from toolledger.checkpoint import fingerprint
 
 OUT = Path("demo-out")
 DB = OUT / "approval_gate.db"
@@ -110,7 +111,7 @@ def main() -> None:
 
     tl.export_html(DB, run.run_id, HTML)
     page = HTML.read_text(encoding="utf-8")
-    fp = tl.fingerprint(EMAIL)  # what the approval is bound to (with tool and revision)
+    fp = fingerprint(EMAIL)  # what the approval is bound to (with tool and revision)
     if "alice" not in page or fp not in page:
         fail("the HTML export should show who approved what, bound to which input")
     print(f"HTML export: {HTML} shows the approval by alice bound to input {fp}")

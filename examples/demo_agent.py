@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import toolledger
+from toolledger.checkpoint import Action, decide_checkpoint
 
 OUT = Path("demo-out")
 CODE = {
@@ -138,8 +139,8 @@ def replay(db: Path, run_id: str) -> int:
         if rec is None:
             would_run.append(str(event.get("name")))
             return "WOULD RUN AGAIN (no checkpoint)"
-        action = toolledger.decide_checkpoint(rec, rec.binding).action
-        if action is toolledger.Action.EXECUTE:
+        action = decide_checkpoint(rec, rec.binding).action
+        if action is Action.EXECUTE:
             would_run.append(str(event.get("name")))
             return "WOULD RUN AGAIN (decide -> execute)"
         stored = rec.result.payload if rec.result else None

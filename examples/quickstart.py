@@ -21,6 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Action,
+    Binding,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    decide_checkpoint,
+    fingerprint,
+    release_delivery,
+)
 
 OUT = Path("demo-out")
 DB = OUT / "quickstart.db"
@@ -38,9 +50,9 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def binding_for(call: dict[str, Any]) -> tl.Binding:
+def binding_for(call: dict[str, Any]) -> Binding:
     """What the checkpoint is for: this call id, this tool (revision), these arguments."""
-    return tl.Binding("demo", call["id"], call["name"], "1", tl.fingerprint(call["input"]))
+    return Binding("demo", call["id"], call["name"], "1", fingerprint(call["input"]))
 
 
 def send_email(to: str, subject: str, body: str) -> dict[str, Any]:
@@ -62,26 +74,26 @@ def first_life() -> None:
     """The agent's first process: execute once, then the result post fails."""
     with tl.SQLiteStore(DB) as store:
         b = binding_for(TOOL_CALL)
-        _, rec = store.create_if_absent(tl.create_checkpoint(b, at=now()))
-        decision = tl.decide_checkpoint(rec, b)
+        _, rec = store.create_if_absent(create_checkpoint(b, at=now()))
+        decision = decide_checkpoint(rec, b)
         print(f"[agent] new call {b.call_id}: decide -> {decision.action}")
 
-        claim = tl.claim_execution(rec, attempt_id="attempt-1", at=now())
+        claim = claim_execution(rec, attempt_id="attempt-1", at=now())
         if not store.compare_and_swap(claim.expected_revision, claim.next):
             raise SystemExit("another process claimed this call first")
         result = send_email(**TOOL_CALL["input"])  # act only after the claim is stored
         print(f"[tool]  send_email ran: {result}")
-        done = tl.complete_execution(claim.next, attempt_id="attempt-1", at=now(), result=result)
+        done = complete_execution(claim.next, attempt_id="attempt-1", at=now(), result=result)
         assert store.compare_and_swap(done.expected_revision, done.next)
 
-        delivery = tl.claim_delivery(done.next, delivery_id="post-1", at=now())
+        delivery = claim_delivery(done.next, delivery_id="post-1", at=now())
         assert store.compare_and_swap(delivery.expected_revision, delivery.next)
         try:
             post_result_to_model(b.call_id, result, fail=True)
         except ConnectionError as exc:
             print(f"[agent] posting the result failed: {exc}")
             # A known failed post: give the delivery back; the result stays stored.
-            back = tl.release_delivery(delivery.next, delivery_id="post-1", at=now())
+            back = release_delivery(delivery.next, delivery_id="post-1", at=now())
             assert store.compare_and_swap(back.expected_revision, back.next)
     print("[agent] disconnected\n")
 
@@ -92,16 +104,16 @@ def reconnect() -> None:
         b = binding_for(TOOL_CALL)
         rec = store.get(b.namespace, b.call_id)
         assert rec is not None, "the checkpoint must have survived the restart"
-        decision = tl.decide_checkpoint(rec, b)
+        decision = decide_checkpoint(rec, b)
         print(f"[agent] reconnected; call {b.call_id} is unanswered: decide -> {decision.action}")
-        if decision.action is not tl.Action.DELIVER:
+        if decision.action is not Action.DELIVER:
             raise SystemExit(f"expected deliver, got {decision.action}")
 
-        delivery = tl.claim_delivery(rec, delivery_id="post-2", at=now())
+        delivery = claim_delivery(rec, delivery_id="post-2", at=now())
         assert store.compare_and_swap(delivery.expected_revision, delivery.next)
         assert delivery.next.result is not None
         post_result_to_model(b.call_id, delivery.next.result.payload, fail=False)
-        done = tl.complete_delivery(delivery.next, delivery_id="post-2", at=now())
+        done = complete_delivery(delivery.next, delivery_id="post-2", at=now())
         assert store.compare_and_swap(done.expected_revision, done.next)
 
         print("\nhistory of the checkpoint:")

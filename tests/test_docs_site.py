@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
+import toolledger.checkpoint
 import toolledger.telemetry
 import toolledger.testing
 
@@ -54,8 +55,9 @@ def test_every_doc_page_is_in_the_site(site: Path) -> None:
         (toolledger, "reference/api"),
         (toolledger.telemetry, "reference/telemetry"),
         (toolledger.testing, "reference/testing"),
+        (toolledger.checkpoint, "reference/checkpoint"),
     ],
-    ids=["toolledger", "telemetry", "testing"],
+    ids=["toolledger", "telemetry", "testing", "checkpoint"],
 )
 def test_every_public_name_has_an_api_entry(site: Path, module: object, page: str) -> None:
     html = (site / page / "index.html").read_text(encoding="utf-8")

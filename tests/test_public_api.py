@@ -8,19 +8,104 @@ import inspect
 import pytest
 
 import toolledger
+from toolledger.checkpoint import Status
 
-#: Names issue 2 (the foundation) publishes; other areas add more.
-FOUNDATION = {
+#: The public surface, pinned: what a user of ``toolledger.run``, ``@toolledger.tool``, the
+#: framework adapters, approvals, replay, export, settling, ``configure`` and the errors
+#: needs. The checkpoint's machinery lives in ``toolledger.checkpoint`` (``CHECKPOINT``).
+PUBLIC = {
+    # Running guarded calls and defining tools.
+    "__version__",
+    "run",
+    "Run",
+    "current_call",
+    "configure",
+    "tool",
+    "Tool",
+    "ToolOutcome",
+    "ExecuteContext",
+    "RecoverContext",
+    "Recovered",
+    "NotRecovered",
+    "check_tool",
+    "Diagnostic",
+    "traced",
+    "Step",
+    # Approvals.
+    "Approved",
+    "Denied",
+    "Pending",
+    "decide_approval",
+    # Reading, verifying and exporting runs.
+    "load_run",
+    "list_runs",
+    "search",
+    "RunView",
+    "Event",
+    "verify",
+    "verify_export",
+    "VerifyReport",
+    "import_json",
+    "export_html",
+    "export_json",
+    "export_markdown",
+    "export_site",
+    "ExportInfo",
+    "SiteInfo",
+    "reexport",
+    # Replay, settling, retention, copies.
+    "Replayer",
+    "ReplayReport",
+    "ReplayDivergence",
+    "resolve",
+    "reconcile",
+    "Settled",
+    "ReconcileItem",
+    "gc",
+    "GcReport",
+    "copy_ledger",
+    "CopyReport",
+    # Stores.
+    "Store",
+    "SQLiteStore",
+    "open_store",
+    # Warnings.
+    "JournalWarning",
+    "NewLedgerWarning",
+    "SearchWarning",
+    "UndeliveredWarning",
+    # Errors: the whole tree of ``toolledger.errors`` and its codes.
+    "ERROR_CODES",
+    "CheckpointError",
+    "ApprovalDeniedError",
+    "BindingConflictError",
+    "DeliveryUncertainError",
+    "FenceConflictError",
+    "InvalidArgumentError",
+    "InvalidCheckpointError",
+    "InvalidTransitionError",
+    "NotFoundError",
+    "OutcomeUnknownError",
+    "PayloadLimitError",
+    "ReplayDivergedError",
+    "ReplayUnavailableError",
+    "StoreError",
+    "StoreBusyError",
+    "StoreSchemaTooNewError",
+    "StoreUnavailableError",
+    "TombstonedError",
+    "UnsupportedSchemaError",
+}
+
+#: The checkpoint's records and transitions, public under ``toolledger.checkpoint``.
+CHECKPOINT = {
     "Action",
     "Binding",
-    "CheckpointError",
     "CheckpointRecord",
     "Decision",
-    "ERROR_CODES",
+    "Resolution",
     "Result",
-    "SQLiteStore",
     "Status",
-    "Store",
     "Transition",
     "claim_delivery",
     "claim_execution",
@@ -32,18 +117,70 @@ FOUNDATION = {
     "mark_execution_uncertain",
     "release_delivery",
     "release_execution",
+    "resolve_completed",
+    "resolve_not_executed",
     "validate_checkpoint",
-    "BindingConflictError",
-    "FenceConflictError",
-    "InvalidArgumentError",
-    "InvalidCheckpointError",
-    "InvalidTransitionError",
-    "PayloadLimitError",
-    "StoreBusyError",
-    "StoreError",
-    "StoreSchemaTooNewError",
-    "UnsupportedSchemaError",
 }
+
+#: Names ``toolledger`` exported before, each with where it is imported from now.
+MOVED = {
+    **{name: f"toolledger.checkpoint.{name}" for name in CHECKPOINT},
+    "ApprovalDenied": "toolledger.ApprovalDeniedError",
+    "Tombstone": "toolledger.store.base.Tombstone",
+}
+
+
+def test_all_is_the_pinned_public_surface() -> None:
+    """``__all__`` is exactly the pinned surface: a name added or dropped is a decision."""
+    assert set(toolledger.__all__) == PUBLIC
+
+
+def test_checkpoint_names_are_public_under_toolledger_checkpoint() -> None:
+    """Every checkpoint record and transition is in ``toolledger.checkpoint.__all__``."""
+    import toolledger.checkpoint
+
+    assert set(toolledger.checkpoint.__all__) >= CHECKPOINT
+    assert not CHECKPOINT & set(toolledger.__all__)
+
+
+def _resolve(path: str) -> object:
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_moved_name_warns_once_naming_its_new_home(name: str) -> None:
+    """``toolledger.<moved>`` is the same object as its new home, with one warning naming it."""
+    with pytest.warns(DeprecationWarning, match="is deprecated") as caught:
+        value = getattr(toolledger, name)
+    assert [str(w.message) for w in caught] == [
+        f"toolledger.{name} is deprecated and will be removed: use {MOVED[name]}"
+    ]
+    assert caught[0].filename == __file__
+    assert value is _resolve(MOVED[name])
+
+
+@pytest.mark.parametrize("name", ["Binding", "ApprovalDenied", "Tombstone"])
+def test_moved_name_from_import_warns_once_at_the_import(name: str) -> None:
+    """``from toolledger import <moved>`` warns once (not again for importlib's probe)."""
+    namespace: dict[str, object] = {}
+    with pytest.warns(DeprecationWarning, match=f"use {MOVED[name]}$") as caught:
+        exec(compile(f"from toolledger import {name}", __file__, "exec"), namespace)
+    assert len(caught) == 1
+    assert MOVED[name] in str(caught[0].message)
+    assert namespace[name] is _resolve(MOVED[name])
+
+
+def test_moved_names_are_not_listed() -> None:
+    """Neither ``__all__`` nor ``dir(toolledger)`` lists a moved name (no completion offers it)."""
+    assert not set(MOVED) & set(toolledger.__all__)
+    assert not set(MOVED) & set(dir(toolledger))
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    """A name that never existed raises ``AttributeError``, with no warning."""
+    with pytest.raises(AttributeError, match="'Bindings'"):
+        toolledger.Bindings  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_all_is_sorted() -> None:
@@ -74,11 +211,6 @@ def test_every_public_class_and_function_is_exported() -> None:
         and name not in toolledger.__all__
     ]
     assert missing == []
-
-
-def test_foundation_names_are_exported() -> None:
-    """The checkpoint, store and error names of the foundation are public."""
-    assert set(toolledger.__all__) >= FOUNDATION
 
 
 def test_current_call_is_public() -> None:
@@ -122,7 +254,7 @@ def test_checkpoint_package_exports_transitions_table() -> None:
     """The transition table and decisions are reachable for docs and tools."""
     from toolledger.checkpoint import DECISIONS, TRANSITIONS
 
-    assert set(DECISIONS) == set(toolledger.Status)
+    assert set(DECISIONS) == set(Status)
     assert set(TRANSITIONS) == {
         "claim_execution",
         "complete_execution",
@@ -225,12 +357,13 @@ def test_read_api_types_have_the_documented_fields() -> None:
 
 
 def test_approval_denied_is_an_alias_of_approval_denied_error() -> None:
-    """The class is ApprovalDeniedError; ApprovalDenied (exported) is the very same class."""
-    from toolledger.errors import ApprovalDeniedError
+    """The class is ApprovalDeniedError; ``toolledger.errors.ApprovalDenied`` is the same class,
+    and the package exports it by its own name only."""
+    from toolledger.errors import ApprovalDenied, ApprovalDeniedError
 
-    assert toolledger.ApprovalDenied is ApprovalDeniedError
+    assert ApprovalDenied is ApprovalDeniedError
     assert ApprovalDeniedError.__name__ == "ApprovalDeniedError"
-    assert "ApprovalDenied" in toolledger.__all__
+    assert "ApprovalDenied" not in toolledger.__all__
 
 
 def test_testing_exports_the_crash_hook() -> None:
@@ -317,7 +450,6 @@ def test_replay_names_are_exported() -> None:
 
 
 def test_the_class_raised_for_a_denial_is_exported_by_its_own_name() -> None:
-    """``ApprovalDeniedError`` (what a denial raises) is public; ``ApprovalDenied`` is its alias."""
+    """``ApprovalDeniedError`` (what a denial raises) is public by that name."""
     assert "ApprovalDeniedError" in toolledger.__all__
-    assert toolledger.ApprovalDenied is toolledger.ApprovalDeniedError
     assert toolledger.ApprovalDeniedError.default_code == "APPROVAL_DENIED"

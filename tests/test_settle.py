@@ -11,6 +11,14 @@ from typing import Any
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    Result,
+    Status,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore, Store
 from toolledger.testing import MemoryStore, guard_now, stored_run
 
@@ -90,7 +98,7 @@ def test_resolve_not_executed_releases_claim_and_records_decision(store: Store) 
     """Released: history, journal event under the call, op journal gone; the call executes."""
     pay = Payments()
     run_id = _stuck(store, pay)
-    assert store.get("default", "toolu_1").status is tl.Status.UNCERTAIN  # type: ignore[union-attr]
+    assert store.get("default", "toolu_1").status is Status.UNCERTAIN  # type: ignore[union-attr]
     done = tl.resolve(
         store, "toolu_1", outcome="not_executed", by="ana", reason="no charge at the bank"
     )
@@ -141,16 +149,16 @@ def test_resolve_failed_stores_an_error_result(store: Store) -> None:
     )
     rec = store.get("default", "toolu_1")
     assert rec is not None
-    assert rec.result == tl.Result(payload="card declined", is_error=True)
+    assert rec.result == Result(payload="card declined", is_error=True)
     assert done.outcome == "failed"
 
 
 def test_resolve_executing_is_refused_unless_forced(store: Store) -> None:
     """A live attempt may hold an executing call: refused, then forced and recorded so."""
-    b = tl.Binding("default", "toolu_2", "pay", "1", tl.fingerprint({"order": "o-2"}))
-    rec = tl.create_checkpoint(b, at=guard_now())
+    b = Binding("default", "toolu_2", "pay", "1", fingerprint({"order": "o-2"}))
+    rec = create_checkpoint(b, at=guard_now())
     store.create_if_absent(rec)
-    claim = tl.claim_execution(rec, attempt_id="a1", at=guard_now()).next
+    claim = claim_execution(rec, attempt_id="a1", at=guard_now()).next
     assert store.compare_and_swap(0, claim)
     with pytest.raises(tl.FenceConflictError, match="a live attempt may hold it"):
         tl.resolve(store, "toolu_2", outcome="not_executed", by="ana", reason="r")
@@ -202,7 +210,7 @@ def test_resolve_keyed_run_records_with_its_key(store: Store) -> None:
     assert done.run_id is None
     assert done.journal_error is not None
     assert "keyed" in done.journal_error
-    assert store.get("default", "toolu_1").status is tl.Status.READY  # type: ignore[union-attr]
+    assert store.get("default", "toolu_1").status is Status.READY  # type: ignore[union-attr]
     run_id = _stuck(store, Payments(), "toolu_9", key=KEY)
     done = tl.resolve(store, "toolu_9", outcome="not_executed", by="a", reason="r", key=KEY)
     assert done.run_id == run_id
@@ -303,7 +311,7 @@ def test_reconcile_dry_run_then_apply_completes_with_recover_proof(store: Store)
     assert (item.action, item.applied) == ("complete", True)
     rec = store.get("default", "toolu_1")
     assert rec is not None
-    assert rec.result == tl.Result(payload={"paid": 5, "found": True})
+    assert rec.result == Result(payload={"paid": 5, "found": True})
     assert rec.resolution is not None
     assert rec.resolution.by == "ops"
 
@@ -313,12 +321,10 @@ def test_reconcile_not_recovered_releases_only_an_empty_journal(store: Store) ->
     kept, released = Payments(), Payments(write=False)
     _stuck(store, kept, "toolu_k")
     with tl.run("r", db=store) as run:  # dies before writing its journal: stuck executing
-        b = tl.Binding("default", "toolu_r", "pay", "1", tl.fingerprint({"order": "o"}))
-        rec = tl.create_checkpoint(b, at=guard_now())
+        b = Binding("default", "toolu_r", "pay", "1", fingerprint({"order": "o"}))
+        rec = create_checkpoint(b, at=guard_now())
         store.create_if_absent(rec)
-        assert store.compare_and_swap(
-            0, tl.claim_execution(rec, attempt_id="a", at=guard_now()).next
-        )
+        assert store.compare_and_swap(0, claim_execution(rec, attempt_id="a", at=guard_now()).next)
         assert run.run_id
     tool = released.tool(lambda ctx: tl.NotRecovered("no trace at the bank"))
     items = {i.call_id: i for i in tl.reconcile(store, [tool], apply=True)}
@@ -327,8 +333,8 @@ def test_reconcile_not_recovered_releases_only_an_empty_journal(store: Store) ->
     assert items["toolu_r"].action == "skip"  # executing: a live attempt may hold it
     items = {i.call_id: i for i in tl.reconcile(store, [tool], apply=True, force=True)}
     assert (items["toolu_r"].action, items["toolu_r"].applied) == ("release", True)
-    assert store.get("default", "toolu_r").status is tl.Status.READY  # type: ignore[union-attr]
-    assert store.get("default", "toolu_k").status is tl.Status.UNCERTAIN  # type: ignore[union-attr]
+    assert store.get("default", "toolu_r").status is Status.READY  # type: ignore[union-attr]
+    assert store.get("default", "toolu_k").status is Status.UNCERTAIN  # type: ignore[union-attr]
 
 
 def test_reconcile_refuses_non_tools(store: Store) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 import toolledger
 from toolledger import Approved, Denied, Pending
-from toolledger.checkpoint import claim_execution, create_checkpoint
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint
 from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
 from toolledger.testing import stored_run
 
@@ -67,7 +67,7 @@ def effects() -> Effects:
     return Effects()
 
 
-def leave_executing(store: Any, binding: toolledger.Binding) -> None:
+def leave_executing(store: Any, binding: Binding) -> None:
     """Leave the call claimed by another attempt, as a crash after the claim does."""
     at = datetime.now(timezone.utc)
     new = create_checkpoint(binding, at=at)

@@ -56,7 +56,7 @@ class TestTable:
         with toolledger.run("send it", db=store) as run:
             for attempt in range(2):  # the second call must not ask again
                 if asks and answer == "denied":
-                    with pytest.raises(toolledger.ApprovalDenied) as info:
+                    with pytest.raises(toolledger.ApprovalDeniedError) as info:
                         run.call(gated, call_id="c1", input=INPUT, justification="shipped")
                     assert info.value.code == "APPROVAL_DENIED"
                     assert info.value.details["by"] == "bob"
@@ -144,7 +144,7 @@ class TestDecisions:
             assert run.call(gated, call_id="c1", input=INPUT).status == "awaiting_approval"
             toolledger.decide_approval(db, "default", "c1", False, "bob", "no")
             for _ in range(2):
-                with pytest.raises(toolledger.ApprovalDenied):
+                with pytest.raises(toolledger.ApprovalDeniedError):
                     run.call(gated, call_id="c1", input=INPUT)
         assert effects.sent == []
         store = SQLiteStore(db)
@@ -158,7 +158,7 @@ class TestDecisions:
         with toolledger.run("g", db=db) as run:
             run.call(gated, call_id="c1", input=INPUT)
             approver.answer = Denied("alice", "not that one")
-            with pytest.raises(toolledger.ApprovalDenied):
+            with pytest.raises(toolledger.ApprovalDeniedError):
                 run.call(gated, call_id="c2", input=other)
             with pytest.raises(toolledger.BindingConflictError):
                 run.call(gated, call_id="c1", input=other)  # same id, other input
@@ -200,7 +200,7 @@ class TestDecisions:
                 assert datetime.now(timezone.utc) < deadline
                 time.sleep(0.02)  # a deadline-bounded poll on the stored row
             approver.answer = Denied("carol", "expired, and now no")
-            with pytest.raises(toolledger.ApprovalDenied) as info:
+            with pytest.raises(toolledger.ApprovalDeniedError) as info:
                 run.call(gated, call_id="c1", input=INPUT)
         assert info.value.details["by"] == "carol"
         assert len(approver.requests) == 2
@@ -225,7 +225,7 @@ class TestDecisions:
         call_approver = Approver(Denied("call", "no"))
         plain = effects.tool(None, tool_approver)
         with toolledger.run("g", db=db) as run:
-            with pytest.raises(toolledger.ApprovalDenied):
+            with pytest.raises(toolledger.ApprovalDeniedError):
                 run.call(
                     plain, call_id="c1", input=INPUT, approval="always", approver=call_approver
                 )
@@ -288,11 +288,11 @@ class TestDecisions:
         ]
         with toolledger.run("g", db=db) as run:
             outs = run.call_many(items, return_exceptions=True)
-            with pytest.raises(toolledger.ApprovalDenied):
+            with pytest.raises(toolledger.ApprovalDeniedError):
                 run.call_many(items)  # the denial is raised before anything is claimed
         assert [o.payload for o in outs[:2]] == [{"sent_to": "zero"}, {"sent_to": "one"}]
         assert outs[2].status == "awaiting_approval"
-        assert isinstance(outs[3], toolledger.ApprovalDenied)
+        assert isinstance(outs[3], toolledger.ApprovalDeniedError)
         assert effects.sent == [{"to": "zero"}, {"to": "one"}]
         assert len(denier.requests) == 1
 

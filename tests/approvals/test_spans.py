@@ -34,7 +34,7 @@ def _run_call(db: Path, provider: TracerProvider, tool: toolledger.Tool, **kw: A
     with toolledger.run("g", db=db, tracer_provider=provider) as run:
         try:
             return run.call(tool, call_id="c1", input=INPUT, **kw)
-        except toolledger.ApprovalDenied as exc:
+        except toolledger.ApprovalDeniedError as exc:
             return exc
 
 
@@ -99,7 +99,7 @@ def test_denied_call_has_no_execute_tool_span_and_intent_off_drops_reason(
     denier = effects.tool("always", Approver(Denied("bob", "secret")))
     with (
         toolledger.run("g", db=tmp_path / "l.db", tracer_provider=tp, capture_intent=False) as run,
-        pytest.raises(toolledger.ApprovalDenied),
+        pytest.raises(toolledger.ApprovalDeniedError),
     ):
         run.call(denier, call_id="c1", input=INPUT)
     tp.shutdown()

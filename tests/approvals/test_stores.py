@@ -80,7 +80,7 @@ def test_acall_pending_and_denied(tmp_path: Path, effects: Effects) -> None:
 
     assert asyncio.run(call()).status == "awaiting_approval"
     toolledger.decide_approval(db, "default", "c1", False, "bob", "no")
-    with pytest.raises(toolledger.ApprovalDenied):
+    with pytest.raises(toolledger.ApprovalDeniedError):
         asyncio.run(call())
     assert effects.sent == []
 

@@ -9,6 +9,21 @@ from typing import Any
 from hypothesis import strategies as st
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    Status,
+    Transition,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+    release_delivery,
+    release_execution,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RESULT = {"ok": True, "id": "msg-1", "n": [1, 2.5, None]}
@@ -20,55 +35,53 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def binding(call_id: str = "call-1", **changes: str) -> tl.Binding:
+def binding(call_id: str = "call-1", **changes: str) -> Binding:
     """Return a valid binding; ``changes`` override single fields."""
     fields = {
         "namespace": "ns",
         "call_id": call_id,
         "tool_name": "send_email",
         "tool_revision": "1",
-        "input_fingerprint": tl.fingerprint({"to": "a@example.com"}),
+        "input_fingerprint": fingerprint({"to": "a@example.com"}),
     }
     fields.update(changes)
-    return tl.Binding(**fields)
+    return Binding(**fields)
 
 
-def _ready() -> tl.CheckpointRecord:
-    return tl.create_checkpoint(binding(), at=at(0))
+def _ready() -> CheckpointRecord:
+    return create_checkpoint(binding(), at=at(0))
 
 
-def _executing() -> tl.CheckpointRecord:
-    return tl.claim_execution(_ready(), attempt_id="a1", at=at(1)).next
+def _executing() -> CheckpointRecord:
+    return claim_execution(_ready(), attempt_id="a1", at=at(1)).next
 
 
-def _uncertain() -> tl.CheckpointRecord:
-    return tl.mark_execution_uncertain(_executing(), attempt_id="a1", at=at(2), reason=REASON).next
+def _uncertain() -> CheckpointRecord:
+    return mark_execution_uncertain(_executing(), attempt_id="a1", at=at(2), reason=REASON).next
 
 
-def _completed() -> tl.CheckpointRecord:
-    return tl.complete_execution(_executing(), attempt_id="a1", at=at(2), result=RESULT).next
+def _completed() -> CheckpointRecord:
+    return complete_execution(_executing(), attempt_id="a1", at=at(2), result=RESULT).next
 
 
-def _delivering() -> tl.CheckpointRecord:
-    return tl.claim_delivery(_completed(), delivery_id="d1", at=at(3)).next
+def _delivering() -> CheckpointRecord:
+    return claim_delivery(_completed(), delivery_id="d1", at=at(3)).next
 
 
-def _delivered() -> tl.CheckpointRecord:
-    return tl.complete_delivery(_delivering(), delivery_id="d1", at=at(4)).next
+def _delivered() -> CheckpointRecord:
+    return complete_delivery(_delivering(), delivery_id="d1", at=at(4)).next
 
 
-def _ready_released() -> tl.CheckpointRecord:
-    return tl.release_execution(
-        _executing(), attempt_id="a1", at=at(2), evidence="journal-empty"
-    ).next
+def _ready_released() -> CheckpointRecord:
+    return release_execution(_executing(), attempt_id="a1", at=at(2), evidence="journal-empty").next
 
 
-def _completed_redelivery() -> tl.CheckpointRecord:
-    return tl.release_delivery(_delivering(), delivery_id="d1", at=at(4)).next
+def _completed_redelivery() -> CheckpointRecord:
+    return release_delivery(_delivering(), delivery_id="d1", at=at(4)).next
 
 
 #: Named records: one per status, plus the states reached by the two release moves.
-RECORDS: dict[str, Callable[[], tl.CheckpointRecord]] = {
+RECORDS: dict[str, Callable[[], CheckpointRecord]] = {
     "ready": _ready,
     "executing": _executing,
     "uncertain": _uncertain,
@@ -79,7 +92,7 @@ RECORDS: dict[str, Callable[[], tl.CheckpointRecord]] = {
     "completed-redelivery": _completed_redelivery,
 }
 
-STATUS_RECORDS = {s.value: RECORDS[s.value] for s in tl.Status}
+STATUS_RECORDS = {s.value: RECORDS[s.value] for s in Status}
 
 
 def owner_kwargs(name: str, when: datetime) -> dict[str, Any]:
@@ -103,8 +116,8 @@ def owner_kwargs(name: str, when: datetime) -> dict[str, Any]:
     return kwargs
 
 
-TRANSITION_FUNCTIONS: dict[str, Callable[..., tl.Transition]] = {
-    name: getattr(tl, name) for name in tl.checkpoint.TRANSITIONS
+TRANSITION_FUNCTIONS: dict[str, Callable[..., Transition]] = {
+    name: getattr(tl.checkpoint, name) for name in tl.checkpoint.TRANSITIONS
 }
 
 
@@ -130,20 +143,20 @@ MOVES = ["claim", "complete", "uncertain", "release", "claim_d", "release_d", "c
 
 
 @st.composite
-def walks(draw: st.DrawFn) -> list[tl.CheckpointRecord]:
+def walks(draw: st.DrawFn) -> list[CheckpointRecord]:
     """Every revision of a record moved by legal moves at random, at increasing times."""
-    b = tl.Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
+    b = Binding(draw(ids), draw(ids), draw(ids), draw(ids), draw(ids))
     when = T0
-    out = [tl.create_checkpoint(b, at=when)]
+    out = [create_checkpoint(b, at=when)]
     for move in draw(st.lists(st.sampled_from(MOVES), max_size=10)):
         rec = out[-1]
         when += timedelta(microseconds=draw(st.integers(0, 10**9)))
         attempt, delivery = rec.execution_fence or draw(ids), rec.delivery_fence or draw(ids)
         try:
             if move == "claim":
-                t = tl.claim_execution(rec, attempt_id=attempt, at=when)
+                t = claim_execution(rec, attempt_id=attempt, at=when)
             elif move == "complete":
-                t = tl.complete_execution(
+                t = complete_execution(
                     rec,
                     attempt_id=attempt,
                     at=when,
@@ -152,15 +165,15 @@ def walks(draw: st.DrawFn) -> list[tl.CheckpointRecord]:
                 )
             elif move == "uncertain":
                 reason = draw(_texts)
-                t = tl.mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
+                t = mark_execution_uncertain(rec, attempt_id=attempt, at=when, reason=reason)
             elif move == "release":
-                t = tl.release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
+                t = release_execution(rec, attempt_id=attempt, at=when, evidence="journal-empty")
             elif move == "claim_d":
-                t = tl.claim_delivery(rec, delivery_id=delivery, at=when)
+                t = claim_delivery(rec, delivery_id=delivery, at=when)
             elif move == "release_d":
-                t = tl.release_delivery(rec, delivery_id=delivery, at=when)
+                t = release_delivery(rec, delivery_id=delivery, at=when)
             else:
-                t = tl.complete_delivery(rec, delivery_id=delivery, at=when)
+                t = complete_delivery(rec, delivery_id=delivery, at=when)
         except (tl.InvalidTransitionError, tl.FenceConflictError, tl.InvalidArgumentError):
             continue
         out.append(t.next)

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import Status
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "checkpoint.md"
@@ -66,7 +67,7 @@ def test_docs_name_every_transition_and_status() -> None:
     text = DOC.read_text(encoding="utf-8")
     for name in tl.checkpoint.TRANSITIONS:
         assert f"`{name}(record, *," in text, name
-    for status in tl.Status:
+    for status in Status:
         assert f"| `{status.value}` |" in text, status
 
 
@@ -83,5 +84,5 @@ def test_readme_checkpoint_snippet_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert isinstance(store, tl.SQLiteStore)
     rec = store.get("default", "toolu_01")
     assert rec is not None
-    assert rec.status is tl.Status.DELIVERED
+    assert rec.status is Status.DELIVERED
     store.close()

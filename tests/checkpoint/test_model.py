@@ -14,7 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toolledger as tl
-from toolledger.checkpoint import canonical_json
+from toolledger.checkpoint import (
+    Action,
+    Binding,
+    CheckpointRecord,
+    Result,
+    Status,
+    canonical_json,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+)
 from toolledger.checkpoint.model import (
     check_identifier,
     is_known_valid,
@@ -29,19 +40,19 @@ from ._ckpt_records import RECORDS, binding, json_values, walks
 # -- to_dict / from_dict -----------------------------------------------------------------
 
 
-def records() -> st.SearchStrategy[tl.CheckpointRecord]:
+def records() -> st.SearchStrategy[CheckpointRecord]:
     """A record reached by a random walk of legal moves (its last revision)."""
     return walks().map(lambda revisions: revisions[-1])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
-def test_record_to_dict_from_dict_round_trips(rec: tl.CheckpointRecord) -> None:
+def test_record_to_dict_from_dict_round_trips(rec: CheckpointRecord) -> None:
     """from_dict(to_dict(r)) == r, also through JSON text; to_dict is JSON-ready."""
     data = rec.to_dict()
-    assert tl.CheckpointRecord.from_dict(data) == rec
+    assert CheckpointRecord.from_dict(data) == rec
     text = json.dumps(data, allow_nan=False)
-    again = tl.CheckpointRecord.from_dict(json.loads(text))
+    again = CheckpointRecord.from_dict(json.loads(text))
     assert again == rec
     assert again.to_dict() == data
     assert json.dumps(again.to_dict()) == text
@@ -49,7 +60,7 @@ def test_record_to_dict_from_dict_round_trips(rec: tl.CheckpointRecord) -> None:
 
 def test_record_to_dict_uses_documented_keys() -> None:
     """Keys are the field names; the binding nests; times are ISO-8601 UTC strings."""
-    rec = tl.create_checkpoint(
+    rec = create_checkpoint(
         binding(), at=tl.checkpoint.model.parse_time("2026-01-01T02:00:00+02:00", "t")
     )
     data = rec.to_dict()
@@ -81,7 +92,7 @@ def test_record_to_dict_uses_documented_keys() -> None:
 
 def test_status_and_action_values_are_the_stored_strings() -> None:
     """Enum values are the documented strings."""
-    assert [s.value for s in tl.Status] == [
+    assert [s.value for s in Status] == [
         "ready",
         "executing",
         "uncertain",
@@ -89,15 +100,15 @@ def test_status_and_action_values_are_the_stored_strings() -> None:
         "delivering",
         "delivered",
     ]
-    assert [a.value for a in tl.Action] == [
+    assert [a.value for a in Action] == [
         "execute",
         "reconcile-execution",
         "deliver",
         "reconcile-delivery",
         "none",
     ]
-    assert str(tl.Status.READY) == "ready"
-    assert str(tl.Action.RECONCILE_DELIVERY) == "reconcile-delivery"
+    assert str(Status.READY) == "ready"
+    assert str(Action.RECONCILE_DELIVERY) == "reconcile-delivery"
 
 
 # -- fingerprint and canonical JSON -------------------------------------------------------
@@ -107,13 +118,13 @@ def test_fingerprint_is_sha256_of_canonical_json() -> None:
     """fingerprint(v) == "sha256:" + hex sha256 of the canonical UTF-8 bytes."""
     value = {"b": [1, 2.5, "é"], "a": None}
     expected = hashlib.sha256('{"a":null,"b":[1,2.5,"é"]}'.encode()).hexdigest()
-    assert tl.fingerprint(value) == f"sha256:{expected}"
-    assert len(tl.fingerprint(value)) == len("sha256:") + 64
+    assert fingerprint(value) == f"sha256:{expected}"
+    assert len(fingerprint(value)) == len("sha256:") + 64
 
 
 def test_fingerprint_is_a_valid_binding_fingerprint() -> None:
     """A fingerprint can be used as Binding.input_fingerprint."""
-    assert binding(input_fingerprint=tl.fingerprint([1])).input_fingerprint.startswith("sha256:")
+    assert binding(input_fingerprint=fingerprint([1])).input_fingerprint.startswith("sha256:")
 
 
 @settings(max_examples=100, deadline=None)
@@ -129,7 +140,7 @@ def test_fingerprint_ignores_key_order(value: dict[str, int], rnd: Any) -> None:
     """Insertion order of object keys does not change the fingerprint."""
     items = list(value.items())
     rnd.shuffle(items)
-    assert tl.fingerprint(dict(items)) == tl.fingerprint(value)
+    assert fingerprint(dict(items)) == fingerprint(value)
 
 
 def test_fingerprint_nested_key_order_and_whitespace_free() -> None:
@@ -226,14 +237,14 @@ def test_canonical_json_string_escapes() -> None:
 def test_fingerprint_non_json_is_invalid_argument(value: Any) -> None:
     """Only exact JSON has a fingerprint."""
     with pytest.raises(tl.InvalidArgumentError):
-        tl.fingerprint(value)
+        fingerprint(value)
 
 
 def test_fingerprint_distinguishes_types() -> None:
     """1 and "1" and true differ; 1 and 1.0 are the same JSON number."""
-    assert tl.fingerprint(1) != tl.fingerprint("1")
-    assert tl.fingerprint(1) != tl.fingerprint(True)
-    assert tl.fingerprint(1) == tl.fingerprint(1.0)
+    assert fingerprint(1) != fingerprint("1")
+    assert fingerprint(1) != fingerprint(True)
+    assert fingerprint(1) == fingerprint(1.0)
 
 
 @settings(max_examples=300, deadline=None)
@@ -248,12 +259,12 @@ def test_canonical_json_float_round_trips_in_shortest_form(x: float) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records())
-def test_stored_json_is_compact_json_of_to_dict(rec: tl.CheckpointRecord) -> None:
+def test_stored_json_is_compact_json_of_to_dict(rec: CheckpointRecord) -> None:
     """The store's direct encoder writes exactly compact_json(record.to_dict())."""
     from toolledger.testing import compact_json, dump_record
 
     assert dump_record(rec) == compact_json(rec.to_dict())
-    assert tl.CheckpointRecord.from_dict(json.loads(dump_record(rec))) == rec
+    assert CheckpointRecord.from_dict(json.loads(dump_record(rec))) == rec
 
 
 @pytest.mark.parametrize(
@@ -263,11 +274,11 @@ def test_stored_json_escapes_uncertain_reason_like_json(reason: str) -> None:
     """Free text is escaped exactly as the JSON encoder escapes it."""
     from toolledger.testing import compact_json, dump_record
 
-    rec = tl.create_checkpoint(
+    rec = create_checkpoint(
         binding(), at=tl.checkpoint.model.parse_time("2026-01-01T00:00:00+00:00", "t")
     )
-    rec = tl.claim_execution(rec, attempt_id="a", at=rec.updated_at).next
-    rec = tl.mark_execution_uncertain(rec, attempt_id="a", at=rec.updated_at, reason=reason).next
+    rec = claim_execution(rec, attempt_id="a", at=rec.updated_at).next
+    rec = mark_execution_uncertain(rec, attempt_id="a", at=rec.updated_at, reason=reason).next
     assert dump_record(rec) == compact_json(rec.to_dict())
 
 
@@ -283,11 +294,11 @@ class TestRecordCopies:
         """with_result is dataclasses.replace with a new Result holding the payload itself."""
         rec = RECORDS[record_name]()
         out = with_result(rec, payload, is_error)
-        assert out == dataclasses.replace(rec, result=tl.Result(payload=payload, is_error=is_error))
+        assert out == dataclasses.replace(rec, result=Result(payload=payload, is_error=is_error))
         assert out is not rec
         assert out.result is not None
         assert out.result.payload is payload
-        assert type(out.result) is tl.Result
+        assert type(out.result) is Result
 
     def test_known_valid_is_the_object_itself(self) -> None:
         """A record marked valid is known valid; an equal copy is not, until marked."""
@@ -356,7 +367,7 @@ def test_binding_accepts_exactly_what_each_field_check_accepts(
         values = (*fields[:subclass], _Str(fields[subclass]), *fields[subclass + 1 :])
     failing = _first_failing(values)
     if failing is None:
-        assert tl.Binding(*values).to_dict() == dict(
+        assert Binding(*values).to_dict() == dict(
             zip(
                 ("namespace", "call_id", "tool_name", "tool_revision", "input_fingerprint"),
                 values,
@@ -365,7 +376,7 @@ def test_binding_accepts_exactly_what_each_field_check_accepts(
         )
     else:
         with pytest.raises(tl.InvalidArgumentError) as info:
-            tl.Binding(*values)
+            Binding(*values)
         assert info.value.details == {"argument": failing}
 
 

@@ -9,13 +9,21 @@ from typing import Any
 import pytest
 
 import toolledger as tl
-from toolledger.checkpoint import DEFAULT_MAX_PAYLOAD_BYTES, HARD_MAX_PAYLOAD_BYTES
+from toolledger.checkpoint import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    HARD_MAX_PAYLOAD_BYTES,
+    CheckpointRecord,
+    Transition,
+    claim_delivery,
+    complete_execution,
+    validate_checkpoint,
+)
 
 from ._ckpt_records import RECORDS, at
 
 
-def _complete(result: Any, **kwargs: Any) -> tl.Transition:
-    return tl.complete_execution(
+def _complete(result: Any, **kwargs: Any) -> Transition:
+    return complete_execution(
         RECORDS["executing"](), attempt_id="a1", at=at(5), result=result, **kwargs
     )
 
@@ -188,7 +196,7 @@ def test_payload_exact_json_round_trips(value: Any) -> None:
     assert rec.result is not None
     assert rec.result.payload == value
     assert type(rec.result.payload) is type(value)
-    again = tl.validate_checkpoint(json.loads(json.dumps(rec.to_dict())))
+    again = validate_checkpoint(json.loads(json.dumps(rec.to_dict())))
     assert again.result == rec.result
 
 
@@ -227,7 +235,7 @@ def test_max_payload_bytes_hard_maximum_is_accepted() -> None:
     assert HARD_MAX_PAYLOAD_BYTES == 10_485_760
     value = "x" * (HARD_MAX_PAYLOAD_BYTES - 2)
     rec = _complete(value, max_payload_bytes=HARD_MAX_PAYLOAD_BYTES).next
-    assert tl.validate_checkpoint(rec.to_dict()).result == rec.result
+    assert validate_checkpoint(rec.to_dict()).result == rec.result
     assert _code(value + "x", max_payload_bytes=HARD_MAX_PAYLOAD_BYTES) == "PAYLOAD_LIMIT"
 
 
@@ -235,11 +243,11 @@ def test_payload_stored_under_raised_limit_stays_readable() -> None:
     """validate_checkpoint defaults to the hard maximum, so raised-limit results load."""
     value = "x" * 100_000
     rec = _complete(value, max_payload_bytes=200_000).next
-    assert tl.validate_checkpoint(rec.to_dict()) == rec
-    assert tl.CheckpointRecord.from_dict(rec.to_dict()) == rec
+    assert validate_checkpoint(rec.to_dict()) == rec
+    assert CheckpointRecord.from_dict(rec.to_dict()) == rec
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.validate_checkpoint(rec.to_dict(), max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES)
-    delivering = tl.claim_delivery(rec, delivery_id="d", at=at(6)).next
+        validate_checkpoint(rec.to_dict(), max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES)
+    delivering = claim_delivery(rec, delivery_id="d", at=at(6)).next
     assert delivering.result == rec.result
 
 
@@ -248,7 +256,7 @@ def test_stored_payload_depth_bound_always_applies() -> None:
     data = RECORDS["completed"]().to_dict()
     data["result"] = {"payload": _nested(33), "is_error": False}
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.validate_checkpoint(data, max_payload_bytes=HARD_MAX_PAYLOAD_BYTES)
+        validate_checkpoint(data, max_payload_bytes=HARD_MAX_PAYLOAD_BYTES)
 
 
 def test_payload_shared_graph_expanding_exponentially_is_refused_quickly() -> None:

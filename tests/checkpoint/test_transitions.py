@@ -10,7 +10,23 @@ from typing import Any
 import pytest
 
 import toolledger as tl
-from toolledger.checkpoint import DECISIONS, TRANSITIONS
+from toolledger.checkpoint import (
+    DECISIONS,
+    TRANSITIONS,
+    Action,
+    Decision,
+    Result,
+    Status,
+    claim_delivery,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    decide_checkpoint,
+    mark_execution_uncertain,
+    release_delivery,
+    release_execution,
+    validate_checkpoint,
+)
 from toolledger.checkpoint.transitions import check_binding
 
 from ._ckpt_records import (
@@ -180,10 +196,10 @@ def test_transition_legal_pair_gives_documented_record(record_name: str, name: s
     assert t.next.revision == rec.revision + 1
     assert t.next.updated_at == LATER
     assert t.expected_revision == rec.revision
-    assert t.action is tl.Action(action)
+    assert t.action is Action(action)
     assert t.name == name
     assert rec.to_dict() == before  # the input is never changed
-    assert tl.validate_checkpoint(t.next.to_dict()) == t.next
+    assert validate_checkpoint(t.next.to_dict()) == t.next
 
 
 @pytest.mark.parametrize(("record_name", "name"), ILLEGAL_PAIRS)
@@ -205,13 +221,13 @@ def test_transition_illegal_pair_raises_documented_code(record_name: str, name: 
 def test_claim_execution_same_attempt_on_executing_is_fence_conflict() -> None:
     """The execution fence is held even against the id that holds it."""
     with pytest.raises(tl.FenceConflictError):
-        tl.claim_execution(RECORDS["executing"](), attempt_id="a1", at=LATER)
+        claim_execution(RECORDS["executing"](), attempt_id="a1", at=LATER)
 
 
 def test_claim_delivery_same_delivery_on_delivering_is_fence_conflict() -> None:
     """The delivery fence is held even against the id that holds it."""
     with pytest.raises(tl.FenceConflictError):
-        tl.claim_delivery(RECORDS["delivering"](), delivery_id="d1", at=LATER)
+        claim_delivery(RECORDS["delivering"](), delivery_id="d1", at=LATER)
 
 
 # -- fences ------------------------------------------------------------------------------
@@ -250,7 +266,7 @@ def test_order_unsupported_schema_before_arguments() -> None:
     """A record of another schema version fails first, whatever the arguments."""
     rec = dataclasses.replace(RECORDS["ready"](), schema_version=2)
     with pytest.raises(tl.CheckpointError) as info:
-        tl.claim_execution(rec, attempt_id="bad id", at=NAIVE)
+        claim_execution(rec, attempt_id="bad id", at=NAIVE)
     assert info.value.code == "UNSUPPORTED_SCHEMA"
 
 
@@ -258,7 +274,7 @@ def test_order_invalid_record_before_arguments() -> None:
     """An invalid record fails with INVALID_CHECKPOINT before its arguments are looked at."""
     rec = dataclasses.replace(RECORDS["executing"](), execution_fence=None)
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(rec, attempt_id="bad id", at=NAIVE, result=float("nan"))
+        complete_execution(rec, attempt_id="bad id", at=NAIVE, result=float("nan"))
     assert info.value.code == "INVALID_CHECKPOINT"
 
 
@@ -292,28 +308,28 @@ def test_order_arguments_before_status(
 def test_order_arguments_before_fence() -> None:
     """A bad argument from a non-owner is INVALID_ARGUMENT, not FENCE_CONFLICT."""
     with pytest.raises(tl.CheckpointError) as info:
-        tl.release_execution(RECORDS["executing"](), attempt_id="other", at=LATER, evidence="guess")
+        release_execution(RECORDS["executing"](), attempt_id="other", at=LATER, evidence="guess")
     assert info.value.code == "INVALID_ARGUMENT"
 
 
 def test_order_status_before_fence() -> None:
     """A non-owner on the wrong status gets INVALID_TRANSITION."""
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(RECORDS["completed"](), attempt_id="other", at=LATER, result=1)
+        complete_execution(RECORDS["completed"](), attempt_id="other", at=LATER, result=1)
     assert info.value.code == "INVALID_TRANSITION"
 
 
 def test_order_status_before_payload_bounds() -> None:
     """An oversized result on the wrong status is INVALID_TRANSITION."""
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(RECORDS["ready"](), attempt_id="a1", at=LATER, result="x" * 70_000)
+        complete_execution(RECORDS["ready"](), attempt_id="a1", at=LATER, result="x" * 70_000)
     assert info.value.code == "INVALID_TRANSITION"
 
 
 def test_order_fence_before_payload_bounds() -> None:
     """An oversized result from a non-owner is FENCE_CONFLICT."""
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(
+        complete_execution(
             RECORDS["executing"](), attempt_id="other", at=LATER, result="x" * 70_000
         )
     assert info.value.code == "FENCE_CONFLICT"
@@ -322,9 +338,7 @@ def test_order_fence_before_payload_bounds() -> None:
 def test_order_payload_bounds_last() -> None:
     """The owner with an oversized result gets PAYLOAD_LIMIT."""
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(
-            RECORDS["executing"](), attempt_id="a1", at=LATER, result="x" * 70_000
-        )
+        complete_execution(RECORDS["executing"](), attempt_id="a1", at=LATER, result="x" * 70_000)
     assert info.value.code == "PAYLOAD_LIMIT"
 
 
@@ -334,7 +348,7 @@ def test_order_payload_types_before_bounds() -> None:
     for _ in range(40):
         deep = [deep]
     with pytest.raises(tl.CheckpointError) as info:
-        tl.complete_execution(RECORDS["executing"](), attempt_id="a1", at=LATER, result=deep)
+        complete_execution(RECORDS["executing"](), attempt_id="a1", at=LATER, result=deep)
     assert info.value.code == "INVALID_ARGUMENT"
 
 
@@ -363,7 +377,7 @@ def test_transition_at_before_updated_at_is_invalid_argument(record_name: str) -
 def test_transition_at_equal_to_updated_at_is_allowed() -> None:
     """``at == updated_at`` is not backwards."""
     rec = RECORDS["ready"]()
-    t = tl.claim_execution(rec, attempt_id="a1", at=rec.updated_at)
+    t = claim_execution(rec, attempt_id="a1", at=rec.updated_at)
     assert t.next.updated_at == rec.updated_at
 
 
@@ -371,7 +385,7 @@ def test_transition_other_timezone_is_stored_as_utc() -> None:
     """An aware time in another zone is the same instant, stored in UTC."""
     plus2 = timezone(timedelta(hours=2))
     when = LATER.astimezone(plus2)
-    t = tl.claim_execution(RECORDS["ready"](), attempt_id="a1", at=when)
+    t = claim_execution(RECORDS["ready"](), attempt_id="a1", at=when)
     assert t.next.updated_at == LATER
     assert t.next.to_dict()["updated_at"] == "2026-01-01T00:00:10.000000+00:00"
 
@@ -380,12 +394,12 @@ def test_transition_other_timezone_is_stored_as_utc() -> None:
 def test_create_checkpoint_bad_at_is_invalid_argument(bad: Any) -> None:
     """create_checkpoint needs an aware datetime."""
     with pytest.raises(tl.InvalidArgumentError):
-        tl.create_checkpoint(binding(), at=bad)
+        create_checkpoint(binding(), at=bad)
 
 
 def test_create_checkpoint_returns_ready_revision_zero() -> None:
     """A new record is ready at revision 0, created_at == updated_at, nothing else set."""
-    rec = tl.create_checkpoint(binding(), at=at(0))
+    rec = create_checkpoint(binding(), at=at(0))
     assert rec.to_dict() == {
         "schema_version": 1,
         "binding": binding().to_dict(),
@@ -407,7 +421,7 @@ def test_create_checkpoint_returns_ready_revision_zero() -> None:
 def test_create_checkpoint_non_binding_is_invalid_argument() -> None:
     """The binding must be a Binding, not its dict."""
     with pytest.raises(tl.InvalidArgumentError):
-        tl.create_checkpoint(binding().to_dict(), at=at(0))  # type: ignore[arg-type]
+        create_checkpoint(binding().to_dict(), at=at(0))  # type: ignore[arg-type]
 
 
 # -- identifiers -------------------------------------------------------------------------
@@ -504,9 +518,7 @@ def test_binding_is_frozen() -> None:
 @pytest.mark.parametrize("reason", ["x", "r" * 1024])
 def test_mark_uncertain_reason_bounds_accepted(reason: str) -> None:
     """Reasons of 1 and 1024 characters are kept as given."""
-    t = tl.mark_execution_uncertain(
-        RECORDS["executing"](), attempt_id="a1", at=LATER, reason=reason
-    )
+    t = mark_execution_uncertain(RECORDS["executing"](), attempt_id="a1", at=LATER, reason=reason)
     assert t.next.uncertain_reason == reason
 
 
@@ -514,9 +526,7 @@ def test_mark_uncertain_reason_bounds_accepted(reason: str) -> None:
 def test_mark_uncertain_bad_reason_is_invalid_argument(reason: Any) -> None:
     """An empty, too long or non-str reason is refused."""
     with pytest.raises(tl.InvalidArgumentError):
-        tl.mark_execution_uncertain(
-            RECORDS["executing"](), attempt_id="a1", at=LATER, reason=reason
-        )
+        mark_execution_uncertain(RECORDS["executing"](), attempt_id="a1", at=LATER, reason=reason)
 
 
 @pytest.mark.parametrize("evidence", ["", "journal_empty", "JOURNAL-EMPTY", "journal-empty ", None])
@@ -524,15 +534,15 @@ def test_release_execution_needs_journal_empty_evidence(evidence: Any) -> None:
     """Only evidence="journal-empty" releases a claim."""
     rec = RECORDS["executing"]()
     with pytest.raises(tl.InvalidArgumentError) as info:
-        tl.release_execution(rec, attempt_id="a1", at=LATER, evidence=evidence)
+        release_execution(rec, attempt_id="a1", at=LATER, evidence=evidence)
     assert info.value.details["argument"] == "evidence"
-    assert rec.status is tl.Status.EXECUTING
+    assert rec.status is Status.EXECUTING
 
 
 def test_release_execution_from_uncertain_is_invalid_transition() -> None:
     """An uncertain outcome can never be released back to ready."""
     with pytest.raises(tl.InvalidTransitionError):
-        tl.release_execution(
+        release_execution(
             RECORDS["uncertain"](), attempt_id="a1", at=LATER, evidence="journal-empty"
         )
 
@@ -540,23 +550,23 @@ def test_release_execution_from_uncertain_is_invalid_transition() -> None:
 def test_release_execution_then_new_attempt_may_claim() -> None:
     """After a proven pre-effect failure another attempt can claim the call."""
     rec = RECORDS["ready-released"]()
-    t = tl.claim_execution(rec, attempt_id="a2", at=LATER)
+    t = claim_execution(rec, attempt_id="a2", at=LATER)
     assert t.next.execution_fence == "a2"
     assert t.next.revision == 3
 
 
 def test_complete_execution_error_result_is_kept() -> None:
     """A handler error is a result too, flagged is_error."""
-    t = tl.complete_execution(
+    t = complete_execution(
         RECORDS["executing"](), attempt_id="a1", at=LATER, result={"error": "x"}, is_error=True
     )
-    assert t.next.result == tl.Result(payload={"error": "x"}, is_error=True)
+    assert t.next.result == Result(payload={"error": "x"}, is_error=True)
 
 
 def test_release_delivery_keeps_result() -> None:
     """A failed post keeps the result for the next delivery."""
     rec = RECORDS["delivering"]()
-    t = tl.release_delivery(rec, delivery_id="d1", at=LATER)
+    t = release_delivery(rec, delivery_id="d1", at=LATER)
     assert t.next.result == rec.result
     assert t.next.delivery_attempts == 1
 
@@ -579,9 +589,9 @@ DECIDE = {
 def test_decide_checkpoint_each_status_gives_documented_action(record_name: str) -> None:
     """decide answers the documented action with the status and revision it saw."""
     rec = RECORDS[record_name]()
-    d = tl.decide_checkpoint(rec, binding())
-    assert d == tl.Decision(
-        action=tl.Action(DECIDE[record_name]), status=rec.status, revision=rec.revision
+    d = decide_checkpoint(rec, binding())
+    assert d == Decision(
+        action=Action(DECIDE[record_name]), status=rec.status, revision=rec.revision
     )
     assert DECISIONS[rec.status].value == DECIDE[record_name]
 
@@ -603,7 +613,7 @@ def test_decide_checkpoint_differing_binding_is_binding_conflict(
 ) -> None:
     """A binding differing in any single field is BINDING_CONFLICT, never a cache hit."""
     with pytest.raises(tl.BindingConflictError) as info:
-        tl.decide_checkpoint(RECORDS[record_name](), binding(**{field: value}))
+        decide_checkpoint(RECORDS[record_name](), binding(**{field: value}))
     assert info.value.code == "BINDING_CONFLICT"
     assert info.value.details["differs"] == [field]
 
@@ -612,20 +622,20 @@ def test_decide_checkpoint_validates_record_first() -> None:
     """An invalid record is INVALID_CHECKPOINT even with a conflicting binding."""
     rec = dataclasses.replace(RECORDS["delivered"](), delivered_at=None)
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.decide_checkpoint(rec, binding(tool_name="other"))
+        decide_checkpoint(rec, binding(tool_name="other"))
 
 
 def test_decide_checkpoint_unsupported_schema() -> None:
     """A record of another schema version is UNSUPPORTED_SCHEMA."""
     rec = dataclasses.replace(RECORDS["ready"](), schema_version=3)
     with pytest.raises(tl.UnsupportedSchemaError):
-        tl.decide_checkpoint(rec, binding())
+        decide_checkpoint(rec, binding())
 
 
 def test_decide_checkpoint_non_binding_is_invalid_argument() -> None:
     """The binding argument must be a Binding."""
     with pytest.raises(tl.InvalidArgumentError):
-        tl.decide_checkpoint(RECORDS["ready"](), binding().to_dict())  # type: ignore[arg-type]
+        decide_checkpoint(RECORDS["ready"](), binding().to_dict())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("record_name", sorted(RECORDS))
@@ -645,7 +655,7 @@ def test_check_binding_differing_binding_raises_as_decide_checkpoint(
     with pytest.raises(tl.BindingConflictError) as fast:
         check_binding(RECORDS[record_name](), other)
     with pytest.raises(tl.BindingConflictError) as full:
-        tl.decide_checkpoint(RECORDS[record_name](), other)
+        decide_checkpoint(RECORDS[record_name](), other)
     assert (fast.value.message, fast.value.details) == (full.value.message, full.value.details)
 
 
@@ -669,23 +679,23 @@ def test_record_is_frozen() -> None:
     """Records cannot be changed in place."""
     rec = RECORDS["ready"]()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        rec.status = tl.Status.EXECUTING  # type: ignore[misc]
+        rec.status = Status.EXECUTING  # type: ignore[misc]
 
 
 def test_complete_execution_keeps_private_copy_of_result() -> None:
     """Mutating the caller's object afterwards does not change the stored result."""
     payload: dict[str, Any] = {"items": [1, 2]}
-    t = tl.complete_execution(RECORDS["executing"](), attempt_id="a1", at=LATER, result=payload)
+    t = complete_execution(RECORDS["executing"](), attempt_id="a1", at=LATER, result=payload)
     payload["items"].append(float("nan"))
     payload["extra"] = b"x"
     assert t.next.result is not None
     assert t.next.result.payload == {"items": [1, 2]}
-    assert tl.validate_checkpoint(t.next) is t.next
+    assert validate_checkpoint(t.next) is t.next
 
 
 def test_transition_time_is_at_field_of_next() -> None:
     """Transition times are kept with microsecond precision."""
     when = at(1) + timedelta(microseconds=7)
-    t = tl.claim_execution(RECORDS["ready"](), attempt_id="a1", at=when)
+    t = claim_execution(RECORDS["ready"](), attempt_id="a1", at=when)
     assert t.next.execution_claimed_at == when
     assert t.next.to_dict()["execution_claimed_at"].endswith(".000007+00:00")

@@ -11,6 +11,16 @@ from typing import Any
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    CheckpointRecord,
+    Result,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    validate_checkpoint,
+)
 
 from ._ckpt_records import RECORDS, STATUS_RECORDS, at, binding
 
@@ -62,7 +72,7 @@ def _dict(name: str) -> dict[str, Any]:
 
 def _code(data: Any) -> str:
     with pytest.raises(tl.CheckpointError) as info:
-        tl.validate_checkpoint(data)
+        validate_checkpoint(data)
     return info.value.code
 
 
@@ -70,8 +80,8 @@ def _code(data: Any) -> str:
 def test_validate_every_reachable_record_is_valid(name: str) -> None:
     """Records built by transitions validate, as records and as dicts."""
     rec = RECORDS[name]()
-    assert tl.validate_checkpoint(rec) is rec
-    assert tl.validate_checkpoint(rec.to_dict()) == rec
+    assert validate_checkpoint(rec) is rec
+    assert validate_checkpoint(rec.to_dict()) == rec
 
 
 @pytest.mark.parametrize("status", sorted(MUST_BE_SET))
@@ -81,7 +91,7 @@ def test_validate_status_invariant_violation_is_invalid_checkpoint(status: str, 
     data = _dict(status)
     data[field] = None if field in MUST_BE_SET[status] else FILLERS[field]
     with pytest.raises(tl.InvalidCheckpointError) as info:
-        tl.validate_checkpoint(data)
+        validate_checkpoint(data)
     assert field in info.value.message
     assert info.value.details["call_id"] == "call-1"
 
@@ -97,7 +107,7 @@ def test_validate_record_object_invariant_violation_is_invalid_checkpoint(
     if field in MUST_BE_SET[status]:
         value = None
     elif field == "result":
-        value = tl.Result(payload=1)
+        value = Result(payload=1)
     elif field.endswith("_at"):
         value = rec.created_at
     else:
@@ -160,7 +170,7 @@ def test_validate_missing_field_is_invalid_checkpoint() -> None:
     data = _dict("ready")
     del data["delivered_at"]
     with pytest.raises(tl.InvalidCheckpointError) as info:
-        tl.validate_checkpoint(data)
+        validate_checkpoint(data)
     assert "delivered_at" in info.value.message
 
 
@@ -173,7 +183,7 @@ def test_validate_unknown_field_is_invalid_checkpoint() -> None:
 def test_validate_other_schema_version_is_unsupported_schema(version: int) -> None:
     """Another int schema version is UNSUPPORTED_SCHEMA, naming the version."""
     with pytest.raises(tl.UnsupportedSchemaError) as info:
-        tl.validate_checkpoint({**_dict("ready"), "schema_version": version})
+        validate_checkpoint({**_dict("ready"), "schema_version": version})
     assert info.value.details["schema_version"] == version
 
 
@@ -208,45 +218,45 @@ def test_validate_does_not_modify_dict() -> None:
     """Validation never repairs: the input dict is left as it was."""
     data = _dict("completed")
     before = json.dumps(data, sort_keys=True)
-    tl.validate_checkpoint(data)
+    validate_checkpoint(data)
     data["status"] = "delivered"
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.validate_checkpoint(data)
+        validate_checkpoint(data)
     assert json.dumps(data, sort_keys=True) == before.replace('"completed"', '"delivered"', 1)
 
 
 def test_from_dict_validates() -> None:
     """CheckpointRecord.from_dict is validate_checkpoint for dicts."""
     data = _dict("delivered")
-    assert tl.CheckpointRecord.from_dict(data) == RECORDS["delivered"]()
+    assert CheckpointRecord.from_dict(data) == RECORDS["delivered"]()
     data["delivery_attempts"] = 0
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.CheckpointRecord.from_dict(data)
+        CheckpointRecord.from_dict(data)
 
 
 def test_validate_times_may_be_equal() -> None:
     """Every time may equal the one before it."""
-    rec = tl.create_checkpoint(binding(), at=at(0))
+    rec = create_checkpoint(binding(), at=at(0))
     for step in (
-        lambda r: tl.claim_execution(r, attempt_id="a", at=at(0)),
-        lambda r: tl.complete_execution(r, attempt_id="a", at=at(0), result=None),
-        lambda r: tl.claim_delivery(r, delivery_id="d", at=at(0)),
-        lambda r: tl.complete_delivery(r, delivery_id="d", at=at(0)),
+        lambda r: claim_execution(r, attempt_id="a", at=at(0)),
+        lambda r: complete_execution(r, attempt_id="a", at=at(0), result=None),
+        lambda r: claim_delivery(r, delivery_id="d", at=at(0)),
+        lambda r: complete_delivery(r, delivery_id="d", at=at(0)),
     ):
         rec = step(rec).next
-    assert tl.validate_checkpoint(rec.to_dict()) == rec
-    assert rec.result == tl.Result(payload=None)
+    assert validate_checkpoint(rec.to_dict()) == rec
+    assert rec.result == Result(payload=None)
 
 
 def test_validate_payload_limit_argument_applies_to_stored_payload() -> None:
     """A stored payload is checked against the given byte limit, else the hard maximum."""
-    rec = tl.complete_execution(
+    rec = complete_execution(
         RECORDS["executing"](), attempt_id="a1", at=at(5), result="x" * 100
     ).next
-    assert tl.validate_checkpoint(rec.to_dict()) == rec
-    assert tl.validate_checkpoint(rec, max_payload_bytes=102) is rec
+    assert validate_checkpoint(rec.to_dict()) == rec
+    assert validate_checkpoint(rec, max_payload_bytes=102) is rec
     with pytest.raises(tl.InvalidCheckpointError) as info:
-        tl.validate_checkpoint(rec, max_payload_bytes=101)
+        validate_checkpoint(rec, max_payload_bytes=101)
     assert "102 bytes" in info.value.message
 
 
@@ -261,12 +271,12 @@ def test_validate_hand_built_record_with_payload_is_checked_every_time() -> None
     """A record built by the caller (sharing the caller's payload) is never trusted blindly."""
     payload: dict[str, Any] = {"x": [1]}
     good = RECORDS["completed"]()
-    rec = dataclasses.replace(good, result=tl.Result(payload=payload))
-    assert tl.validate_checkpoint(rec) is rec
+    rec = dataclasses.replace(good, result=Result(payload=payload))
+    assert validate_checkpoint(rec) is rec
     payload["x"].append(float("nan"))
     assert _code(rec) == "INVALID_CHECKPOINT"
     with pytest.raises(tl.InvalidCheckpointError):
-        tl.claim_delivery(rec, delivery_id="d", at=at(9))
+        claim_delivery(rec, delivery_id="d", at=at(9))
 
 
 def test_validate_payload_free_record_validated_once_stays_valid() -> None:
@@ -274,6 +284,6 @@ def test_validate_payload_free_record_validated_once_stays_valid() -> None:
     rec = RECORDS["executing"]()
     copy_ = dataclasses.replace(rec)
     assert copy_ == rec
-    assert tl.validate_checkpoint(copy_) is copy_
+    assert validate_checkpoint(copy_) is copy_
     broken = dataclasses.replace(rec, execution_claimed_at=None)
     assert _code(broken) == "INVALID_CHECKPOINT"

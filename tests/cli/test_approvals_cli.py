@@ -93,7 +93,7 @@ def test_deny_with_namespace_and_json(db: Path) -> None:
     tool = toolledger.tool("send_email", revision="1", execute=_send, approval="always")
     with (
         toolledger.run("g", db=db, namespace="other") as run,
-        pytest.raises(toolledger.ApprovalDenied),
+        pytest.raises(toolledger.ApprovalDeniedError),
     ):
         run.call(tool, call_id="c2", input={"to": "c2@example.com"})
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import toolledger
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.cli import main
 
 from ._pty import drain
@@ -122,10 +123,10 @@ class TestCommands:
 
     def test_checkpoints_lists_the_reconcile_queue_with_ages(self, db):
         store = toolledger.open_store(db)
-        binding = toolledger.Binding("default", "c1", "send", "1", toolledger.fingerprint({}))
+        binding = Binding("default", "c1", "send", "1", fingerprint({}))
         now = datetime.now(timezone.utc)
-        _, rec = store.create_if_absent(toolledger.create_checkpoint(binding, at=now))
-        t = toolledger.claim_execution(rec, attempt_id="a1", at=now)
+        _, rec = store.create_if_absent(create_checkpoint(binding, at=now))
+        t = claim_execution(rec, attempt_id="a1", at=now)
         assert store.compare_and_swap(t.expected_revision, t.next)
         store.close()
         result = invoke(db, "checkpoints", "--json")

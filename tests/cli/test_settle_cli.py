@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import toolledger as tl
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.cli import main
 from toolledger.store import SQLiteStore
 from toolledger.testing import guard_now
@@ -32,10 +33,10 @@ def db(tmp_path: Path) -> Path:
             input={"order": "o-1"},
         )
     store = SQLiteStore(path)
-    b = tl.Binding("default", "toolu_e", "pay", "1", tl.fingerprint({"order": "o-2"}))
-    rec = tl.create_checkpoint(b, at=guard_now())
+    b = Binding("default", "toolu_e", "pay", "1", fingerprint({"order": "o-2"}))
+    rec = create_checkpoint(b, at=guard_now())
     store.create_if_absent(rec)
-    assert store.compare_and_swap(0, tl.claim_execution(rec, attempt_id="a", at=guard_now()).next)
+    assert store.compare_and_swap(0, claim_execution(rec, attempt_id="a", at=guard_now()).next)
     store.close()
     return path
 
@@ -76,7 +77,7 @@ def test_checkpoints_show_reason_age_and_what_each_blocks(db: Path) -> None:
     assert rows["toolu_u"]["blocks"]["same_action"] == {
         "tool": "pay",
         "revision": "1",
-        "input_fingerprint": tl.fingerprint({"order": "o-1"}),
+        "input_fingerprint": fingerprint({"order": "o-1"}),
     }
 
 

@@ -29,7 +29,8 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from toolledger import ERROR_CODES, Status
+from toolledger import ERROR_CODES
+from toolledger.checkpoint import Status
 from toolledger.checkpoint.transitions import transition_between
 from toolledger.cli import main
 from toolledger.store.postgres import PostgresStore

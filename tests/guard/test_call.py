@@ -11,8 +11,14 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Binding, Status, fingerprint
-from toolledger.checkpoint import claim_delivery, claim_execution, create_checkpoint
+from toolledger.checkpoint import (
+    Binding,
+    Status,
+    claim_delivery,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.telemetry import CallFacts
 from toolledger.testing import ASYNC_TOOLS, ASYNC_TOOLS_MAX, RecoveryFailed, stored_run
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Status
+from toolledger.checkpoint import Status
 from toolledger.guard import deliver_many
 
 

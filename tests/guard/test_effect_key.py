@@ -498,7 +498,7 @@ class TestOneTurn:
 
     def test_claims_joined_into_one_transaction_gate_on_their_own_key(self, db) -> None:
         """Batched claims: each call's checkpoint ops are gated on its own key claim."""
-        from toolledger import Binding, claim_execution, create_checkpoint, fingerprint
+        from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
         from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
         from toolledger.testing import EffectKey, join_claims
         from toolledger.testing import guard_now as now

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolledger import Status
+from toolledger.checkpoint import Status
 
 from ._children import effects_of, ledger_fixture, open_store, report, spawn, wait_for
 

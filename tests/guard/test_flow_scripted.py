@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Binding, NotRecovered, Recovered, Status, fingerprint
+from toolledger import NotRecovered, Recovered
 from toolledger.checkpoint import (
+    Binding,
+    Status,
     claim_execution,
     complete_execution,
     create_checkpoint,
+    fingerprint,
     mark_execution_uncertain,
 )
 from toolledger.errors import OutcomeUnknownError, StoreUnavailableError

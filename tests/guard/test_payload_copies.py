@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.checkpoint import canonical_json
+from toolledger.checkpoint import (
+    Binding,
+    Status,
+    canonical_json,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.integrations import anthropic
 from toolledger.testing import outcome_of
 
@@ -112,7 +120,7 @@ def test_mutating_then_failing_post_never_rewrites_the_stored_result(
         _vandalize(replay.payload)
         assert canonical_json(run.call(_tool(), call_id="c1", input={}).payload) == stored
     assert posted == [stored, stored]
-    assert store.get("default", "c1").status is toolledger.Status.DELIVERED
+    assert store.get("default", "c1").status is Status.DELIVERED
 
 
 def test_redelivery_after_a_vandalizing_post_posts_identical_bytes(store: Any) -> None:
@@ -141,12 +149,10 @@ def test_outcome_equals_constructed_tool_outcome_with_a_private_copy(
     from datetime import datetime, timezone
 
     now = datetime.now(timezone.utc)
-    binding = toolledger.Binding("ns", "c1", "report", "1", toolledger.fingerprint({}))
-    rec = toolledger.create_checkpoint(binding, at=now)
-    rec = toolledger.claim_execution(rec, attempt_id="a1", at=now).next
-    rec = toolledger.complete_execution(
-        rec, attempt_id="a1", at=now, result=RESULT, is_error=is_error
-    ).next
+    binding = Binding("ns", "c1", "report", "1", fingerprint({}))
+    rec = create_checkpoint(binding, at=now)
+    rec = claim_execution(rec, attempt_id="a1", at=now).next
+    rec = complete_execution(rec, attempt_id="a1", at=now, result=RESULT, is_error=is_error).next
     out = outcome_of(rec, replayed=replayed, recovered=recovered)
     assert out == toolledger.ToolOutcome(
         call_id="c1",

@@ -19,6 +19,13 @@ from typing import Any
 import pytest
 
 import toolledger
+from toolledger.checkpoint import (
+    Binding,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+)
 from toolledger.errors import StoreUnavailableError
 from toolledger.store import SQLiteStore
 from toolledger.store.base import AppendEvents, SwapCheckpoint
@@ -261,7 +268,7 @@ def test_lost_completion_cas_withdraws_the_end_record(tmp_path: Path) -> None:
         # A second caller finds the call executing and marks it uncertain meanwhile.
         rec = store.get("default", "c1")
         assert rec is not None
-        t = toolledger.mark_execution_uncertain(
+        t = mark_execution_uncertain(
             rec, attempt_id=rec.execution_fence, at=rec.updated_at, reason="found executing"
         )
         assert store.compare_and_swap(t.expected_revision, t.next, durable=False)
@@ -299,9 +306,9 @@ def test_resumed_recovered_call_reports_first_action_live_as_reexported(
     db = tmp_path / "t.db"
     store = toolledger.open_store(db)
     now = datetime.now(timezone.utc)
-    binding = toolledger.Binding("default", "c9", "charge", "1", toolledger.fingerprint({"n": 5}))
-    _, rec = store.create_if_absent(toolledger.create_checkpoint(binding, at=now))
-    t = toolledger.claim_execution(rec, attempt_id="1" * 32, at=now)
+    binding = Binding("default", "c9", "charge", "1", fingerprint({"n": 5}))
+    _, rec = store.create_if_absent(create_checkpoint(binding, at=now))
+    t = claim_execution(rec, attempt_id="1" * 32, at=now)
     assert store.compare_and_swap(t.expected_revision, t.next)
     store.close()
 

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Binding, Status, fingerprint
-from toolledger.checkpoint import claim_execution, create_checkpoint
+from toolledger.checkpoint import Binding, Status, claim_execution, create_checkpoint, fingerprint
 from toolledger.errors import ApprovalDeniedError, CheckpointError
 
 from .._pg_dsn import pg_dsn_or_skip

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
-from toolledger import Status
+from toolledger.checkpoint import Status
 
 CHILD = Path(__file__).with_name("_worker_child.py")
 

@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Binding, Status, fingerprint
-from toolledger.checkpoint import claim_execution, create_checkpoint, mark_execution_uncertain
+from toolledger.checkpoint import (
+    Binding,
+    Status,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+)
 from toolledger.errors import StoreUnavailableError
 from toolledger.store import SQLiteStore
 from toolledger.store.base import CreateCheckpoint, RemoveOperation

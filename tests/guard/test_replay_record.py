@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger.checkpoint import canonical_json
+from toolledger.checkpoint import canonical_json, fingerprint
 from toolledger.store import SQLiteStore
 from toolledger.telemetry import CallFacts
 
@@ -78,7 +78,7 @@ class TestReplayRecord:
         assert dict(replay.meta) == {
             "justification_source": "model",
             "tool_revision": "2",
-            "input_fingerprint": toolledger.fingerprint({"to": "ana"}),
+            "input_fingerprint": fingerprint({"to": "ana"}),
             "replayed": True,
             "recovered": False,
         }
@@ -185,7 +185,7 @@ class TestReplayRecordContent:
                 "inputs": {"to": ["ana"], "w": 0.5},
                 "meta": {
                     "tool_revision": "2",
-                    "input_fingerprint": toolledger.fingerprint({"to": ["ana"], "w": 0.5}),
+                    "input_fingerprint": fingerprint({"to": ["ana"], "w": 0.5}),
                     "replayed": True,
                     "recovered": False,
                 },

@@ -20,6 +20,7 @@ import pydantic
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import Status
 from toolledger.testing import stored_run, to_json
 
 from ._stores import STORE_KINDS, open_kind
@@ -88,7 +89,7 @@ def test_non_json_results_complete_encoded_on_every_store(store: Any) -> None:
     }
     for name, value in VALUES.items():
         rec = store.get("default", f"c_{name}")
-        assert rec.status is tl.Status.COMPLETED
+        assert rec.status is Status.COMPLETED
         assert rec.result.payload == {"v": to_json(value)[0]}
         assert f"t_{name}" in outputs
 
@@ -110,7 +111,7 @@ def test_unencodable_result_is_an_error_result_and_completes(store: Any) -> None
     assert out.payload["error"] == "UnencodableResult"
     assert "Handle" in out.payload["message"]
     assert (again.replayed, again.payload, runs) == (True, out.payload, 1)
-    assert store.get("default", "c1").status is tl.Status.COMPLETED
+    assert store.get("default", "c1").status is Status.COMPLETED
 
 
 def test_result_over_its_bound_is_an_error_result_and_completes(store: Any) -> None:
@@ -120,7 +121,7 @@ def test_result_over_its_bound_is_an_error_result_and_completes(store: Any) -> N
         out = run.call(tool, call_id="c1", input={})
     assert (out.status, out.is_error) == ("completed", True)
     assert "PAYLOAD_LIMIT" in out.payload["message"]
-    assert store.get("default", "c1").status is tl.Status.COMPLETED
+    assert store.get("default", "c1").status is Status.COMPLETED
 
 
 def test_outcome_unknown_message_points_at_resolve_and_reconcile(store: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Status
+from toolledger.checkpoint import Status
 from toolledger.errors import OutcomeUnknownError
 from toolledger.testing import crash_at
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolledger import Status
+from toolledger.checkpoint import Status
 
 from ._children import effects_of, ledger_fixture, open_store, report, spawn, wait_for
 

@@ -120,7 +120,7 @@ class GuardMachine(RuleBasedStateMachine):
         except Crash:
             self._restart()
             return None
-        except toolledger.ApprovalDenied as exc:
+        except toolledger.ApprovalDeniedError as exc:
             self.denied.add(call_id)
             return exc
         except toolledger.CheckpointError as exc:
@@ -142,7 +142,7 @@ class GuardMachine(RuleBasedStateMachine):
         out = self._call(entry, call_id, gated)
         if call_id in self.denied:
             assert self.world[call_id] == before == []
-            assert isinstance(out, toolledger.ApprovalDenied)
+            assert isinstance(out, toolledger.ApprovalDeniedError)
         if isinstance(out, toolledger.ToolOutcome) and out.status == "awaiting_approval":
             assert self.world[call_id] == before
         elif isinstance(out, toolledger.ToolOutcome):

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import toolledger
-from toolledger import Approved, Denied, Pending, Status
+from toolledger import Approved, Denied, Pending
+from toolledger.checkpoint import Status
 from toolledger.integrations import anthropic
 
 from ._stores import STORE_KINDS, open_kind
@@ -64,7 +65,7 @@ def test_stored_denial_is_final_for_an_ungated_tool(store: Any, entry: str) -> N
     """Denied through the gate, then the same call with a plain Tool: nothing runs."""
     sent = Sent()
     with toolledger.run("refund", db=store) as run:
-        with pytest.raises(toolledger.ApprovalDenied):
+        with pytest.raises(toolledger.ApprovalDeniedError):
             run.call(
                 sent.tool(approval="effect-only", approver=lambda r: Denied("bob", "no")),
                 call_id="c1",
@@ -76,7 +77,7 @@ def test_stored_denial_is_final_for_an_ungated_tool(store: Any, entry: str) -> N
                 assert got["is_error"] is True
                 assert got["content"] == "denied by bob: no"
             else:
-                assert isinstance(got, toolledger.ApprovalDenied)
+                assert isinstance(got, toolledger.ApprovalDeniedError)
                 assert got.code == "APPROVAL_DENIED"
     assert sent.inputs == []
     assert store.get("default", "c1") is None  # never created, never claimed
@@ -129,7 +130,7 @@ def test_stored_approval_for_another_input_never_authorizes_an_ungated_tool(
         # the approved call ran; a plain tool with another input under the same id conflicts
         with pytest.raises(toolledger.BindingConflictError):
             run.call(sent.tool(), call_id="c1", input=INPUT)
-        with pytest.raises(toolledger.ApprovalDenied):
+        with pytest.raises(toolledger.ApprovalDeniedError):
             run.call(
                 sent.tool(approval="always", approver=lambda r: Denied("bob", "no")),
                 call_id="c2",

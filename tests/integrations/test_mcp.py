@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import toolledger
+from toolledger.checkpoint import fingerprint
 from toolledger.testing import stored_run
 
 mcp = pytest.importorskip("mcp")
@@ -175,7 +176,7 @@ class TestGuardedCalls:
         assert rec is not None
         assert rec.binding.tool_name == "fx_server:append_line"
         assert rec.binding.tool_revision == "mcp"
-        assert rec.binding.input_fingerprint == toolledger.fingerprint({"text": "a"})
+        assert rec.binding.input_fingerprint == fingerprint({"text": "a"})
 
     def test_call_tool_read_only_no_checkpoint_journaled(self, fx: Fixture) -> None:
         """A ``readOnlyHint`` tool needs no call id, is sent every time and only journaled."""

@@ -120,7 +120,7 @@ def test_stored_denial_raises_approval_denied_and_sends_nothing(
             toolledger.decide_approval(
                 run.store, run.namespace, "toolu_d", False, by="bob", reason="no"
             )
-            with pytest.raises(toolledger.ApprovalDenied) as info:
+            with pytest.raises(toolledger.ApprovalDeniedError) as info:
                 await g.call_tool(tool_name, {"to": "ana"}, call_id="toolu_d")
             return info.value
 

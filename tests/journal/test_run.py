@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import toolledger
+from toolledger.checkpoint import Binding, create_checkpoint, fingerprint
 from toolledger.errors import InvalidArgumentError
 from toolledger.testing import stored_run
 
@@ -167,8 +168,8 @@ class TestApprovalsArtifacts:
     def test_approval_for_call_binds_the_binding_fingerprint(self, store):
         from datetime import datetime, timezone
 
-        binding = toolledger.Binding("default", "c1", "send", "1", toolledger.fingerprint({"a": 1}))
-        store.create_if_absent(toolledger.create_checkpoint(binding, at=datetime.now(timezone.utc)))
+        binding = Binding("default", "c1", "send", "1", fingerprint({"a": 1}))
+        store.create_if_absent(create_checkpoint(binding, at=datetime.now(timezone.utc)))
         with toolledger.run("g", db=store) as run:
             run.approval("send", granted=True, by="policy", for_call="c1")
             run.approval("send", granted=True, by="policy", for_call="unknown-call")

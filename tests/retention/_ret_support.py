@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from toolledger import Binding, CheckpointRecord, Status, Store, fingerprint
+from toolledger import Store
 from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    Status,
     claim_delivery,
     claim_execution,
     complete_delivery,
     complete_execution,
     create_checkpoint,
+    fingerprint,
     mark_execution_uncertain,
 )
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import toolledger as tl
-from toolledger import Status
+from toolledger.checkpoint import Status, create_checkpoint
 from toolledger.cli import main
 from toolledger.store.postgres import PostgresStore
 from toolledger.store.sqlite import MIGRATIONS
@@ -58,7 +58,7 @@ def test_copy_sqlite_to_postgres_and_back_is_verified_equal(
         assert tl.verify(pg, facts["run_id"]).ok
         binding = lite.list_tombstones()[0].binding
         with pytest.raises(tl.TombstonedError):
-            pg.create_if_absent(tl.create_checkpoint(binding, at=at(99)))
+            pg.create_if_absent(create_checkpoint(binding, at=at(99)))
     back = tl.copy_ledger(url, f"sqlite:///{tmp_path / 'b.db'}")
     assert back.ok, back.problems
     assert back.events == report.events > 0

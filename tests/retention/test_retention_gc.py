@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 import toolledger as tl
-from toolledger import Status, Store
-from toolledger.checkpoint import create_checkpoint
+from toolledger import Store
+from toolledger.checkpoint import Status, create_checkpoint, fingerprint
 from toolledger.cli import main
 from toolledger.retention import parse_age
+from toolledger.store.base import Tombstone
 
 from ._ret_support import at, make_record
 
@@ -38,13 +39,13 @@ def test_gc_old_delivered_record_becomes_tombstone(store: Store) -> None:
     assert tomb.completed_at == at(2)
     assert tomb.transitions == tuple(h.transition for h in history)
     assert rec.result is not None
-    assert tomb.result_sha256 == tl.fingerprint(rec.result.to_dict())
+    assert tomb.result_sha256 == fingerprint(rec.result.to_dict())
     assert tomb.erased_at == at(100) + timedelta(days=30)
     assert tomb.reason == "retention: terminal for longer than 30d"
     assert "s-old" not in json.dumps([str(v) for v in vars_of(tomb)])
 
 
-def vars_of(tomb: tl.Tombstone) -> list[object]:
+def vars_of(tomb: Tombstone) -> list[object]:
     return [getattr(tomb, f) for f in tomb.__slots__]  # type: ignore[attr-defined]
 
 

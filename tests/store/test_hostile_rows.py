@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore
 
@@ -23,8 +24,8 @@ DEEP_ARRAY = "[" * 5000 + "]" * 5000
 DEEP_OBJECT = '{"a":' * 5000 + "1" + "}" * 5000
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("ns", call_id, "send_email", "1", tl.fingerprint({"id": call_id}))
+def _binding(call_id: str) -> Binding:
+    return Binding("ns", call_id, "send_email", "1", fingerprint({"id": call_id}))
 
 
 def _plant_sqlite(store: Any, table: str, values: tuple[Any, ...]) -> None:
@@ -87,7 +88,7 @@ def test_store_checkpoint_nested_5000_deep_is_quarantined(backend, text) -> None
     """list() skips it, quarantined() reports it, get() raises INVALID_CHECKPOINT: no
     RecursionError anywhere, and the good rows stay readable."""
     store, plant = backend
-    store.create_if_absent(tl.create_checkpoint(_binding("good"), at=T0))
+    store.create_if_absent(create_checkpoint(_binding("good"), at=T0))
     plant(
         store, "checkpoints", ("ns", "deep", "ready", 0, "send_email", "2026-01-01T00:00:00Z", text)
     )
@@ -110,9 +111,9 @@ def test_sqlite_checkpoints_command_survives_a_deep_row(tmp_path: Path) -> None:
 
     db = tmp_path / "queue.db"
     store = SQLiteStore(db)
-    rec = tl.create_checkpoint(_binding("good"), at=T0)
+    rec = create_checkpoint(_binding("good"), at=T0)
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=T0)
+    t = claim_execution(rec, attempt_id="a", at=T0)
     assert store.compare_and_swap(t.expected_revision, t.next)
     _plant_sqlite(
         store,

@@ -17,6 +17,7 @@ import pytest
 
 import toolledger as tl
 from toolledger.approvals import list_approvals
+from toolledger.checkpoint import Binding, create_checkpoint, fingerprint
 from toolledger.checkpoint.model import parse_time
 from toolledger.store import SQLiteStore, open_store
 from toolledger.store.sqlite import LATEST_VERSION
@@ -124,8 +125,8 @@ class TestReadonly:
         assert [r.run_id for r in store.list_runs()] == [run_id]
         with pytest.raises(tl.InvalidArgumentError) as info:
             store.create_if_absent(
-                tl.create_checkpoint(
-                    tl.Binding("ns", "c", "t", "1", tl.fingerprint({})),
+                create_checkpoint(
+                    Binding("ns", "c", "t", "1", fingerprint({})),
                     at=parse_time("2026-01-01T00:00:00Z", "at"),
                 )
             )

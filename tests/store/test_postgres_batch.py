@@ -12,8 +12,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from toolledger import Binding, create_checkpoint, fingerprint
-from toolledger.checkpoint import claim_execution, complete_execution
+from toolledger.checkpoint import (
+    Binding,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import postgres
 from toolledger.store.base import (
     AppendEvents,

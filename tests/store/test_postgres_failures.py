@@ -17,8 +17,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint, open_store
-from toolledger.checkpoint import claim_execution, complete_execution
+from toolledger import CheckpointError, open_store
+from toolledger.checkpoint import (
+    Binding,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store._pg_schema import MIGRATIONS
 from toolledger.store.base import (
     AppendEvents,

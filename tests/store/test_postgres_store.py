@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from toolledger import Binding, CheckpointError, create_checkpoint, fingerprint
-from toolledger.checkpoint import claim_execution
+from toolledger import CheckpointError
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.store.postgres import PostgresStore
 
 from .._pg_dsn import pg_dsn_or_skip

@@ -8,19 +8,27 @@ from pathlib import Path
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    claim_execution,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore, load_record
 
 
-def _completed(store: tl.Store, call_id: str, payload: object) -> tl.CheckpointRecord:
+def _completed(store: tl.Store, call_id: str, payload: object) -> CheckpointRecord:
     from datetime import datetime, timezone
 
     at = datetime.now(timezone.utc)
-    rec = tl.create_checkpoint(tl.Binding("ns", call_id, "t", "1", tl.fingerprint({})), at=at)
+    rec = create_checkpoint(Binding("ns", call_id, "t", "1", fingerprint({})), at=at)
     assert store.create_if_absent(rec)[0]
-    t = tl.claim_execution(rec, attempt_id="a1", at=at)
+    t = claim_execution(rec, attempt_id="a1", at=at)
     assert store.compare_and_swap(0, t.next)
-    done = tl.complete_execution(t.next, attempt_id="a1", at=at, result=payload).next
+    done = complete_execution(t.next, attempt_id="a1", at=at, result=payload).next
     assert store.compare_and_swap(1, done)
     return done
 

@@ -11,6 +11,22 @@ from pathlib import Path
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    Result,
+    Status,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+    release_delivery,
+    release_execution,
+    resolve_completed,
+    resolve_not_executed,
+)
 from toolledger.store import SQLiteStore
 from toolledger.store.base import EventRow, RunRow
 from toolledger.store.sqlite import LATEST_VERSION, MIGRATIONS
@@ -23,16 +39,16 @@ def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("ns", call_id, "send_email", "1", tl.fingerprint({"id": call_id}))
+def _binding(call_id: str) -> Binding:
+    return Binding("ns", call_id, "send_email", "1", fingerprint({"id": call_id}))
 
 
 def _completed(store: tl.Store, call_id: str, result: object = None, **kw: object) -> None:
-    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    rec = create_checkpoint(_binding(call_id), at=_at(0))
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     assert store.compare_and_swap(t.expected_revision, t.next)
-    t = tl.complete_execution(t.next, attempt_id="a", at=_at(2), result=result, **kw)  # type: ignore[arg-type]
+    t = complete_execution(t.next, attempt_id="a", at=_at(2), result=result, **kw)  # type: ignore[arg-type]
     assert store.compare_and_swap(t.expected_revision, t.next)
 
 
@@ -78,7 +94,7 @@ def test_sqlite_reopen_does_not_reapply_migrations(store: SQLiteStore, db: Path)
         assert again.applied_migrations() == [(v, n) for v, n, _ in MIGRATIONS]
         rec = again.get("ns", "c1")
         assert rec is not None
-        assert rec.status is tl.Status.COMPLETED
+        assert rec.status is Status.COMPLETED
 
 
 def test_sqlite_partial_migration_history_is_completed(db: Path) -> None:
@@ -195,14 +211,14 @@ def test_sqlite_corrupt_row_is_quarantined_never_rewritten(
 
     good = store.get("ns", "good")
     assert good is not None
-    assert good.result == tl.Result(payload=1)
+    assert good.result == Result(payload=1)
     assert [r.binding.call_id for r in store.list()] == ["good"]
     quarantined = store.quarantined()
     assert [(q.namespace, q.call_id) for q in quarantined] == [("ns", "bad")]
     assert "ns/bad" in quarantined[0].reason
     assert [h.revision for h in store.history("ns", "bad")] == [0, 1, 2]  # history intact
     with pytest.raises(tl.InvalidCheckpointError):
-        store.create_if_absent(tl.create_checkpoint(_binding("bad"), at=_at(9)))
+        store.create_if_absent(create_checkpoint(_binding("bad"), at=_at(9)))
     assert _row(db, "bad") == before
 
 
@@ -210,13 +226,13 @@ def test_sqlite_unknown_status_column_is_invalid_checkpoint_on_cas(
     store: SQLiteStore, db: Path
 ) -> None:
     """A CAS over a row whose status column is garbage fails cleanly, writing nothing."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
     conn = _raw(db)
     conn.execute("UPDATE checkpoints SET status = 'exploded' WHERE call_id = 'c'")
     conn.close()
     before = _row(db, "c")
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     with pytest.raises(tl.InvalidCheckpointError) as info:
         store.compare_and_swap(t.expected_revision, t.next)
     assert info.value.details["call_id"] == "c"
@@ -233,7 +249,7 @@ def test_sqlite_cas_over_damaged_document_is_invalid_checkpoint(
     store: SQLiteStore, db: Path, damage: str
 ) -> None:
     """A CAS whose columns still match never overwrites a row whose JSON is damaged."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
     data = rec.to_dict()
     if damage == "__other_revision__":
@@ -244,7 +260,7 @@ def test_sqlite_cas_over_damaged_document_is_invalid_checkpoint(
         damage = json.dumps(data)
     _corrupt(db, "c", damage)
     before = _row(db, "c")
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     with pytest.raises(tl.InvalidCheckpointError) as info:
         store.compare_and_swap(t.expected_revision, t.next)
     assert info.value.details["call_id"] == "c"
@@ -255,10 +271,10 @@ def test_sqlite_cas_over_damaged_document_is_invalid_checkpoint(
 def test_memory_store_corrupt_row_cas_is_invalid_checkpoint() -> None:
     """MemoryStore refuses to swap over a row it cannot read, and keeps it."""
     store = MemoryStore()
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
     store.rows[("ns", "c")] = "[1, 2"
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     with pytest.raises(tl.InvalidCheckpointError):
         store.compare_and_swap(t.expected_revision, t.next)
     assert store.rows[("ns", "c")] == "[1, 2"
@@ -271,19 +287,19 @@ def test_memory_store_corrupt_row_cas_is_invalid_checkpoint() -> None:
 def test_sqlite_lock_held_past_busy_timeout_is_store_busy(db: Path) -> None:
     """A write lock held by another connection past busy_timeout is STORE_BUSY."""
     store = SQLiteStore(db, busy_timeout=0.1)
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
     holder = _raw(db)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+        t = claim_execution(rec, attempt_id="a", at=_at(1))
         with pytest.raises(tl.StoreBusyError) as info:
             store.compare_and_swap(t.expected_revision, t.next)
         assert info.value.code == "STORE_BUSY"
         assert isinstance(info.value, tl.StoreError)
         assert isinstance(info.value.__cause__, sqlite3.OperationalError)
         with pytest.raises(tl.StoreBusyError):
-            store.create_if_absent(tl.create_checkpoint(_binding("d"), at=_at(0)))
+            store.create_if_absent(create_checkpoint(_binding("d"), at=_at(0)))
         with pytest.raises(tl.StoreBusyError):
             store.operation_write("ns", "c", {"k": 1})
         got = store.get("ns", "c")  # WAL: readers are not blocked by the writer
@@ -291,7 +307,7 @@ def test_sqlite_lock_held_past_busy_timeout_is_store_busy(db: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     assert store.compare_and_swap(t.expected_revision, t.next)
     store.close()
 
@@ -323,7 +339,7 @@ def test_sqlite_durability_full_syncs_durable_writes(db: Path) -> None:
     """durability="full": durable writes run with synchronous=FULL, relaxed ones NORMAL."""
     with SQLiteStore(db) as store:
         assert store.durability == "full"
-        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+        store.create_if_absent(create_checkpoint(_binding("c"), at=_at(0)))
         assert _pragma(store, "synchronous") == 2  # FULL
         store.operation_write("ns", "c", {"k": 1}, durable=False)
         assert _pragma(store, "synchronous") == 1  # NORMAL
@@ -334,7 +350,7 @@ def test_sqlite_durability_full_syncs_durable_writes(db: Path) -> None:
 def test_sqlite_durability_normal_never_syncs_full(db: Path) -> None:
     """durability="normal": every write runs with synchronous=NORMAL."""
     with SQLiteStore(db, durability="normal") as store:
-        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+        store.create_if_absent(create_checkpoint(_binding("c"), at=_at(0)))
         assert _pragma(store, "synchronous") == 1
         store.operation_write("ns", "c", {"k": 1}, durable=True)
         assert _pragma(store, "synchronous") == 1
@@ -385,7 +401,7 @@ def test_sqlite_result_under_raised_limit_stays_readable(store: SQLiteStore) -> 
     _completed(store, "big", result=big, max_payload_bytes=300_000)
     rec = store.get("ns", "big")
     assert rec is not None
-    assert rec.result == tl.Result(payload=big)
+    assert rec.result == Result(payload=big)
     assert store.history("ns", "big")[-1].record == rec
     assert store.list(status="completed") == [rec]
 
@@ -421,7 +437,7 @@ def test_sqlite_relative_path_and_parent_directory_created(
     """A missing parent directory is created; relative paths are relative to cwd."""
     monkeypatch.chdir(tmp_path)
     with SQLiteStore(Path("sub") / "dir" / "x.db") as store:
-        store.create_if_absent(tl.create_checkpoint(_binding("c"), at=_at(0)))
+        store.create_if_absent(create_checkpoint(_binding("c"), at=_at(0)))
     assert (tmp_path / "sub" / "dir" / "x.db").exists()
 
 
@@ -429,11 +445,11 @@ def test_sqlite_relative_path_and_parent_directory_created(
 def test_store_refuses_dicts_instead_of_records(db: Path, factory: object) -> None:
     """create_if_absent/compare_and_swap take records; a dict is INVALID_ARGUMENT."""
     store: tl.Store = MemoryStore() if factory is MemoryStore else SQLiteStore(db)
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     with pytest.raises(tl.InvalidArgumentError):
         store.create_if_absent(rec.to_dict())  # type: ignore[arg-type]
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     with pytest.raises(tl.InvalidArgumentError):
         store.compare_and_swap(0, t.next.to_dict())  # type: ignore[arg-type]
     assert store.get("ns", "c") == rec
@@ -444,9 +460,9 @@ def test_sqlite_cas_rejects_invalid_next_before_writing(store: SQLiteStore) -> N
     """A hand-made invalid next record is INVALID_CHECKPOINT; nothing is written."""
     import dataclasses
 
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     bad = dataclasses.replace(t.next, execution_fence=None)
     with pytest.raises(tl.InvalidCheckpointError):
         store.compare_and_swap(0, bad)
@@ -456,10 +472,10 @@ def test_sqlite_cas_rejects_invalid_next_before_writing(store: SQLiteStore) -> N
 
 def test_sqlite_cas_illegal_move_is_invalid_transition(store: SQLiteStore) -> None:
     """A valid next that no transition leads to from the stored status is refused."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
-    claim = tl.claim_execution(rec, attempt_id="a", at=_at(1)).next
-    done = tl.complete_execution(claim, attempt_id="a", at=_at(2), result=1).next
+    claim = claim_execution(rec, attempt_id="a", at=_at(1)).next
+    done = complete_execution(claim, attempt_id="a", at=_at(2), result=1).next
     # Pretend revision 0 -> 1 leads straight to "completed" (skipping the claim).
     import dataclasses
 
@@ -476,22 +492,22 @@ def test_store_record_mutated_after_validation_is_refused_cleanly(store: SQLiteS
     assert rec is not None
     assert rec.result is not None
     rec.result.payload["items"].append(float("nan"))  # frozen record, mutable payload
-    t = tl.claim_delivery(rec, delivery_id="d", at=_at(3))
+    t = claim_delivery(rec, delivery_id="d", at=_at(3))
     with pytest.raises(tl.InvalidCheckpointError):
         store.compare_and_swap(t.expected_revision, t.next)
     again = store.get("ns", "c")
     assert again is not None
-    assert again.result == tl.Result(payload={"items": [1]})
+    assert again.result == Result(payload={"items": [1]})
 
 
 def test_sqlite_uncertain_reason_unicode_round_trips(store: SQLiteStore) -> None:
     """Free-text reasons (controls, non-BMP, quotes) are stored and read back exactly."""
     reason = 'timeout "after" send \\ é😀\x00\u2028'
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     assert store.compare_and_swap(t.expected_revision, t.next)
-    t = tl.mark_execution_uncertain(t.next, attempt_id="a", at=_at(2), reason=reason)
+    t = mark_execution_uncertain(t.next, attempt_id="a", at=_at(2), reason=reason)
     assert store.compare_and_swap(t.expected_revision, t.next)
     got = store.get("ns", "c")
     assert got is not None
@@ -512,7 +528,7 @@ def test_sqlite_unencodable_text_is_invalid_argument(store: SQLiteStore) -> None
 
 
 def _walk(store: SQLiteStore, call_id: str, steps: list[object]) -> None:
-    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    rec = create_checkpoint(_binding(call_id), at=_at(0))
     store.create_if_absent(rec)
     for i, step in enumerate(steps, start=1):
         t = step(rec, _at(i))  # type: ignore[operator]
@@ -528,37 +544,37 @@ def test_sqlite_cas_history_names_every_edge_of_the_transition_table(store: SQLi
         store,
         "long",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="a", at=at, reason="timeout"),
-            lambda r, at: tl.complete_execution(r, attempt_id="a", at=at, result=1),
-            lambda r, at: tl.claim_delivery(r, delivery_id="d", at=at),
-            lambda r, at: tl.release_delivery(r, delivery_id="d", at=at),
-            lambda r, at: tl.claim_delivery(r, delivery_id="e", at=at),
-            lambda r, at: tl.complete_delivery(r, delivery_id="e", at=at),
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: mark_execution_uncertain(r, attempt_id="a", at=at, reason="timeout"),
+            lambda r, at: complete_execution(r, attempt_id="a", at=at, result=1),
+            lambda r, at: claim_delivery(r, delivery_id="d", at=at),
+            lambda r, at: release_delivery(r, delivery_id="d", at=at),
+            lambda r, at: claim_delivery(r, delivery_id="e", at=at),
+            lambda r, at: complete_delivery(r, delivery_id="e", at=at),
         ],
     )
     _walk(
         store,
         "short",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.complete_execution(r, attempt_id="a", at=at, result=1),
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: complete_execution(r, attempt_id="a", at=at, result=1),
         ],
     )
     _walk(
         store,
         "released",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.release_execution(r, attempt_id="a", at=at, evidence="journal-empty"),
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: release_execution(r, attempt_id="a", at=at, evidence="journal-empty"),
         ],
     )
     _walk(
         store,
         "settled",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.resolve_completed(
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: resolve_completed(
                 r, at=at, by="ana", reason="seen", result=1, force=True
             ),
         ],
@@ -567,20 +583,20 @@ def test_sqlite_cas_history_names_every_edge_of_the_transition_table(store: SQLi
         store,
         "resettled",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.resolve_not_executed(r, at=at, by="ana", reason="no", force=True),
-            lambda r, at: tl.claim_execution(r, attempt_id="b", at=at),
-            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="b", at=at, reason="lost"),
-            lambda r, at: tl.resolve_completed(r, at=at, by="ana", reason="seen", result=1),
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: resolve_not_executed(r, at=at, by="ana", reason="no", force=True),
+            lambda r, at: claim_execution(r, attempt_id="b", at=at),
+            lambda r, at: mark_execution_uncertain(r, attempt_id="b", at=at, reason="lost"),
+            lambda r, at: resolve_completed(r, at=at, by="ana", reason="seen", result=1),
         ],
     )
     _walk(
         store,
         "unsettled",
         [
-            lambda r, at: tl.claim_execution(r, attempt_id="a", at=at),
-            lambda r, at: tl.mark_execution_uncertain(r, attempt_id="a", at=at, reason="lost"),
-            lambda r, at: tl.resolve_not_executed(r, at=at, by="ana", reason="no"),
+            lambda r, at: claim_execution(r, attempt_id="a", at=at),
+            lambda r, at: mark_execution_uncertain(r, attempt_id="a", at=at, reason="lost"),
+            lambda r, at: resolve_not_executed(r, at=at, by="ana", reason="no"),
         ],
     )
     seen = set()
@@ -604,9 +620,9 @@ def _history_rows(db: Path) -> int:
 
 def test_sqlite_lost_cas_writes_no_history_row(store: SQLiteStore, db: Path) -> None:
     """A CAS at a stale revision returns False and leaves the row and its history as they were."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     assert store.compare_and_swap(0, t.next)
     rows = _history_rows(db)
     assert store.compare_and_swap(0, t.next) is False
@@ -616,12 +632,12 @@ def test_sqlite_lost_cas_writes_no_history_row(store: SQLiteStore, db: Path) -> 
 
 def test_sqlite_cas_over_damaged_row_writes_no_history_row(store: SQLiteStore, db: Path) -> None:
     """A row whose JSON disagrees with its columns is refused by the slow path, untouched."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     store.create_if_absent(rec)
     with _raw(db) as conn:
         conn.execute("UPDATE checkpoints SET record = json_set(record, '$.revision', 7)")
     rows = _history_rows(db)
-    t = tl.claim_execution(rec, attempt_id="a", at=_at(1))
+    t = claim_execution(rec, attempt_id="a", at=_at(1))
     with pytest.raises(tl.InvalidCheckpointError):
         store.compare_and_swap(0, t.next)
     assert _history_rows(db) == rows
@@ -631,10 +647,10 @@ def test_sqlite_create_over_stored_row_returns_it_without_history(
     store: SQLiteStore, db: Path
 ) -> None:
     """A refused create (the key is held) answers the stored record and writes nothing."""
-    rec = tl.create_checkpoint(_binding("c"), at=_at(0))
+    rec = create_checkpoint(_binding("c"), at=_at(0))
     assert store.create_if_absent(rec) == (True, rec)
     rows = _history_rows(db)
-    again = tl.create_checkpoint(_binding("c"), at=_at(5))
+    again = create_checkpoint(_binding("c"), at=_at(5))
     assert store.create_if_absent(again) == (False, rec)
     assert _history_rows(db) == rows
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import Binding, create_checkpoint, fingerprint
 from toolledger.store import SQLiteStore
 from toolledger.testing import (
     BACKSTOP_PAGES,
@@ -52,8 +53,8 @@ def _wal_frames_and_restarts(path: Path) -> tuple[int, int]:
 
 def _create(store: SQLiteStore, n: int, prefix: str = "c") -> None:
     for i in range(n):
-        b = tl.Binding("ns", f"{prefix}{i}", "send_email", "1", tl.fingerprint({"i": i}))
-        store.create_if_absent(tl.create_checkpoint(b, at=T0))
+        b = Binding("ns", f"{prefix}{i}", "send_email", "1", fingerprint({"i": i}))
+        store.create_if_absent(create_checkpoint(b, at=T0))
 
 
 def _rows_in_database_file(path: Path) -> int:

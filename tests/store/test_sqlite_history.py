@@ -12,6 +12,16 @@ from pathlib import Path
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore
 from toolledger.store import sqlite as sqlite_module
 from toolledger.testing import MemoryStore
@@ -24,20 +34,20 @@ def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("ns", call_id, "send_email", "1", tl.fingerprint({"id": call_id}))
+def _binding(call_id: str) -> Binding:
+    return Binding("ns", call_id, "send_email", "1", fingerprint({"id": call_id}))
 
 
-def _lifecycle(store: tl.Store, call_id: str) -> list[tl.CheckpointRecord]:
+def _lifecycle(store: tl.Store, call_id: str) -> list[CheckpointRecord]:
     """Create, claim, complete, claim and complete delivery; return every revision."""
-    rec = tl.create_checkpoint(_binding(call_id), at=_at(0))
+    rec = create_checkpoint(_binding(call_id), at=_at(0))
     out = [rec]
     assert store.create_if_absent(rec)[0]
     steps = [
-        lambda r: tl.claim_execution(r, attempt_id="a1", at=_at(1)),
-        lambda r: tl.complete_execution(r, attempt_id="a1", at=_at(2), result=RESULT),
-        lambda r: tl.claim_delivery(r, delivery_id="d1", at=_at(3)),
-        lambda r: tl.complete_delivery(r, delivery_id="d1", at=_at(4)),
+        lambda r: claim_execution(r, attempt_id="a1", at=_at(1)),
+        lambda r: complete_execution(r, attempt_id="a1", at=_at(2), result=RESULT),
+        lambda r: claim_delivery(r, delivery_id="d1", at=_at(3)),
+        lambda r: complete_delivery(r, delivery_id="d1", at=_at(4)),
     ]
     for step in steps:
         t = step(out[-1])
@@ -120,12 +130,12 @@ class TestHistoryFacts:
 
     def test_a_swap_to_another_binding_keeps_it_in_the_facts(self, store: SQLiteStore) -> None:
         """A CAS that changes the binding (the guard's restore) is rebuilt with that binding."""
-        rec = tl.create_checkpoint(_binding("c3"), at=_at(0))
+        rec = create_checkpoint(_binding("c3"), at=_at(0))
         store.create_if_absent(rec)
-        claimed = tl.claim_execution(rec, attempt_id="a1", at=_at(1)).next
+        claimed = claim_execution(rec, attempt_id="a1", at=_at(1)).next
         assert store.compare_and_swap(0, claimed)
-        other = tl.Binding("ns", "c3", "send_email", "2", tl.fingerprint({"other": True}))
-        theirs = tl.create_checkpoint(other, at=_at(0.5))
+        other = Binding("ns", "c3", "send_email", "2", fingerprint({"other": True}))
+        theirs = create_checkpoint(other, at=_at(0.5))
         back = dataclasses.replace(theirs, revision=2, updated_at=_at(2))
         assert store.compare_and_swap(1, back)
         assert [h.record for h in store.history("ns", "c3")] == [rec, claimed, back]

@@ -13,6 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    claim_delivery,
+    claim_execution,
+    complete_delivery,
+    complete_execution,
+    create_checkpoint,
+    fingerprint,
+    mark_execution_uncertain,
+    release_delivery,
+)
 from toolledger.store import SQLiteStore
 from toolledger.testing import dump_record, forget_proven, sqlite_facts_sql, swap_facts
 
@@ -35,7 +47,7 @@ def _sqlite_facts(before: str, after: str) -> str:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(walks())
-def test_swap_facts_is_what_sqlite_json_remove_makes(revisions: list[tl.CheckpointRecord]) -> None:
+def test_swap_facts_is_what_sqlite_json_remove_makes(revisions: list[CheckpointRecord]) -> None:
     """For every legal move, the facts sliced in Python are SQLite's, byte for byte."""
     for before, after in itertools.pairwise(revisions):
         b, a = dump_record(before), dump_record(after)
@@ -52,12 +64,12 @@ def test_swap_facts_is_what_sqlite_json_remove_makes(revisions: list[tl.Checkpoi
 )
 def test_swap_facts_is_not_misled_by_key_names_inside_values(payload: object) -> None:
     """Key names inside a result or a reason are never taken for the record's own keys."""
-    rec = tl.create_checkpoint(tl.Binding("ns", "c1", "t", "1", tl.fingerprint({})), at=T0)
-    claimed = tl.claim_execution(rec, attempt_id="a1", at=T0).next
-    done = tl.complete_execution(claimed, attempt_id="a1", at=T0, result=payload).next
-    sent = tl.claim_delivery(done, delivery_id="d1", at=T0).next
+    rec = create_checkpoint(Binding("ns", "c1", "t", "1", fingerprint({})), at=T0)
+    claimed = claim_execution(rec, attempt_id="a1", at=T0).next
+    done = complete_execution(claimed, attempt_id="a1", at=T0, result=payload).next
+    sent = claim_delivery(done, delivery_id="d1", at=T0).next
     reason = 'lost ,"result":{"payload":1},"completed_at":"x"'
-    unsure = tl.mark_execution_uncertain(claimed, attempt_id="a1", at=T0, reason=reason).next
+    unsure = mark_execution_uncertain(claimed, attempt_id="a1", at=T0, reason=reason).next
     for before, after in [(claimed, done), (done, sent), (claimed, unsure)]:
         b, a = dump_record(before), dump_record(after)
         assert swap_facts(b, a) == _sqlite_facts(b, a)
@@ -66,7 +78,7 @@ def test_swap_facts_is_not_misled_by_key_names_inside_values(payload: object) ->
 @given(walks(), ids)
 @settings(max_examples=50, deadline=None)
 def test_swap_facts_leaves_a_changed_binding_or_creation_to_sqlite(
-    revisions: list[tl.CheckpointRecord], other: str
+    revisions: list[CheckpointRecord], other: str
 ) -> None:
     """A swap that changes the binding or the creation time is not sliced (``None``)."""
     rec = revisions[-1]
@@ -78,23 +90,23 @@ def test_swap_facts_leaves_a_changed_binding_or_creation_to_sqlite(
 
 
 def _lifecycle(store: SQLiteStore, call_id: str, *, forget: bool) -> None:
-    rec = tl.create_checkpoint(tl.Binding("ns", call_id, "send", "1", tl.fingerprint({})), at=T0)
+    rec = create_checkpoint(Binding("ns", call_id, "send", "1", fingerprint({})), at=T0)
     assert store.create_if_absent(rec)[0]
     steps = [
-        lambda r: tl.claim_execution(r, attempt_id="a1", at=T0 + timedelta(seconds=1)),
-        lambda r: tl.mark_execution_uncertain(
+        lambda r: claim_execution(r, attempt_id="a1", at=T0 + timedelta(seconds=1)),
+        lambda r: mark_execution_uncertain(
             r, attempt_id="a1", at=T0 + timedelta(seconds=2), reason='timed "out" é'
         ),
     ]
     if call_id.endswith("done"):
         steps[1:] = [
-            lambda r: tl.complete_execution(
+            lambda r: complete_execution(
                 r, attempt_id="a1", at=T0 + timedelta(seconds=2), result={"id": "m1", "n": 1.5}
             ),
-            lambda r: tl.claim_delivery(r, delivery_id="d1", at=T0 + timedelta(seconds=3)),
-            lambda r: tl.release_delivery(r, delivery_id="d1", at=T0 + timedelta(seconds=4)),
-            lambda r: tl.claim_delivery(r, delivery_id="d2", at=T0 + timedelta(seconds=5)),
-            lambda r: tl.complete_delivery(r, delivery_id="d2", at=T0 + timedelta(seconds=6)),
+            lambda r: claim_delivery(r, delivery_id="d1", at=T0 + timedelta(seconds=3)),
+            lambda r: release_delivery(r, delivery_id="d1", at=T0 + timedelta(seconds=4)),
+            lambda r: claim_delivery(r, delivery_id="d2", at=T0 + timedelta(seconds=5)),
+            lambda r: complete_delivery(r, delivery_id="d2", at=T0 + timedelta(seconds=6)),
         ]
     for step in steps:
         if forget:
@@ -142,9 +154,9 @@ class TestKnownRowSwap:
 
     def test_a_known_row_swap_is_two_plain_statements(self, store: SQLiteStore) -> None:
         """The CAS matches the row's whole text; no JSON function runs on the stored row."""
-        rec = tl.create_checkpoint(tl.Binding("ns", "c1", "send", "1", tl.fingerprint({})), at=T0)
+        rec = create_checkpoint(Binding("ns", "c1", "send", "1", fingerprint({})), at=T0)
         store.create_if_absent(rec)
-        claimed = tl.claim_execution(rec, attempt_id="a1", at=T0).next
+        claimed = claim_execution(rec, attempt_id="a1", at=T0).next
         seen: list[str] = []
         store._conn().set_trace_callback(seen.append)
         assert store.compare_and_swap(0, claimed)
@@ -161,9 +173,9 @@ class TestKnownRowSwap:
         self, store: SQLiteStore
     ) -> None:
         """Its text is still the proven one, but it disagrees with its column: left alone."""
-        rec = tl.create_checkpoint(tl.Binding("ns", "c1", "send", "1", tl.fingerprint({})), at=T0)
+        rec = create_checkpoint(Binding("ns", "c1", "send", "1", fingerprint({})), at=T0)
         store.create_if_absent(rec)
-        claimed = tl.claim_execution(rec, attempt_id="a1", at=T0).next
+        claimed = claim_execution(rec, attempt_id="a1", at=T0).next
         conn = sqlite3.connect(store.path)
         conn.execute("UPDATE checkpoints SET status = 'completed'")
         conn.commit()
@@ -177,10 +189,10 @@ class TestKnownRowSwap:
 
     def test_a_stale_prior_loses_the_cas_like_any_other(self, store: SQLiteStore) -> None:
         """Another writer moved the row: the known text no longer matches and the CAS is lost."""
-        rec = tl.create_checkpoint(tl.Binding("ns", "c1", "send", "1", tl.fingerprint({})), at=T0)
+        rec = create_checkpoint(Binding("ns", "c1", "send", "1", fingerprint({})), at=T0)
         store.create_if_absent(rec)
-        mine = tl.claim_execution(rec, attempt_id="a1", at=T0).next
-        theirs = tl.claim_execution(rec, attempt_id="a2", at=T0).next
+        mine = claim_execution(rec, attempt_id="a1", at=T0).next
+        theirs = claim_execution(rec, attempt_id="a2", at=T0).next
         conn = sqlite3.connect(store.path)  # another process's write, unseen by this one
         conn.execute(
             "UPDATE checkpoints SET status = 'executing', revision = 1, record = ?",

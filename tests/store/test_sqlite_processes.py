@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import toolledger as tl
+from toolledger.checkpoint import Status
 from toolledger.store import SQLiteStore
 from toolledger.store.sqlite import MIGRATIONS
 
@@ -70,7 +70,7 @@ def test_sqlite_8_processes_race_200_rounds_exactly_one_winner(tmp_path: Path) -
         for r, (winner,) in winners.items():
             rec = store.get("race", f"r{r}")
             assert rec is not None
-            assert rec.status is tl.Status.EXECUTING
+            assert rec.status is Status.EXECUTING
             assert rec.execution_fence == f"w{winner}"
             assert [h.revision for h in store.history("race", f"r{r}")] == [0, 1]
 

@@ -10,6 +10,13 @@ from typing import Any
 import pytest
 
 import toolledger as tl
+from toolledger.checkpoint import (
+    Binding,
+    CheckpointRecord,
+    claim_execution,
+    create_checkpoint,
+    fingerprint,
+)
 from toolledger.store import SQLiteStore
 from toolledger.store.base import ClaimEffectKey, CreateCheckpoint, Op, SwapCheckpoint
 from toolledger.testing import build_tombstone
@@ -18,9 +25,9 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "sha256:" + "ab" * 32
 
 
-def _ops(call_id: str, **swap: Any) -> tuple[tl.CheckpointRecord, list[Any]]:
-    rec = tl.create_checkpoint(tl.Binding("ns", call_id, "send", "1", tl.fingerprint({})), at=T0)
-    claimed = tl.claim_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=1)).next
+def _ops(call_id: str, **swap: Any) -> tuple[CheckpointRecord, list[Any]]:
+    rec = create_checkpoint(Binding("ns", call_id, "send", "1", fingerprint({})), at=T0)
+    claimed = claim_execution(rec, attempt_id="a1", at=T0 + timedelta(seconds=1)).next
     return rec, [CreateCheckpoint(rec), SwapCheckpoint(0, claimed, **swap)]
 
 

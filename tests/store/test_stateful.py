@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import toolledger as tl
+from toolledger import checkpoint as ck
 from toolledger.store import SQLiteStore
 from toolledger.testing import MemoryStore
 
@@ -28,8 +29,8 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 CALLS = ["c0", "c1"]
 ATTEMPTS = ["a0", "a1", "a2"]
 DELIVERIES = ["d0", "d1"]
-AFTER_COMPLETION = {tl.Status.COMPLETED, tl.Status.DELIVERING, tl.Status.DELIVERED}
-EXECUTION_SIDE = {tl.Status.READY, tl.Status.EXECUTING, tl.Status.UNCERTAIN}
+AFTER_COMPLETION = {ck.Status.COMPLETED, ck.Status.DELIVERING, ck.Status.DELIVERED}
+EXECUTION_SIDE = {ck.Status.READY, ck.Status.EXECUTING, ck.Status.UNCERTAIN}
 ALLOWED_REFUSALS = {"INVALID_TRANSITION", "FENCE_CONFLICT"}
 
 calls = st.sampled_from(CALLS)
@@ -48,8 +49,8 @@ payloads = st.one_of(
 )
 
 
-def _binding(call_id: str) -> tl.Binding:
-    return tl.Binding("ns", call_id, "tool", "1", tl.fingerprint({"call": call_id}))
+def _binding(call_id: str) -> ck.Binding:
+    return ck.Binding("ns", call_id, "tool", "1", ck.fingerprint({"call": call_id}))
 
 
 class CheckpointMachine(RuleBasedStateMachine):
@@ -63,7 +64,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         self.store = self.make_store()
         self.clock = T0
         # What each actor last read, per call: its (possibly stale) view.
-        self.views: dict[tuple[str, str], tl.CheckpointRecord] = {}
+        self.views: dict[tuple[str, str], ck.CheckpointRecord] = {}
         # Which attempt currently holds a won execution claim, per call.
         self.holder: dict[str, str | None] = dict.fromkeys(CALLS)
         self.claim_wins: dict[str, list[str]] = {c: [] for c in CALLS}
@@ -103,10 +104,10 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule(call=calls)
     def create(self, call: str) -> None:
         created, rec = self.store.create_if_absent(
-            tl.create_checkpoint(_binding(call), at=self._tick())
+            ck.create_checkpoint(_binding(call), at=self._tick())
         )
         if not created:
-            assert tl.decide_checkpoint(rec, _binding(call)).revision == rec.revision
+            assert ck.decide_checkpoint(rec, _binding(call)).revision == rec.revision
 
     @rule(call=calls, actor=st.sampled_from(ATTEMPTS + DELIVERIES))
     def read(self, call: str, actor: str) -> None:
@@ -125,7 +126,7 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule(call=calls, attempt=attempts, fresh=fresh)
     def claim_execution(self, call: str, attempt: str, fresh: bool) -> None:
         self._apply(
-            call, attempt, lambda r, at: tl.claim_execution(r, attempt_id=attempt, at=at), fresh
+            call, attempt, lambda r, at: ck.claim_execution(r, attempt_id=attempt, at=at), fresh
         )
 
     @rule(
@@ -143,7 +144,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         self._apply(
             call,
             who,
-            lambda r, at: tl.complete_execution(
+            lambda r, at: ck.complete_execution(
                 r, attempt_id=who, at=at, result=payload, is_error=error
             ),
             fresh,
@@ -155,7 +156,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         self._apply(
             call,
             who,
-            lambda r, at: tl.mark_execution_uncertain(
+            lambda r, at: ck.mark_execution_uncertain(
                 r, attempt_id=who, at=at, reason="timeout after send"
             ),
             fresh,
@@ -167,25 +168,25 @@ class CheckpointMachine(RuleBasedStateMachine):
         self._apply(
             call,
             who,
-            lambda r, at: tl.release_execution(r, attempt_id=who, at=at, evidence="journal-empty"),
+            lambda r, at: ck.release_execution(r, attempt_id=who, at=at, evidence="journal-empty"),
             fresh,
         )
 
     @rule(call=calls, delivery=deliveries, fresh=fresh)
     def claim_delivery(self, call: str, delivery: str, fresh: bool) -> None:
         self._apply(
-            call, delivery, lambda r, at: tl.claim_delivery(r, delivery_id=delivery, at=at), fresh
+            call, delivery, lambda r, at: ck.claim_delivery(r, delivery_id=delivery, at=at), fresh
         )
 
     @rule(call=calls, delivery=deliveries, fresh=fresh, owner=owners)
     def release_delivery(self, call: str, delivery: str, fresh: bool, owner: bool) -> None:
         who = self._who(call, delivery, owner, "delivery_fence")
-        self._apply(call, who, lambda r, at: tl.release_delivery(r, delivery_id=who, at=at), fresh)
+        self._apply(call, who, lambda r, at: ck.release_delivery(r, delivery_id=who, at=at), fresh)
 
     @rule(call=calls, delivery=deliveries, fresh=fresh, owner=owners)
     def complete_delivery(self, call: str, delivery: str, fresh: bool, owner: bool) -> None:
         who = self._who(call, delivery, owner, "delivery_fence")
-        self._apply(call, who, lambda r, at: tl.complete_delivery(r, delivery_id=who, at=at), fresh)
+        self._apply(call, who, lambda r, at: ck.complete_delivery(r, delivery_id=who, at=at), fresh)
 
     @invariant()
     def stored_records_validate_and_history_is_ordered(self) -> None:
@@ -194,7 +195,7 @@ class CheckpointMachine(RuleBasedStateMachine):
             if rec is None:
                 assert self.store.history("ns", call) == []
                 continue
-            assert tl.validate_checkpoint(rec.to_dict()) == rec
+            assert ck.validate_checkpoint(rec.to_dict()) == rec
             event(f"reached {rec.status.value}")  # --hypothesis-show-statistics
             hist = self.store.history("ns", call)
             assert [h.revision for h in hist] == list(range(rec.revision + 1))
@@ -202,17 +203,17 @@ class CheckpointMachine(RuleBasedStateMachine):
             assert all(a.at <= b.at for a, b in itertools.pairwise(hist))
             seen_completion = False
             for h in hist:
-                assert tl.validate_checkpoint(h.record.to_dict()) == h.record
+                assert ck.validate_checkpoint(h.record.to_dict()) == h.record
                 if seen_completion:
                     assert h.status not in EXECUTION_SIDE, [x.status for x in hist]
-                    assert h.action is not tl.Action.EXECUTE
+                    assert h.action is not ck.Action.EXECUTE
                 seen_completion = seen_completion or h.status in AFTER_COMPLETION
             claims = [h.record.execution_fence for h in hist if h.transition == "claim_execution"]
             assert claims == self.claim_wins[call]
             holder = self.holder[call]
-            if rec.status in (tl.Status.EXECUTING, tl.Status.UNCERTAIN):
+            if rec.status in (ck.Status.EXECUTING, ck.Status.UNCERTAIN):
                 assert rec.execution_fence == holder
-            if rec.status is tl.Status.READY:
+            if rec.status is ck.Status.READY:
                 assert holder is None
 
 

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import toolledger
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.telemetry import attributes as a
 from toolledger.telemetry import observe_reconcile_queue
 
@@ -551,9 +552,9 @@ def test_reconcile_queue_gauge_counts_by_status_within_its_bound(tmp_path) -> No
     store = toolledger.open_store(db)
     now = datetime.now(timezone.utc)
     for i in range(5):  # five claimed, never completed: executing
-        binding = toolledger.Binding("default", f"c{i}", "t", "1", toolledger.fingerprint(i))
-        _, rec = store.create_if_absent(toolledger.create_checkpoint(binding, at=now))
-        t = toolledger.claim_execution(rec, attempt_id=f"{i:032x}", at=now)
+        binding = Binding("default", f"c{i}", "t", "1", fingerprint(i))
+        _, rec = store.create_if_absent(create_checkpoint(binding, at=now))
+        t = claim_execution(rec, attempt_id=f"{i:032x}", at=now)
         assert store.compare_and_swap(t.expected_revision, t.next)
     store.close()
     reader = InMemoryMetricReader()

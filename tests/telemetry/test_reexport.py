@@ -12,6 +12,7 @@ from opentelemetry.trace import StatusCode
 
 import toolledger
 from toolledger import reexport
+from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.errors import NotFoundError
 from toolledger.telemetry import attributes as a
 
@@ -117,13 +118,9 @@ def test_resumed_call_links_to_crashed_attempt_live_and_reexported(
     db = tmp_path / "t.db"
     store = toolledger.open_store(db)
     now = datetime.now(timezone.utc)
-    binding = toolledger.Binding(
-        "default", "c9", "charge", "1", toolledger.fingerprint({"amount": 5})
-    )
-    _, rec = store.create_if_absent(toolledger.create_checkpoint(binding, at=now))
-    t = toolledger.claim_execution(
-        rec, attempt_id=f"{'1' * 32}.{crashed_trace}.{crashed_span}", at=now
-    )
+    binding = Binding("default", "c9", "charge", "1", fingerprint({"amount": 5}))
+    _, rec = store.create_if_absent(create_checkpoint(binding, at=now))
+    t = claim_execution(rec, attempt_id=f"{'1' * 32}.{crashed_trace}.{crashed_span}", at=now)
     assert store.compare_and_swap(t.expected_revision, t.next)
     store.close()
 
