@@ -24,6 +24,7 @@ from ._configure import make_exporter as make_exporter
 from ._configure import make_resource as make_resource
 from ._configure import resolve_endpoint as resolve_endpoint
 from ._console import ConsoleTreeExporter, render_spans
+from ._framework_span import framework_tool_span
 from ._hooks import NOOP_TELEMETRY, CallFacts, NoopSpan, NoopTelemetry, SpanHandle, TelemetryHooks
 from ._metrics import METRICS, instruments_for, observe_reconcile_queue
 from ._policy import CAPTURE_ENV, CONTENT_MAX_CHARS, Policy, Redactor
@@ -56,6 +57,7 @@ __all__ = [
     "TelemetryHooks",
     "configure",
     "flush_spans",
+    "framework_tool_span",
     "hooks_for",
     "observe_reconcile_queue",
     "render_spans",

@@ -53,6 +53,7 @@ from .._version import __version__
 from . import _model, _openinference
 from . import attributes as a
 from ._ender import ENDER
+from ._framework_span import is_framework_tool_span
 from ._hooks import CallFacts, NoopSpan, SpanHandle
 from ._metrics import Instruments
 from ._policy import Policy
@@ -639,7 +640,9 @@ def _framework_tool(span: trace.Span) -> trace.Span | None:
     A framework's (or its instrumentation's) span for one tool execution: named
     ``execute_tool …`` or with ``gen_ai.operation.name`` = ``execute_tool`` (the GenAI
     conventions: Pydantic AI, the Anthropic SDK), or OpenInference kind ``TOOL`` (OpenAI
-    Agents, LangChain/LangGraph). Only a recording SDK span tells its name and attributes.
+    Agents), or handed over by an adapter (``framework_tool_span``: OpenInference's
+    LangChain span, whose kind is set when it ends). Only a recording SDK span tells its
+    name and attributes.
     """
     try:
         if not span.is_recording():
@@ -647,6 +650,8 @@ def _framework_tool(span: trace.Span) -> trace.Span | None:
         scope = getattr(span, "instrumentation_scope", None)
         if scope is not None and getattr(scope, "name", None) == "toolledger":
             return None
+        if is_framework_tool_span(span):  # an adapter found it (it tells its kind at its end)
+            return span
         name = getattr(span, "name", None)
         if isinstance(name, str) and name.startswith("execute_tool"):
             return span
