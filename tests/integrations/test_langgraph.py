@@ -427,3 +427,95 @@ def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delitem(sys.modules, "toolledger.integrations.langgraph")
     with pytest.raises(ImportError, match=r"toolledger\[langgraph\]"):
         importlib.import_module("toolledger.integrations.langgraph")
+
+
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
+def test_content_and_artifact_tool_replays_both(run: toolledger.Run) -> None:
+    """``response_format="content_and_artifact"``: the pair is stored; a replay gives the
+    model the same content and the graph the same artifact."""
+    sent: list[str] = []
+
+    @tool(response_format="content_and_artifact")
+    def send_email(to: str) -> tuple[str, dict[str, Any]]:
+        """Send one email."""
+        sent.append(to)
+        return f"sent to {to}", {"message_id": "m-1", "to": [to]}
+
+    app = graph(ToolNode([send_email], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    outs = [app.invoke({"messages": [("user", "go")]}, thread(t), durability="sync") for t in "ab"]
+    assert sent == ["ana@example.com"]
+    (first,), (second,) = (tool_messages(o) for o in outs)
+    assert first.content == second.content == "sent to ana@example.com"
+    assert first.artifact == second.artifact == {"message_id": "m-1", "to": ["ana@example.com"]}
+    assert second.status == "success"
+
+
+def test_invalid_arguments_are_refused_before_the_guard(run: toolledger.Run) -> None:
+    """The tool validates the model's arguments first: an invalid call is the node's error
+    message, nothing runs and nothing is recorded."""
+    box = Outbox()
+    bad = {**CALL, "args": {"recipient": "ana@example.com"}}
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        if state["messages"][-1].type == "tool":
+            return {"messages": [AIMessage(content="done")]}
+        return {"messages": [AIMessage(content="", tool_calls=[bad])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition, ["tools", END])
+    g.add_edge("tools", "model")
+    out = g.compile(checkpointer=InMemorySaver()).invoke(
+        {"messages": [("user", "go")]}, thread("t"), durability="sync"
+    )
+    (msg,) = tool_messages(out)
+    assert msg.status == "error"
+    assert "to" in msg.content
+    assert box.sent == []
+    assert run.store.get(run.namespace, "call_1") is None
+
+
+@pytest.mark.filterwarnings("ignore::toolledger.integrations.ConversationWarning")
+def test_result_an_earlier_version_stored_replays_as_its_message(run: toolledger.Run) -> None:
+    """Earlier versions stored the tool node's ``ToolMessage``: a replay is that message."""
+    stored = {"tool_message": {"content": "sent (v1)", "status": "success", "artifact": [1]}}
+    run.call(
+        toolledger.tool("send_email", revision="1", execute=lambda _input, _ctx: stored),
+        call_id="call_1",
+        input={"to": "ana@example.com"},
+    )
+    box = Outbox()
+    app = graph(ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    out = app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    (msg,) = tool_messages(out)
+    assert (msg.content, msg.artifact, msg.tool_call_id, msg.name) == (
+        "sent (v1)",
+        [1],
+        "call_1",
+        "send_email",
+    )
+    assert box.sent == []
+
+
+def test_telemetry_failure_never_costs_the_call(
+    run: toolledger.Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instrumentation that raises while the adapter looks for its span: the call runs."""
+    from openinference.instrumentation import langchain as oi
+
+    asked: list[str] = []
+
+    def broken() -> Any:
+        asked.append("span")
+        raise RuntimeError("instrumentation bug")
+
+    monkeypatch.setattr(oi.LangChainInstrumentor, "is_instrumented_by_opentelemetry", True)
+    monkeypatch.setattr(oi, "get_current_span", broken)
+    box = Outbox()
+    app = graph(ToolNode([box.tool()], wrap_tool_call=guard_tool_calls(run)), InMemorySaver())
+    out = app.invoke({"messages": [("user", "go")]}, thread("t"), durability="sync")
+    assert [m.content for m in tool_messages(out)] == ["sent to ana@example.com"]
+    assert box.sent == ["ana@example.com"]
+    assert asked == ["span"]

@@ -13,11 +13,19 @@ Rules this module keeps:
   the extra).
 - The hooks are public: ``ToolNode(wrap_tool_call=, awrap_tool_call=)`` and
   ``AgentMiddleware.wrap_tool_call``/``awrap_tool_call`` (``(request, handler)``).
-- **Errors reach the guard as errors**: an error ``ToolMessage`` (``status="error"``, the
-  tool node's handled error) is a failure: with ``on_error="raise"`` (default) the claim is
-  released (when the operation journal is empty) and the same message goes to the model;
-  with ``on_error="result"`` it is stored and sent again on every replay. An exception the
-  tool node does not handle propagates the same way.
+- **The guard runs inside the tool's own run**: the wrapper hands the tool node a copy of
+  the tool whose ``_run``/``_arun`` make the guarded call, so LangChain has validated the
+  arguments (a call with invalid arguments is the node's error, never recorded) and started
+  the run's callbacks. With openinference-instrumentation-langchain on, its ``TOOL`` span
+  for the call (never made current by it) is handed to telemetry
+  (``framework_tool_span``): it is the call's tool span, toolledger's span its
+  ``guard_tool`` child. Without it, or without a span, toolledger's span is the call's.
+- **Errors reach the guard as errors**: the tool's exception, or an error ``ToolMessage``
+  the tool returns, is a failure: with ``on_error="raise"`` (default) the claim is released
+  (when the operation journal is empty) and the exception goes on to the tool's and the
+  tool node's own error handling (the message goes to the model); with
+  ``on_error="result"`` its text is stored and sent again, as an error ``ToolMessage``, now
+  and on every replay.
 - A result is seen (``run.mark_seen``) when a model turn that carried it completed: the
   middleware marks the ``ToolMessage``s in the state after every model call
   (``after_model``); ``guard_tool_calls`` marks them when the next turn's tool calls run
@@ -28,11 +36,13 @@ Rules this module keeps:
   decision made in toolledger (``toolledger approve``/``deny``) is read first; else
   ``resume={"approved": bool, "by": name, "reason": text}`` is stored as the decision.
   A denial is an error ``ToolMessage`` ``"denied by X: reason"`` (the model is told).
-- The stored result is what the model and the graph see of the ``ToolMessage`` (its text
-  alone when it is a plain success; else content, status, artifact) or the ``Command``
-  (its ``update``, messages as dicts, ``goto``, ``graph``), rebuilt on replay (the
-  message's ``tool_call_id`` and ``name`` are the call's). A result ``recover`` proved may
-  be any JSON: it becomes the message's content.
+- The stored result is what the tool returned (its raw return): text as it is; a
+  ``response_format="content_and_artifact"`` pair as both; a ``ToolMessage`` as content,
+  status, artifact; a ``Command`` as its ``update`` (messages as dicts), ``goto`` and
+  ``graph``; anything else as JSON. A replay returns it again from the tool's ``_run``, so
+  LangChain builds the same message (the call's ``tool_call_id`` and ``name``). A result
+  ``recover`` proved may be any JSON: it becomes the message's content. Results earlier
+  versions stored (the node's ``ToolMessage`` or ``Command``) replay as that message.
 - The graph's ``thread_id`` is the run's conversation when the app named none (a re-plan
   in the same thread, in a new process, is then recognized; see ``_framework``).
 - The model's tool calls are safe across a crash only if the checkpoint that holds them is
@@ -44,15 +54,19 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import decide_approval
 from ..errors import ApprovalDenied, InvalidArgumentError
+from ..telemetry import framework_tool_span
 from ..tools import EffectKey
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
@@ -61,6 +75,7 @@ try:
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.messages import BaseMessage, ToolMessage, message_to_dict
     from langchain_core.messages import messages_from_dict as _messages_from_dict
+    from langchain_core.tools import BaseTool
     from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_DURABILITY
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.types import Command, interrupt
@@ -120,7 +135,13 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _dump(out: Any) -> Any:
+def _dump(out: Any, pair: bool) -> Any:
+    """The stored result of what a tool's ``_run`` returned (``pair``: a
+    ``(content, artifact)`` tuple)."""
+    if isinstance(out, str):
+        return out  # the common case, stored as the bare text
+    if pair and isinstance(out, tuple) and len(out) == 2:
+        return {"content_and_artifact": [_encode(out[0]), _encode(out[1])]}
     if isinstance(out, Command):
         return {
             "command": {
@@ -139,7 +160,10 @@ def _dump(out: Any) -> Any:
     return {"value": _encode(out)}
 
 
-def _load(payload: Mapping[str, Any], tool_call: Mapping[str, Any]) -> Any:
+def _load(payload: Mapping[str, Any], call: _Call) -> Any:
+    if "content_and_artifact" in payload:
+        content, artifact = _decode(payload["content_and_artifact"])
+        return content, artifact
     if "command" in payload:
         body = payload["command"]
         return Command(
@@ -149,40 +173,54 @@ def _load(payload: Mapping[str, Any], tool_call: Mapping[str, Any]) -> Any:
         body = payload["tool_message"]
         return ToolMessage(
             content=_decode(body["content"]),
-            tool_call_id=tool_call["id"],
-            name=tool_call["name"],
+            tool_call_id=call.call_id,
+            name=call.name,
             status=body["status"],
             artifact=_decode(body.get("artifact")),
         )
     return _decode(payload["value"])
 
 
-def _error_message(tool_call: Mapping[str, Any], text: Any) -> ToolMessage:
-    return ToolMessage(
-        content=render(text), tool_call_id=tool_call["id"], name=tool_call["name"], status="error"
-    )
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One model tool call, as the guard sees it and as its tool's ``_run`` answers."""
+
+    name: str
+    call_id: str
+    args: Any
+    #: ``response_format="content_and_artifact"``: ``_run`` returns ``(content, artifact)``.
+    pair: bool
+
+    def error(self, text: Any) -> ToolMessage:
+        """An error ``ToolMessage`` for this call (the model is told ``text``)."""
+        return ToolMessage(
+            content=render(text), tool_call_id=self.call_id, name=self.name, status="error"
+        )
+
+    def shaped(self, out: Any) -> Any:
+        """``out`` as the tool's ``_run`` returns it: a message (passed through by the
+        tool as it is) goes as the content of a pair when the tool returns pairs."""
+        return (out, None) if self.pair and not isinstance(out, tuple) else out
 
 
-_SHAPES = ({"tool_message"}, {"command"}, {"value"})
+#: ``_dump``'s shapes besides bare text (the first three are also what earlier versions
+#: stored of the tool node's answer: they replay as that answer).
+_SHAPES = ({"tool_message"}, {"command"}, {"value"}, {"content_and_artifact"})
 
 
-def _answer(answer: Answer, tool_call: Mapping[str, Any], fresh: list[Any]) -> Any:
+def _answer(answer: Answer, call: _Call, fresh: list[Any]) -> Any:
     payload = answer.payload
     if answer.kind == "result" and not answer.is_error:
         outcome = answer.outcome
         if fresh and outcome is not None and not (outcome.replayed or outcome.recovered):
-            return fresh[0]  # executed now: the tool node's own object, which was stored
+            return fresh[0]  # executed now: the tool's own return value, which was stored
         if isinstance(payload, dict) and set(payload) in _SHAPES:
-            return _load(payload, tool_call)
+            return _load(payload, call)
         # A plain text result, or one ``recover`` proved (any JSON): the message's content.
-        return ToolMessage(
-            content=payload if isinstance(payload, str) else render(payload),
-            tool_call_id=tool_call["id"],
-            name=tool_call["name"],
-        )
+        return payload if isinstance(payload, str) else render(payload)
     if answer.kind == "result" and isinstance(payload, dict) and "message" in payload:
-        payload = payload["message"]  # a stored ToolCallFailed: the tool node's own text
-    return _error_message(tool_call, payload)
+        payload = payload["message"]  # a stored error: the tool's (or its message's) text
+    return call.error(payload)
 
 
 # -- the wrappers ---------------------------------------------------------------------------
@@ -283,7 +321,7 @@ class _Wrapper:
         """Mark the results in ``state`` seen (a model turn that carried them completed)."""
         self._guard.seen(_tool_results(state))
 
-    def _decided(self, tool_call: Mapping[str, Any], call_id: str) -> bool:
+    def _decided(self, call: _Call) -> bool:
         """Pause the graph for a pending decision (``interrupt``); on resume, take a decision
         passed with ``Command(resume={"approved": bool, "by": name, "reason": text})``.
 
@@ -294,9 +332,9 @@ class _Wrapper:
         value = interrupt(
             {
                 "toolledger": "awaiting_approval",
-                "call_id": call_id,
-                "tool": tool_call["name"],
-                "args": tool_call["args"],
+                "call_id": call.call_id,
+                "tool": call.name,
+                "args": call.args,
             }
         )
         if not (
@@ -307,7 +345,12 @@ class _Wrapper:
             return False
         run = self._guard.run
         decide_approval(
-            run.store, run.namespace, call_id, value["approved"], value["by"], value.get("reason")
+            run.store,
+            run.namespace,
+            call.call_id,
+            value["approved"],
+            value["by"],
+            value.get("reason"),
         )
         return True
 
@@ -315,30 +358,7 @@ class _Wrapper:
         if request.tool is None:
             return handler(request)  # an unknown tool: the tool node reports it; nothing runs
         tool_call, call_id = self._check(request)
-
-        fresh: list[Any] = []
-
-        def execute() -> Any:
-            out = handler(request)
-            if isinstance(out, ToolMessage) and out.status == "error":
-                raise ToolCallFailed(out)
-            fresh.append(out)
-            return _dump(out)
-
-        def attempt() -> Any:
-            return self._guard.call(
-                tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
-            )
-
-        try:
-            answer = attempt()
-            if answer.kind == "awaiting_approval" and self._decided(tool_call, call_id):
-                answer = attempt()  # decided with the graph's Command(resume=...)
-        except ToolCallFailed as failed:
-            return failed.message
-        except ApprovalDenied as denied:
-            return _error_message(tool_call, denied_text(denied))
-        return _answer(answer, tool_call, fresh)
+        return handler(request.override(tool=_guarded_tool(self, request.tool, tool_call, call_id)))
 
     async def acall(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -346,30 +366,140 @@ class _Wrapper:
         if request.tool is None:
             return await handler(request)
         tool_call, call_id = self._check(request)
+        return await handler(
+            request.override(tool=_guarded_tool(self, request.tool, tool_call, call_id))
+        )
 
+    def run_guarded(self, call: _Call, execute: Callable[[], Any]) -> Any:
+        """The guarded call, inside the tool's run: what the tool's ``_run`` returns."""
         fresh: list[Any] = []
 
-        async def execute() -> Any:
-            out = await handler(request)
+        def checked() -> Any:
+            out = execute()
             if isinstance(out, ToolMessage) and out.status == "error":
                 raise ToolCallFailed(out)
             fresh.append(out)
-            return _dump(out)
+            return _dump(out, call.pair)
+
+        def attempt() -> Any:
+            return self._guard.call(
+                call.name, call_id=call.call_id, arguments=call.args, execute=checked
+            )
+
+        with framework_tool_span(_host_span()):
+            try:
+                answer = attempt()
+                if answer.kind == "awaiting_approval" and self._decided(call):
+                    answer = attempt()  # decided with the graph's Command(resume=...)
+            except ToolCallFailed as failed:
+                return call.shaped(failed.message)
+            except ApprovalDenied as denied:
+                return call.shaped(call.error(denied_text(denied)))
+            return call.shaped(_answer(answer, call, fresh))
+
+    async def arun_guarded(self, call: _Call, execute: Callable[[], Awaitable[Any]]) -> Any:
+        """Async :meth:`run_guarded`, inside the tool's ``_arun``."""
+        fresh: list[Any] = []
+
+        async def checked() -> Any:
+            out = await execute()
+            if isinstance(out, ToolMessage) and out.status == "error":
+                raise ToolCallFailed(out)
+            fresh.append(out)
+            return _dump(out, call.pair)
 
         async def attempt() -> Any:
             return await self._guard.acall(
-                tool_call["name"], call_id=call_id, arguments=tool_call["args"], execute=execute
+                call.name, call_id=call.call_id, arguments=call.args, execute=checked
             )
 
-        try:
-            answer = await attempt()
-            if answer.kind == "awaiting_approval" and self._decided(tool_call, call_id):
+        with framework_tool_span(_host_span()):
+            try:
                 answer = await attempt()
-        except ToolCallFailed as failed:
-            return failed.message
-        except ApprovalDenied as denied:
-            return _error_message(tool_call, denied_text(denied))
-        return _answer(answer, tool_call, fresh)
+                if answer.kind == "awaiting_approval" and self._decided(call):
+                    answer = await attempt()
+            except ToolCallFailed as failed:
+                return call.shaped(failed.message)
+            except ApprovalDenied as denied:
+                return call.shaped(call.error(denied_text(denied)))
+            return call.shaped(_answer(answer, call, fresh))
+
+
+#: The tool copy whose guarded call runs in this context: ``BaseTool._arun`` of a tool
+#: without an async body runs its ``_run`` in a worker thread, inside the same call.
+_GUARDING: ContextVar[object] = ContextVar("toolledger_langgraph_guarding", default=None)
+
+
+def _guarded_tool(
+    wrapper: _Wrapper, tool: BaseTool, tool_call: Mapping[str, Any], call_id: str
+) -> BaseTool:
+    """A copy of ``tool`` whose ``_run``/``_arun`` run the guarded call.
+
+    The guard runs inside the tool's own LangChain run: its callbacks have started (an
+    instrumentation's span for the call exists: toolledger's span goes under it), the
+    arguments were validated, and the tool's and the tool node's own handling of what
+    ``_run`` returns or raises applies to a replayed answer as to a fresh one.
+    """
+    call = _Call(
+        name=tool_call["name"],
+        call_id=call_id,
+        args=tool_call["args"],
+        pair=tool.response_format == "content_and_artifact",
+    )
+    clone: BaseTool = tool.model_copy()
+    run, arun = clone._run, clone._arun
+
+    @functools.wraps(run)
+    def guarded_run(*args: Any, **kwargs: Any) -> Any:
+        if _GUARDING.get() is clone:  # called by the tool's own _arun: guarded already
+            return run(*args, **kwargs)
+        token = _GUARDING.set(clone)
+        try:
+            return wrapper.run_guarded(call, lambda: run(*args, **kwargs))
+        finally:
+            _GUARDING.reset(token)
+
+    @functools.wraps(arun)
+    async def guarded_arun(*args: Any, **kwargs: Any) -> Any:
+        token = _GUARDING.set(clone)
+        try:
+            return await wrapper.arun_guarded(call, lambda: arun(*args, **kwargs))
+        finally:
+            _GUARDING.reset(token)
+
+    # The copy's own methods, as LangChain looks them up (the signature tells it which of
+    # run_manager and config to pass).
+    object.__setattr__(clone, "_run", guarded_run)
+    object.__setattr__(clone, "_arun", guarded_arun)
+    return clone
+
+
+#: ``openinference.instrumentation.langchain`` once imported (``None``: not installed).
+_OPENINFERENCE: list[Any] = []
+
+
+def _host_span() -> Any:
+    """OpenInference's span for the LangChain tool run in progress (``None``: none).
+
+    openinference-instrumentation-langchain starts it in its callback handler and never
+    makes it current; its ``get_current_span()`` finds it from the run's callbacks. Only
+    asked when its instrumentor is on (else it prints a hint on every call).
+    """
+    if not _OPENINFERENCE:
+        try:
+            from openinference.instrumentation import langchain as found
+        except ImportError:
+            found = None  # type: ignore[assignment]
+        _OPENINFERENCE.append(found)
+    oi = _OPENINFERENCE[0]
+    if oi is None:
+        return None
+    try:
+        if not oi.LangChainInstrumentor().is_instrumented_by_opentelemetry:
+            return None
+        return oi.get_current_span()
+    except Exception:  # telemetry never costs the call: no host, toolledger's own span
+        return None
 
 
 def _wrapper(
