@@ -143,7 +143,10 @@ def action_keys(binding: Binding, conversation: str) -> ActionKeys:
     keep matching).
     """
     parts = (binding.tool_name, binding.tool_revision, binding.input_fingerprint)
-    if type(conversation) is str and all(type(part) is str for part in parts):
+    name, revision, fp = parts
+    # All str (the usual case), tested without a generator: this runs on every new call.
+    strs = type(name) is str and type(revision) is str and type(fp) is str
+    if strs and type(conversation) is str:
         body = ", ".join(map(_quoted, parts))
         action = f'["action", {body}]'
         seen = f'["seen", {body}, {_quoted(conversation)}]'

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import inspect
 import signal
 import threading
@@ -80,7 +79,7 @@ from ..errors import (
     StoreError,
 )
 from ..journal import EventHandle, check_source, check_text
-from ..store.base import approval_reader, capabilities_of
+from ..store.base import AppendEvents, approval_reader, capabilities_of
 from ..telemetry import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
@@ -509,7 +508,10 @@ def commit(
                 ride = None
             if ride is not None:
                 rides.append(ride)
-                all_ops.append(ride.op if end is None else dataclasses.replace(ride.op, requires=0))
+                op = ride.op
+                if end is not None:  # gated on the completion's CAS (op 0)
+                    op = AppendEvents(op.run_id, op.rows, op.expected_count, requires=0)
+                all_ops.append(op)
         try:
             out = store.apply(all_ops, durable=durable)
         except StoreError as exc:
@@ -655,7 +657,7 @@ def finish(
             status = "cancelled" if isinstance(error, CANCELLATION) else "failed"
             handle.end(status, error=error, meta=meta, checkpoint=link, facts=facts, flush=True)
     except Exception:  # recording never breaks the agent (the journal keeps run.errors)
-        pass
+        return  # (a ``try``, not ``contextlib.suppress``: a replay's path is kept short)
 
 
 def call_facts(flow: CallFlow, outcome: ToolOutcome | None) -> CallFacts:
@@ -768,7 +770,7 @@ def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> Non
     assert rec.result is not None
     call = flow.call
     binding = call.binding
-    with contextlib.suppress(Exception):  # recording never breaks the agent (run.errors)
+    try:
         run.record_event(
             "tool_call",
             call.tool.name,
@@ -787,6 +789,8 @@ def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> Non
             parent=run.requested_by(binding.call_id) or ...,
             facts=lambda: call_facts(flow, outcome),  # asked only with telemetry
         )
+    except Exception:  # recording never breaks the agent (the journal keeps run.errors)
+        return  # (a ``try``, not ``contextlib.suppress``: a replay's path is kept short)
 
 
 # -- SIGINT deferral (sync finalization) ---------------------------------------------------
@@ -806,7 +810,7 @@ class DeferSigint:
         self.pending = False
 
     def __enter__(self) -> DeferSigint:
-        if threading.current_thread() is threading.main_thread():
+        if threading.get_ident() == threading.main_thread().ident:
             try:
                 old = _getsignal(signal.SIGINT)
                 if callable(old):

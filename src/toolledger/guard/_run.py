@@ -36,6 +36,8 @@ __all__ = ["MAX_REMEMBERED", "Run", "UndeliveredWarning", "run"]
 
 #: Requested tool-call ids a run remembers (oldest forgotten first); a model turn has few.
 MAX_REMEMBERED = 10_000
+#: A completed outcome's ``status`` (the stored string).
+_COMPLETED = Status.COMPLETED.value
 
 
 class UndeliveredWarning(UserWarning):
@@ -194,7 +196,7 @@ class Run(JournalRun):
             )
 
     def _owe(self, outcome: Any) -> None:
-        if isinstance(outcome, ToolOutcome) and outcome.status == Status.COMPLETED.value:
+        if isinstance(outcome, ToolOutcome) and outcome.status == _COMPLETED:
             with self._owed_lock:
                 self._owed[outcome.call_id] = None
 

@@ -242,6 +242,7 @@ class ChainWriter:
         # taken by this thread or free, never taken by no one.
         self._flush_owner: int | None = None
         self._flush_free = threading.Condition(self.lock)
+        self._flush_waiters = 0  # threads waiting on ``_flush_free`` (under ``lock``)
         # The stored prefix, one value so that it never changes half-way.
         self._stored: tuple[int, str] = (count, head)
         self.strict = strict
@@ -443,7 +444,7 @@ class ChainWriter:
         """
         me = threading.get_ident()
         deadline = None if wait is None else time.monotonic() + wait
-        with self._flush_free:
+        with self.lock:  # ``_flush_free``'s lock, without the Condition's Python wrapper
             while True:
                 owner = self._flush_owner
                 if owner == me:
@@ -457,12 +458,17 @@ class ChainWriter:
                 left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
                 if left <= 0:
                     return False
-                self._flush_free.wait(left)
+                self._flush_waiters += 1
+                try:
+                    self._flush_free.wait(left)
+                finally:  # (``wait`` holds the lock again when it returns or raises)
+                    self._flush_waiters -= 1
 
     def _release_flush(self) -> None:
-        with self._flush_free:
+        with self.lock:
             self._flush_owner = None
-            self._flush_free.notify_all()
+            if self._flush_waiters:  # nobody to wake is the usual case: skip ``notify_all``
+                self._flush_free.notify_all()
 
     def ride(
         self,

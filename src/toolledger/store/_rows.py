@@ -94,20 +94,31 @@ def dump_record(record: CheckpointRecord) -> str:
             flag = "true" if result.is_error else "false"
             result_text = f'{{"payload":{payload},"is_error":{flag}}}'
         reason = record.uncertain_reason
+        binding = record.binding
+        hit = _BINDING_BY_ID.get(id(binding))
+        binding_text = hit[1] if hit is not None and hit[0] is binding else _binding_json(binding)
+        # The times through their cache first (``None`` included): no Python call on a hit.
+        known = _TIME_JSON.get
+        created, updated = record.created_at, record.updated_at
+        claimed, completed = record.execution_claimed_at, record.completed_at
+        delivered = record.delivered_at
+        fence, delivery_fence = record.execution_fence, record.delivery_fence
+        fence_text = "null" if fence is None else f'"{fence}"'
+        delivery_text = "null" if delivery_fence is None else f'"{delivery_fence}"'
         return (
             f'{{"schema_version":{record.schema_version:d},'
-            f'"binding":{_binding_json(record.binding)},'
-            f'"status":"{record.status.value}","revision":{record.revision:d},'
-            f'"created_at":{_time_json(record.created_at)},'
-            f'"updated_at":{_time_json(record.updated_at)},'
-            f'"execution_fence":{_id_json(record.execution_fence)},'
-            f'"execution_claimed_at":{_time_json(record.execution_claimed_at)},'
+            f'"binding":{binding_text},'
+            f'"status":"{record.status._value_}","revision":{record.revision:d},'
+            f'"created_at":{known(created) or _time_json(created)},'
+            f'"updated_at":{known(updated) or _time_json(updated)},'
+            f'"execution_fence":{fence_text},'
+            f'"execution_claimed_at":{known(claimed) or _time_json(claimed)},'
             f'"uncertain_reason":{"null" if reason is None else encode_basestring(reason)},'
             f'"result":{result_text},'
-            f'"completed_at":{_time_json(record.completed_at)},'
-            f'"delivery_fence":{_id_json(record.delivery_fence)},'
+            f'"completed_at":{known(completed) or _time_json(completed)},'
+            f'"delivery_fence":{delivery_text},'
             f'"delivery_attempts":{record.delivery_attempts:d},'
-            f'"delivered_at":{_time_json(record.delivered_at)}'
+            f'"delivered_at":{known(delivered) or _time_json(delivered)}'
             + ("}" if record.resolution is None else _resolution_json(record))
         )
     except (ValueError, TypeError, RecursionError) as exc:
@@ -235,6 +246,9 @@ def expand_history(
 
 
 _BINDING_TEXT: dict[Binding, str] = {}
+#: The same texts by the binding object itself (``id``, the object kept so the id stays
+#: its own): a call's records share one ``Binding``, found without hashing its fields.
+_BINDING_BY_ID: dict[int, tuple[Binding, str]] = {}
 
 
 def _binding_json(binding: Binding) -> str:
@@ -244,15 +258,29 @@ def _binding_json(binding: Binding) -> str:
         if len(_BINDING_TEXT) >= 4096:
             _BINDING_TEXT.clear()
         _BINDING_TEXT[binding] = text
+    if len(_BINDING_BY_ID) >= 4096:
+        _BINDING_BY_ID.clear()
+    _BINDING_BY_ID[id(binding)] = (binding, text)
     return text
 
 
+#: A time's JSON text by time (aware times only, as ``format_time`` caches; ``None`` is
+#: ``null``): a record's times are dumped at each of its transitions, most of them unchanged.
+_TIME_JSON: dict[datetime | None, str] = {None: "null"}
+
+
 def _time_json(value: datetime | None) -> str:
-    return "null" if value is None else f'"{format_time(value)}"'
-
-
-def _id_json(value: str | None) -> str:
-    return "null" if value is None else f'"{value}"'
+    if value is None:
+        return "null"
+    text = _TIME_JSON.get(value)
+    if text is None:
+        text = f'"{format_time(value)}"'
+        if value.tzinfo is not None:
+            if len(_TIME_JSON) >= 4096:
+                _TIME_JSON.clear()
+                _TIME_JSON[None] = "null"
+            _TIME_JSON[value] = text
+    return text
 
 
 def _stored_size(text: str | bytes) -> int:
@@ -449,8 +477,11 @@ def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op
                 )
         if with_prior and type(op) is SwapCheckpoint:
             out.append((op, _prepare_swap(op)))
-        else:
-            out.append(prepare_op(op))
+            continue
+        prepare = _PREPARE.get(type(op))  # ``prepare_op``, inline: every write runs this
+        if prepare is None:
+            raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")
+        out.append((op, prepare(op)))
     return out
 
 
@@ -501,7 +532,8 @@ def run_ops(
     i, count = 0, len(prepared)
     while i < count:
         op, extra = prepared[i]
-        if gated_off(op, out):
+        # ``gated_off``, inline: every op of every write passes here.
+        if isinstance(op, _GATED) and op.requires is not None and not won(out[op.requires]):
             out.append(False)
         else:
             if pair is not None and i + 1 < count and type(op) is CreateCheckpoint:
@@ -552,7 +584,8 @@ def _prepare_swap(op: SwapCheckpoint) -> tuple[str, tuple[str, CheckpointRecord]
     """Check a swap; return its text and the prior proven text of its key (see
     ``prepare_ops``), remembering its own text after reading the prior one."""
     check_next(op.expected_revision, op.next)
-    key = op.next.key
+    binding = op.next.binding
+    key = (binding.namespace, binding.call_id)  # ``.key``, without two property frames
     prior = _PROVEN.latest(key)
     text = dump_record(op.next)
     _PROVEN.remember(key, text, op.next)
@@ -569,12 +602,9 @@ def _prepare_create(op: CreateCheckpoint) -> str:
             details={"status": rec.status.value, "revision": rec.revision},
         )
     text = dump_record(rec)
-    _PROVEN.remember(rec.key, text, rec)
+    binding = rec.binding
+    _PROVEN.remember((binding.namespace, binding.call_id), text, rec)
     return text
-
-
-def _prepare_effect_key(op: ClaimEffectKey | ReleaseEffectKey) -> None:
-    check_effect_key_op(op)
 
 
 def _prepare_append(op: AppendEvents) -> None:
@@ -601,8 +631,8 @@ _PREPARE: dict[type[Any], Callable[[Any], Any]] = op_table(
         SwapCheckpoint: lambda op: _prepare_swap(op)[0],
         WriteOperation: lambda op: dump_operation(op.data),
         RemoveOperation: lambda op: None,
-        ClaimEffectKey: _prepare_effect_key,
-        ReleaseEffectKey: _prepare_effect_key,
+        ClaimEffectKey: check_effect_key_op,
+        ReleaseEffectKey: check_effect_key_op,
         AppendEvents: _prepare_append,
     },
 )

@@ -116,25 +116,32 @@ def create_and_swap(
     """
     rec, nxt = create.record, swap.next
     moved = _FROM_READY.get(nxt.status)
-    if moved is None or swap.expected_revision != 0 or nxt.key != rec.key:
+    binding, next_binding = rec.binding, nxt.binding
+    ns, cid = binding.namespace, binding.call_id
+    if (
+        moved is None
+        or swap.expected_revision != 0
+        or next_binding.namespace != ns
+        or next_binding.call_id != cid
+    ):
         return None
-    ns, cid = rec.key
     at = format_time(nxt.updated_at)
+    # ``_value_``: the stored string, read without ``Enum.value``'s property (Python frames).
     cur = conn.execute(
         _CREATE_SWAPPED,
-        (ns, cid, nxt.status.value, nxt.revision, nxt.binding.tool_name, at, swap_text),
+        (ns, cid, nxt.status._value_, nxt.revision, next_binding.tool_name, at, swap_text),
     )
     if cur.rowcount != 1:
         return None
     name, action = moved
-    same = nxt.binding == rec.binding and nxt.created_at == rec.created_at
+    same = next_binding == binding and nxt.created_at == rec.created_at
     facts = transition_facts(swap_text) if same and nxt.result is rec.result is None else swap_text
     conn.execute(
         _TWO_HISTORY_ROWS,
         (
-            *(ns, cid, rec.revision, rec.status.value, "create_checkpoint", "execute"),
+            *(ns, cid, rec.revision, rec.status._value_, "create_checkpoint", "execute"),
             *(format_time(rec.updated_at), create_text),
-            *(ns, cid, nxt.revision, nxt.status.value, name, action, at, facts),
+            *(ns, cid, nxt.revision, nxt.status._value_, name, action, at, facts),
         ),
     )
     return ((True, rec), True)
@@ -250,24 +257,25 @@ def _swap_known(
     facts = swap_facts(before, text)
     if facts is None:
         return False
-    ns, cid = nxt.key
+    binding = nxt.binding
+    ns, cid = binding.namespace, binding.call_id
     cur = conn.execute(
         _UPDATE_KNOWN,
         (
-            nxt.status.value,
+            nxt.status._value_,
             nxt.revision,
             format_time(nxt.updated_at),
             text,
             ns,
             cid,
             op.expected_revision,
-            stored.status.value,
+            stored.status._value_,
             before,
         ),
     )
     if cur.rowcount != 1:
         return False
-    _history(conn, nxt, name, action.value, facts)
+    _history(conn, nxt, name, action._value_, facts)
     return True
 
 
@@ -467,7 +475,7 @@ def _history(
             rec.binding.namespace,
             rec.binding.call_id,
             rec.revision,
-            rec.status.value,
+            rec.status._value_,
             name,
             action,
             format_time(rec.updated_at),
