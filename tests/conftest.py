@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 def clean_telemetry_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No ``configure()`` defaults and no ``OTEL_*`` variables during the test."""
-    from toolledger.testing import TELEMETRY_DEFAULTS
+    from ._internals import TELEMETRY_DEFAULTS
 
     for name in list(os.environ):
         if name.startswith("OTEL_"):

@@ -11,10 +11,11 @@ down: what another package needs is a public name of its package (its ``__init__
 re-exports it; names imported ``as`` themselves outside ``__all__`` are for toolledger's
 own packages, not users).
 
-Not counted: ``toolledger.testing``, which is by design the one door from the tests to
-private modules (docs/architecture.md; ``tests/test_private_imports.py`` keeps the tests
-to it), and ``_version``, the foundation unit itself (a top-level module is its own
-package, and ``__version__`` is its public name).
+Not counted: ``toolledger.testing``, whose test doubles are built on the guard's crash
+points, the journal's stored run and the store's contract suite (docs/architecture.md;
+toolledger's own tests reach internals through ``tests/_internals.py`` instead), and
+``_version``, the foundation unit itself (a top-level module is its own package, and
+``__version__`` is its public name).
 """
 
 from __future__ import annotations

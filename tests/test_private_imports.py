@@ -1,11 +1,13 @@
-"""Tests reach toolledger's private modules only through ``toolledger.testing``.
+"""Tests reach toolledger's private modules only through ``tests/_internals.py``.
 
 Every test file is read with ``ast``: an ``import`` or ``from ... import`` of a module
 with a ``_private`` part (``toolledger.journal._read``), a private name imported from a
 public module (``from toolledger.store import _rows``), or an attribute path through one
-(``toolledger.telemetry._policy.DEFAULTS``) fails, unless it is listed in ``ALLOWED``
-with the reason it cannot go through ``toolledger.testing``. So a refactor that moves an
-internal edits one line of ``testing.py``, not the tests that use it.
+(``toolledger.telemetry._policy.DEFAULTS``) fails, unless the file is ``_internals.py``
+(the one door) or the pair is listed in ``ALLOWED`` with the reason it cannot go through
+the door. So a refactor that moves an internal edits one line of ``_internals.py``, not
+the tests that use it, and ``toolledger.testing`` holds only what users test with: a test
+imports from it only names in its ``__all__``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-#: (test file, private module) pairs that cannot go through ``toolledger.testing``.
+#: The one file that imports toolledger's private modules for the other tests.
+DOOR = "_internals.py"
+
+#: (test file, private module) pairs that cannot go through ``_internals.py``.
 ALLOWED = {
-    # cli/ sits above testing in docs/architecture.md, so testing may not re-export its
-    # terminal sanitizer; the test pins the sanitizer itself, not a command's output.
-    ("cli/test_cli_terminal.py", "toolledger.cli._common"),
-    # PostgreSQL-only: the module imports psycopg (the optional extra), which
-    # toolledger.testing must not need.
+    # PostgreSQL-only: the module imports psycopg (the optional extra), which every test
+    # importing _internals.py would then need.
     ("store/test_postgres_failures.py", "toolledger.store._pg_schema"),
     ("journal/test_reader.py", "toolledger.store._pg_search"),
 }
@@ -90,16 +92,33 @@ def _violations(root: Path) -> list[str]:
     bad = []
     for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root).as_posix()
+        if rel == DOOR:
+            continue
         for line, path in _reaches(ast.parse(file.read_text(encoding="utf-8"))):
             if (rel, _module_of(path)) not in ALLOWED:
-                bad.append(f"{rel}:{line} reaches {path}; import it from toolledger.testing")
+                bad.append(f"{rel}:{line} reaches {path}; import it from tests/{DOOR}")
     return bad
 
 
-def test_private_imports_tests_go_through_testing() -> None:
-    """No test file imports a private toolledger module but the allowed ones."""
+def test_private_imports_tests_go_through_internals() -> None:
+    """No test file but ``_internals.py`` imports a private toolledger module (but the allowed)."""
     bad = _violations(TESTS)
     assert not bad, "\n".join(bad)
+
+
+def test_private_imports_tests_take_only_api_from_testing() -> None:
+    """What a test imports from ``toolledger.testing`` is in its ``__all__`` (what users get)."""
+    import toolledger.testing
+
+    outside = [
+        f"{file.relative_to(TESTS).as_posix()}:{node.lineno} imports {alias.name}"
+        for file in sorted(TESTS.rglob("*.py"))
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "toolledger.testing"
+        for alias in node.names
+        if alias.name not in toolledger.testing.__all__
+    ]
+    assert outside == []
 
 
 def test_private_imports_every_allowed_entry_is_still_needed() -> None:
@@ -113,7 +132,11 @@ def test_private_imports_every_allowed_entry_is_still_needed() -> None:
 
 
 def test_private_imports_each_form_is_reported(tmp_path: Path) -> None:
-    """A private module imported, from-imported, named from its package or walked to fails."""
+    """A private module imported, from-imported, named from its package or walked to fails,
+    in any file but the door."""
+    (tmp_path / DOOR).write_text(
+        "from toolledger.store._rows import dump_record\n", encoding="utf-8"
+    )
     (tmp_path / "test_x.py").write_text(
         "import toolledger\n"
         "import toolledger.journal._read\n"
@@ -125,7 +148,7 @@ def test_private_imports_each_form_is_reported(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert _violations(tmp_path) == [
-        f"test_x.py:{line} reaches {path}; import it from toolledger.testing"
+        f"test_x.py:{line} reaches {path}; import it from tests/_internals.py"
         for line, path in [
             (2, "toolledger.journal._read"),
             (3, "toolledger.store._rows"),

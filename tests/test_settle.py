@@ -20,8 +20,9 @@ from toolledger.checkpoint import (
     fingerprint,
 )
 from toolledger.store import SQLiteStore, Store
-from toolledger.testing import MemoryStore, guard_now, stored_run
+from toolledger.testing import MemoryStore, stored_run
 
+from ._internals import guard_now
 from ._pg_dsn import pg_dsn_or_skip
 
 KEY = "settle-test-key"
@@ -240,7 +241,7 @@ def test_resolve_telemetry_span_log_and_metric(
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from toolledger.testing import TELEMETRY_DEFAULTS
+    from ._internals import TELEMETRY_DEFAULTS
 
     _stuck(store, Payments())
     reader = InMemoryMetricReader()
@@ -277,7 +278,7 @@ def test_resolve_telemetry_span_log_and_metric(
 
 def test_resolve_broken_telemetry_never_blocks(store: Store, clean_telemetry_env: None) -> None:
     """A tracer provider that raises costs the span, not the decision."""
-    from toolledger.testing import TELEMETRY_DEFAULTS
+    from ._internals import TELEMETRY_DEFAULTS
 
     class Broken:
         def get_tracer(self, *a: Any, **k: Any) -> Any:

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolledger.errors import InvalidArgumentError
-from toolledger.testing import check_types, walk_types
+
+from .._internals import check_types, walk_types
 
 
 class _Int(enum.IntEnum):

@@ -13,7 +13,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from toolledger.testing import encode_result, stored_result, to_json, unencodable_result
+from .._internals import encode_result, stored_result, to_json, unencodable_result
 
 
 class Color(enum.Enum):

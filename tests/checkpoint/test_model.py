@@ -33,8 +33,8 @@ from toolledger.checkpoint.model import (
     replaced_record,
     with_result,
 )
-from toolledger.testing import KNOWN_VALID, copy_json
 
+from .._internals import KNOWN_VALID, copy_json
 from ._ckpt_records import RECORDS, binding, json_values, walks
 
 # -- to_dict / from_dict -----------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_canonical_json_float_round_trips_in_shortest_form(x: float) -> None:
 @given(records())
 def test_stored_json_is_compact_json_of_to_dict(rec: CheckpointRecord) -> None:
     """The store's direct encoder writes exactly compact_json(record.to_dict())."""
-    from toolledger.testing import compact_json, dump_record
+    from .._internals import compact_json, dump_record
 
     assert dump_record(rec) == compact_json(rec.to_dict())
     assert CheckpointRecord.from_dict(json.loads(dump_record(rec))) == rec
@@ -272,7 +272,7 @@ def test_stored_json_is_compact_json_of_to_dict(rec: CheckpointRecord) -> None:
 )
 def test_stored_json_escapes_uncertain_reason_like_json(reason: str) -> None:
     """Free text is escaped exactly as the JSON encoder escapes it."""
-    from toolledger.testing import compact_json, dump_record
+    from .._internals import compact_json, dump_record
 
     rec = create_checkpoint(
         binding(), at=tl.checkpoint.model.parse_time("2026-01-01T00:00:00+00:00", "t")

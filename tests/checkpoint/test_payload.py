@@ -277,7 +277,7 @@ def test_payload_shared_graph_expanding_exponentially_is_refused_quickly() -> No
 
 def test_payload_shape_of_shared_subtrees_is_exact() -> None:
     """Reused measurements give the same depth and count as a full walk."""
-    from toolledger.testing import check_types
+    from .._internals import check_types
 
     leaf: Any = {"a": [1, {"b": None}]}
     shared = [leaf, [leaf, [leaf]]]

@@ -19,8 +19,8 @@ from toolledger.checkpoint import (
     validate_checkpoint,
 )
 from toolledger.checkpoint.transitions import transition_between
-from toolledger.testing import compact_json, dump_record
 
+from .._internals import compact_json, dump_record
 from ._ckpt_records import RECORDS, at
 
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 import toolledger
 from toolledger import Pending
 from toolledger.cli import main
-from toolledger.cli._common import clean, json_line
 
+from .._internals import clean, json_line
 from ._pty import on_a_terminal
 
 #: OSC 52 (clipboard write), OSC 8 (hyperlink), CSI, CR, BS, BEL, DEL, C1 CSI/OSC (8-bit),

@@ -10,7 +10,8 @@ from click.testing import CliRunner, Result
 
 import toolledger
 from toolledger.cli import main
-from toolledger.testing import sqlite_search
+
+from .._internals import sqlite_search
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import toolledger as tl
 from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
 from toolledger.cli import main
 from toolledger.store import SQLiteStore
-from toolledger.testing import guard_now
+
+from .._internals import guard_now
 
 
 def _crash(input: Any, ctx: Any) -> Any:

@@ -11,16 +11,10 @@ import pytest
 
 from toolledger.store import SQLiteStore, Store
 from toolledger.store.base import OP_TYPES, Capabilities, ReleaseEffectKey
-from toolledger.testing import (
-    OP_TABLES,
-    STORE_CHECK_GROUPS,
-    MemoryStore,
-    check_store,
-    op_table,
-    store_checks_for,
-)
-from toolledger.testing import STORE_CHECKS as CHECKS
+from toolledger.testing import STORE_CHECK_GROUPS, MemoryStore, check_store
 
+from .._internals import OP_TABLES, op_table, store_checks_for
+from .._internals import STORE_CHECKS as CHECKS
 from .._pg_dsn import pg_dsn_or_skip
 
 

@@ -20,8 +20,9 @@ from toolledger.checkpoint import (
     fingerprint,
 )
 from toolledger.telemetry import CallFacts
-from toolledger.testing import ASYNC_TOOLS, ASYNC_TOOLS_MAX, RecoveryFailed, stored_run
+from toolledger.testing import stored_run
 
+from .._internals import ASYNC_TOOLS, ASYNC_TOOLS_MAX, RecoveryFailed
 from .conftest import CountingStore, Effects, RecordingTelemetry
 
 

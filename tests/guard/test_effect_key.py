@@ -500,8 +500,9 @@ class TestOneTurn:
         """Batched claims: each call's checkpoint ops are gated on its own key claim."""
         from toolledger.checkpoint import Binding, claim_execution, create_checkpoint, fingerprint
         from toolledger.store.base import CreateCheckpoint, SwapCheckpoint
-        from toolledger.testing import EffectKey, join_claims
-        from toolledger.testing import guard_now as now
+
+        from .._internals import EffectKey, join_claims
+        from .._internals import guard_now as now
 
         def claim(call_id: str, key: str) -> tuple[Any, ...]:
             rec = create_checkpoint(Binding("default", call_id, "t", "1", "sha256:x"), at=now())

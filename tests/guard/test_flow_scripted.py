@@ -26,7 +26,8 @@ from toolledger.checkpoint import (
     mark_execution_uncertain,
 )
 from toolledger.errors import OutcomeUnknownError, StoreUnavailableError
-from toolledger.testing import CallFlow, EffectKey, guard_requests
+
+from .._internals import CallFlow, EffectKey, guard_requests
 
 R = guard_requests
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -26,8 +26,8 @@ from toolledger.checkpoint import (
     fingerprint,
 )
 from toolledger.integrations import anthropic
-from toolledger.testing import outcome_of
 
+from .._internals import outcome_of
 from ._stores import STORE_KINDS, open_kind
 
 RESULT = {"rows": [1, 2, {"deep": ["x"]}], "note": "ok"}

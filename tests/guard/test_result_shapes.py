@@ -21,8 +21,9 @@ import pytest
 
 import toolledger as tl
 from toolledger.checkpoint import Status
-from toolledger.testing import stored_run, to_json
+from toolledger.testing import stored_run
 
+from .._internals import to_json
 from ._stores import STORE_KINDS, open_kind
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import toolledger
 from toolledger.store import SQLiteStore
-from toolledger.testing import FLUSH_INTERVAL
+
+from .._internals import FLUSH_INTERVAL
 
 
 def _stored(db: Path, run_id: str) -> int:

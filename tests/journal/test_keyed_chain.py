@@ -15,12 +15,8 @@ from click.testing import CliRunner
 
 import toolledger
 from toolledger.cli import main
-from toolledger.testing import (
-    canonical,
-    chain_hash,
-    content_hash,
-    run_genesis,
-)
+
+from .._internals import canonical, chain_hash, content_hash, run_genesis
 
 KEY = "k3y-for-tests-0123456789abcdef"
 _COLUMNS = ("seq", "run_id", "event_id", "parent_id", "kind", "name", "status", "at")

@@ -148,7 +148,7 @@ def test_the_background_flush_leaves_a_young_start_and_writes_an_old_one(store):
 
 
 def test_a_long_step_shows_running_before_it_ends(store):
-    from toolledger.testing import FLUSH_INTERVAL
+    from .._internals import FLUSH_INTERVAL
 
     with toolledger.run("g", db=store) as run, run.step("long", q=1):
         deadline = time.monotonic() + 20 * FLUSH_INTERVAL + 5

@@ -20,8 +20,9 @@ import pytest
 import toolledger
 from toolledger import Event, RunView, SearchWarning
 from toolledger.store import SQLiteStore, Store
-from toolledger.testing import MemoryStore, sqlite_search
+from toolledger.testing import MemoryStore
 
+from .._internals import sqlite_search
 from .._pg_dsn import pg_dsn_or_skip
 
 

@@ -12,7 +12,8 @@ import toolledger
 from toolledger import Pending
 from toolledger.cli import main
 from toolledger.store import SQLiteStore
-from toolledger.testing import MAX_ERRORS
+
+from .._internals import MAX_ERRORS
 
 
 @pytest.mark.parametrize("namespace", ["a b", "", "ns/1", "é", "x" * 129, 5])

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 import toolledger
 from toolledger.checkpoint import canonical_json
-from toolledger.testing import encoded_json, exact_floats, record_header, stored_run, to_json
-from toolledger.testing import journal_now as now
+from toolledger.testing import stored_run
+
+from .._internals import encoded_json, exact_floats, record_header, to_json
+from .._internals import journal_now as now
 
 anything = st.recursive(
     st.none()

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.journal import erase_content
-from toolledger.testing import MemoryStore, canonical
+from toolledger.testing import MemoryStore
+
+from .._internals import canonical
 
 
 def _make_run(db) -> str:
@@ -327,7 +329,7 @@ class TestHeaderJson:
     @settings(max_examples=300, deadline=None)
     @given(st.dictionaries(st.text(max_size=12), header_values, max_size=14))
     def test_one_pass_header_json_equals_canonical(self, header):
-        from toolledger.testing import header_json, stored_header
+        from .._internals import header_json, stored_header
 
         header = {
             k: ({"$int": str(v)} if type(v) is int and abs(v) > 2**53 - 1 else v)
@@ -338,7 +340,7 @@ class TestHeaderJson:
         assert stored == canonical_json(stored_header(header))
 
     def test_real_headers_take_the_one_pass_path(self):
-        from toolledger.testing import header_json
+        from .._internals import header_json
 
         header = {
             "v": 1,

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolledger.checkpoint import canonical_json
-from toolledger.testing import (
+
+from .._internals import (
     FORMAT_VERSION,
     PHASES,
     HeaderFormat,

@@ -179,7 +179,7 @@ def test_create_racing_an_erase_never_recreates_the_key(
     make_store: Callable[..., PostgresStore], proxy: CommitProxy
 ) -> None:
     """A create blocked behind gc's uncommitted erase must not slip in once it commits."""
-    from toolledger.testing import build_tombstone, dump_record
+    from .._internals import build_tombstone, dump_record
 
     eraser = make_store(proxy.dsn(), max_size=1)
     caller = make_store()

@@ -17,7 +17,9 @@ from toolledger.checkpoint import (
     fingerprint,
 )
 from toolledger.store import SQLiteStore
-from toolledger.testing import MemoryStore, load_record
+from toolledger.testing import MemoryStore
+
+from .._internals import load_record
 
 
 def _completed(store: tl.Store, call_id: str, payload: object) -> CheckpointRecord:

@@ -20,9 +20,9 @@ from toolledger.errors import StoreError
 from toolledger.store import SQLiteStore
 from toolledger.store import sqlite as sqlite_module
 from toolledger.store.base import EventRow, RunRow
-from toolledger.testing import sqlite_search
-from toolledger.testing import store_search as search_module
 
+from .._internals import sqlite_search
+from .._internals import store_search as search_module
 from .._pg_dsn import pg_dsn_or_skip
 
 # Words whose old index (FTS5's or to_tsvector's own folding of the raw text) missed them.

@@ -14,7 +14,8 @@ import pytest
 import toolledger as tl
 from toolledger.checkpoint import Binding, create_checkpoint, fingerprint
 from toolledger.store import SQLiteStore
-from toolledger.testing import (
+
+from .._internals import (
     BACKSTOP_PAGES,
     CHECKPOINT_EVERY,
     CHECKPOINT_EVERY_FULL,

@@ -26,8 +26,8 @@ from toolledger.checkpoint import (
     release_delivery,
 )
 from toolledger.store import SQLiteStore
-from toolledger.testing import dump_record, forget_proven, sqlite_facts_sql, swap_facts
 
+from .._internals import dump_record, forget_proven, sqlite_facts_sql, swap_facts
 from ..checkpoint._ckpt_records import ids, walks
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -11,7 +11,8 @@ import pytest
 import toolledger
 from toolledger.store import SQLiteStore
 from toolledger.store import sqlite as sqlite_module
-from toolledger.testing import sqlite_search
+
+from .._internals import sqlite_search
 
 
 def _pending(store: SQLiteStore) -> list[str]:

@@ -19,7 +19,8 @@ from toolledger.checkpoint import (
 )
 from toolledger.store import SQLiteStore
 from toolledger.store.base import ClaimEffectKey, CreateCheckpoint, Op, SwapCheckpoint
-from toolledger.testing import build_tombstone
+
+from .._internals import build_tombstone
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "sha256:" + "ab" * 32

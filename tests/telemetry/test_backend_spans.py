@@ -596,7 +596,7 @@ def test_mlflow_422_warning_names_the_missing_header(caplog, otel_globals) -> No
     try:
         from opentelemetry.sdk.trace import TracerProvider
 
-        from toolledger.testing import make_exporter
+        from .._internals import make_exporter
 
         exporter = make_exporter(
             f"http://127.0.0.1:{server.server_port}/v1/traces", "http/protobuf"

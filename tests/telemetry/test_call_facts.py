@@ -12,7 +12,9 @@ import pytest
 
 import toolledger
 from toolledger.telemetry import CallFacts
-from toolledger.testing import call_facts, stored_run
+from toolledger.testing import stored_run
+
+from .._internals import call_facts
 
 
 def _ns(text: str) -> int:

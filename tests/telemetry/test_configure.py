@@ -14,11 +14,10 @@ import pytest
 from opentelemetry import trace
 
 import toolledger
-import toolledger.testing
 from toolledger.errors import InvalidArgumentError
 from toolledger.telemetry import NOOP_TELEMETRY, OTelTelemetry, hooks_for
-from toolledger.testing import content_from_env, resolve_endpoint
 
+from .._internals import TELEMETRY_DEFAULTS, content_from_env, resolve_endpoint
 from .otlp_receiver import http_receiver
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -94,7 +93,7 @@ def test_configure_without_endpoint_records_ids_but_exports_nothing(tmp_path, ot
     finally:
         handle.shutdown()
     # shutdown forgets the defaults; the global provider (set once) stays the SDK's
-    assert toolledger.testing.TELEMETRY_DEFAULTS.tracer_provider is None
+    assert TELEMETRY_DEFAULTS.tracer_provider is None
 
 
 def test_configure_honours_headers_service_name_and_content(

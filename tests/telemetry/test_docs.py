@@ -8,7 +8,8 @@ from pathlib import Path
 import toolledger
 from toolledger.telemetry import METRICS
 from toolledger.telemetry import attributes as a
-from toolledger.testing import (
+
+from .._internals import (
     RESOLUTION_ATTRIBUTES,
     SPAN_ATTRIBUTES,
     TRANSITION_ATTRIBUTES,
