@@ -46,9 +46,7 @@ from .export import (
     export_site,
     reexport,
 )
-from .guard import current_call
-from .guard._replay import ReplayReport
-from .guard._run import Run, UndeliveredWarning, run
+from .guard import ReplayReport, Run, UndeliveredWarning, current_call, run
 from .journal import (
     Event,
     JournalWarning,
@@ -67,8 +65,7 @@ from .readiness import Diagnostic, check_tool
 from .replay import Replayer
 from .retention import GcReport, gc
 from .settle import ReconcileItem, Settled, reconcile, resolve
-from .store import NewLedgerWarning, SQLiteStore, Store, open_store
-from .store._search import SearchWarning
+from .store import NewLedgerWarning, SearchWarning, SQLiteStore, Store, open_store
 from .telemetry import configure
 from .tools import (
     ExecuteContext,
