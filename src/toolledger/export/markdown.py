@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal import describe_source
+from ..journal import JUSTIFICATION_MISSING, describe_source
 from ._common import ExportInfo, Progress, export_rendered
 from ._tree import tree_order
 
@@ -112,7 +112,7 @@ def _event_section(ev: Mapping[str, Any], number: int) -> list[str]:
     source = ev.get("justification_source")
     if ev.get("justification") is not None:
         out += [f"> **Why** ({escape_md(source)}): {escape_md(ev['justification'])}", ""]
-    elif ev.get("justification_missing"):
+    elif ev.get(JUSTIFICATION_MISSING):
         out += [f"> **Why**: missing (the {escape_md(source)} gave none)", ""]
     approval = ev.get("approval")
     if isinstance(approval, Mapping):

@@ -2,12 +2,14 @@
 
 Public names are re-exported by ``toolledger``; see ``docs/journal.md``. Names imported
 ``as`` themselves and left out of ``__all__`` are for toolledger's other packages (the
-record-level read, record parsing, event times, text checks, a decision's record), not for
+record-level read, record parsing, event times, text checks, a decision's record, the
+``justification_missing`` key), not for
 users.
 """
 
 from ._append import find_call as find_call
 from ._append import point_row as point_row
+from ._content import JUSTIFICATION_MISSING as JUSTIFICATION_MISSING
 from ._content import check_source as check_source
 from ._content import check_text as check_text
 from ._facts import describe_source as describe_source

@@ -24,16 +24,28 @@ from ..errors import InvalidArgumentError
 from ._values import to_json
 
 __all__ = [
+    "JUSTIFICATION_MISSING",
     "check_name",
     "check_source",
     "check_text",
     "checked_content",
     "event_content",
+    "justification_missing",
     "new_id",
     "now",
 ]
 
 _JUSTIFICATION_SOURCES = ("developer", "model")
+
+#: The key (in a record's header, an event dict, ``Event``'s field) saying the model made
+#: the call and gave no justification; ``justification_missing`` is its rule.
+JUSTIFICATION_MISSING = "justification_missing"
+
+
+def justification_missing(justification: str | None, source: str | None) -> bool:
+    """Whether an event's justification is missing: the model made the call and gave none
+    (a developer's event without one just has none)."""
+    return justification is None and source == "model"
 
 
 def now() -> str:

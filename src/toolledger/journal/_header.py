@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ._content import JUSTIFICATION_MISSING
 from ._records import FORMAT_VERSION, canonical, header_json
 
 __all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
@@ -129,7 +130,7 @@ class HeaderFormat:
         why = ""
         if justification_source is not None:
             why = (
-                f'"justification_missing":{"true" if justification_missing else "false"},'
+                f'"{JUSTIFICATION_MISSING}":{"true" if justification_missing else "false"},'
                 f'"justification_source":{_esc(justification_source)},'
             )
         end = '"run_end":true,' if run_end else ""

@@ -18,11 +18,14 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, Field, fields
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ..store import RECORD_FIELDS
 from ..store.base import EventRow
+from ._content import JUSTIFICATION_MISSING
 from ._records import CONTENT_KEYS, HEADER_KEYS
 from ._view import Event
 
@@ -43,7 +46,7 @@ MERGED_KEYS = (
     "duration_ms",
     "justification",
     "justification_source",
-    "justification_missing",
+    JUSTIFICATION_MISSING,
     "inputs",
     "outputs",
     "artifacts",
@@ -158,7 +161,7 @@ def _merge(
                 None,
                 None,
                 source,
-                bool(get("justification_missing", False)),
+                bool(get(JUSTIFICATION_MISSING, False)),
                 None,
                 None,
                 [],
@@ -277,6 +280,10 @@ def _aware(parsed: datetime | None, raw: Any) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 _new_event = object.__new__
 # A frozen dataclass's __init__ sets each field through object.__setattr__; the slots' own
 # descriptors set them at about half the cost. Event has no __post_init__: nothing skipped.
@@ -296,7 +303,7 @@ _SET_ENDED_AT = _SETTERS["ended_at"]
 _SET_DURATION_MS = _SETTERS["duration_ms"]
 _SET_JUSTIFICATION = _SETTERS["justification"]
 _SET_JUSTIFICATION_SOURCE = _SETTERS["justification_source"]
-_SET_JUSTIFICATION_MISSING = _SETTERS["justification_missing"]
+_SET_JUSTIFICATION_MISSING = _SETTERS[JUSTIFICATION_MISSING]
 _SET_INPUTS = _SETTERS["inputs"]
 _SET_OUTPUTS = _SETTERS["outputs"]
 _SET_ARTIFACTS = _SETTERS["artifacts"]
@@ -309,6 +316,27 @@ _SET_TRACE_ID = _SETTERS["trace_id"]
 _SET_SPAN_ID = _SETTERS["span_id"]
 _SET_ERASED = _SETTERS["erased"]
 _SET_EXTRA = _SETTERS["extra"]
+#: Fields ``merge_events`` does not read from the records: each new ``Event`` gets their
+#: defaults, so a field added to ``Event`` needs no edit here until records carry it.
+_MERGED_FIELDS = frozenset(
+    {
+        "run_id", "event_id", "seq", "parent_id", "kind", "name", "status", "goal", "agent",
+        "namespace", "started_at", "ended_at", "duration_ms", "justification",
+        "justification_source", JUSTIFICATION_MISSING, "inputs", "outputs", "artifacts",
+        "approval", "error", "text", "meta", "checkpoint", "trace_id", "span_id", "erased",
+        "extra",
+    }
+)  # fmt: skip
+
+
+def _default_of(f: Field[Any]) -> Callable[[], Any]:
+    factory = f.default_factory
+    return factory if f.default is MISSING and callable(factory) else partial(_same, f.default)
+
+
+_DEFAULTS = tuple(
+    (_SETTERS[f.name], _default_of(f)) for f in fields(Event) if f.name not in _MERGED_FIELDS
+)
 
 
 def merge_events(
@@ -383,5 +411,7 @@ def merge_events(
         _SET_SPAN_ID(ev, state[_SPAN_ID])
         _SET_ERASED(ev, state[_ERASED])
         _SET_EXTRA(ev, state[_EXTRA])
+        for set_default, default in _DEFAULTS:
+            set_default(ev, default())
         append(ev)
     return out

@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
-from ._content import check_text, checked_content, event_content, new_id, now
+from ._content import (
+    JUSTIFICATION_MISSING,
+    check_text,
+    checked_content,
+    event_content,
+    justification_missing,
+    new_id,
+    now,
+)
 from ._handles import (
     Artifact,
     EventHandle,
@@ -85,11 +93,6 @@ class PreparedEnd:
     meta: dict[str, Any]
     link: dict[str, Any]
     floats: bool
-
-
-def _missing(justification: str | None, source: str) -> bool:
-    """``justification_missing``: the model made the call and gave no justification."""
-    return justification is None and source == "model"
 
 
 class Recorder:
@@ -156,7 +159,7 @@ class Recorder:
         the writer needs it (``ChainWriter.append_lazy``); its content must not change
         (``to_json``'s private copy).
         """
-        missing = _missing(justification, justification_source)
+        missing = justification_missing(justification, justification_source)
         event: dict[str, Any] | None = None
         span = default
         trace_id = span_id = None
@@ -172,7 +175,7 @@ class Recorder:
                 "ended_at": None,
                 "justification": justification,
                 "justification_source": justification_source,
-                "justification_missing": missing,
+                JUSTIFICATION_MISSING: missing,
                 "meta": {**meta_value, "justification_source": justification_source},
                 "inputs": content.get("inputs"),
                 "outputs": None,
@@ -330,7 +333,7 @@ class Recorder:
             handle.span,
             lazy=True,
         )
-        missing = _missing(justification, justification_source)
+        missing = justification_missing(justification, justification_source)
         handle.first = (row, content, stamp, justification_source, missing)
         if meta_value:
             handle.meta.update(meta_value)
@@ -565,7 +568,7 @@ class Recorder:
             "ended_at": stamp,
             "justification": None,
             "justification_source": None,
-            "justification_missing": False,
+            JUSTIFICATION_MISSING: False,
             "meta": {},
             "inputs": None,
             "outputs": None,

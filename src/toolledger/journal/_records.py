@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..checkpoint import canonical_json, sorted_dumps, sorted_dumps_acyclic
+from ._content import JUSTIFICATION_MISSING
 
 __all__ = [
     "COLUMN_KEYS",
@@ -96,7 +97,7 @@ HEADER_KEYS = frozenset(
         "phase",
         "at",
         "justification_source",
-        "justification_missing",
+        JUSTIFICATION_MISSING,
         "checkpoint",
         "trace_id",
         "span_id",

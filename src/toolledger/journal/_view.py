@@ -15,12 +15,20 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from operator import attrgetter
 from typing import Any
 
-__all__ = ["Event", "RunView", "epoch_ms", "parse_event_time"]
+__all__ = [
+    "Event",
+    "RunView",
+    "epoch_ms",
+    "from_json_table",
+    "parse_event_time",
+    "to_json_table",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -104,73 +112,69 @@ class Event:
         return self.status == "interrupted"
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON-ready form (the ``events`` entries of a JSON export)."""
-        return {
-            "run_id": self.run_id,
-            "event_id": self.event_id,
-            "seq": self.seq,
-            "parent_id": self.parent_id,
-            "kind": self.kind,
-            "name": self.name,
-            "status": self.status,
-            "goal": self.goal,
-            "agent": self.agent,
-            "namespace": self.namespace,
-            "started_at": _iso(self.started_at),
-            "ended_at": _iso(self.ended_at),
-            "ts_start_ms": self.ts_start_ms,
-            "ts_end_ms": self.ts_end_ms,
-            "duration_ms": self.duration_ms,
-            "justification": self.justification,
-            "justification_source": self.justification_source,
-            "justification_missing": self.justification_missing,
-            "inputs": self.inputs,
-            "outputs": self.outputs,
-            "artifacts": list(self.artifacts),
-            "approval": self.approval,
-            "error": self.error,
-            "text": self.text,
-            "meta": dict(self.meta),
-            "checkpoint": None if self.checkpoint is None else dict(self.checkpoint),
-            "trace_id": self.trace_id,
-            "span_id": self.span_id,
-            "erased": None if self.erased is None else dict(self.erased),
-            "extra": dict(self.extra),
-        }
+        """Return the JSON-ready form (the ``events`` entries of a JSON export): every field
+        in declaration order, ``ts_start_ms``/``ts_end_ms`` after ``ended_at``."""
+        return {key: value(self) for key, value in _TO_JSON}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Event:
         """Build an event from ``to_dict``'s form (derived fields are recomputed)."""
-        return cls(
-            run_id=str(data.get("run_id")),
-            event_id=str(data.get("event_id")),
-            seq=int(data.get("seq") or 0),
-            parent_id=data.get("parent_id"),
-            kind=str(data.get("kind")),
-            name=data.get("name"),
-            status=data.get("status"),
-            goal=data.get("goal"),
-            agent=data.get("agent"),
-            namespace=data.get("namespace"),
-            started_at=parse_event_time(data.get("started_at")),
-            ended_at=parse_event_time(data.get("ended_at")),
-            duration_ms=data.get("duration_ms"),
-            justification=data.get("justification"),
-            justification_source=data.get("justification_source"),
-            justification_missing=bool(data.get("justification_missing")),
-            inputs=data.get("inputs"),
-            outputs=data.get("outputs"),
-            artifacts=tuple(data.get("artifacts") or ()),
-            approval=data.get("approval"),
-            error=data.get("error"),
-            text=data.get("text"),
-            meta=dict(data.get("meta") or {}),
-            checkpoint=data.get("checkpoint"),
-            trace_id=data.get("trace_id"),
-            span_id=data.get("span_id"),
-            erased=data.get("erased"),
-            extra=dict(data.get("extra") or {}),
-        )
+        get = data.get
+        return cls(**{name: convert(get(name)) for name, convert in _FROM_JSON})
+
+
+# ``to_dict`` and ``from_dict`` follow ``Event``'s fields: a field's JSON form is chosen by
+# its declared type, so adding a field is one edit of the dataclass (and, for spans, of its
+# telemetry mapping). A type not listed here is JSON as it is.
+_TO_JSON_OF_TYPE: dict[str, Callable[[Any], Any]] = {
+    "datetime | None": _iso,
+    "tuple[Any, ...]": list,
+    "Mapping[str, Any]": dict,
+    "Mapping[str, Any] | None": lambda value: None if value is None else dict(value),
+}
+_FROM_JSON_OF_TYPE: dict[str, Callable[[Any], Any]] = {
+    "str": str,
+    "int": lambda value: int(value or 0),
+    "bool": bool,
+    "datetime | None": parse_event_time,
+    "tuple[Any, ...]": lambda value: tuple(value or ()),
+    "Mapping[str, Any]": lambda value: dict(value or {}),
+}
+#: Keys ``to_dict`` adds after a field: derived, never read back.
+_DERIVED_AFTER: dict[str, tuple[tuple[str, Callable[[Any], Any]], ...]] = {
+    "ended_at": (
+        ("ts_start_ms", lambda ev: epoch_ms(ev.started_at)),
+        ("ts_end_ms", lambda ev: epoch_ms(ev.ended_at)),
+    ),
+}
+
+
+def to_json_table(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """Return ``to_dict``'s keys and how each is read from a ``cls`` (an ``Event``)."""
+    table: list[tuple[str, Callable[[Any], Any]]] = []
+    for f in fields(cls):
+        get = attrgetter(f.name)
+        convert = _TO_JSON_OF_TYPE.get(str(f.type))
+        table.append((f.name, get if convert is None else _composed(convert, get)))
+        table.extend(_DERIVED_AFTER.get(f.name, ()))
+    return tuple(table)
+
+
+def from_json_table(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """Return ``from_dict``'s fields and how each is read from ``to_dict``'s value."""
+    return tuple((f.name, _FROM_JSON_OF_TYPE.get(str(f.type), _identity)) for f in fields(cls))
+
+
+def _composed(convert: Callable[[Any], Any], get: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda ev: convert(get(ev))
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+_TO_JSON = to_json_table(Event)
+_FROM_JSON = from_json_table(Event)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
