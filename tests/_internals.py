@@ -44,6 +44,8 @@ from toolledger.journal._records import stored_header as stored_header
 from toolledger.journal._values import encoded_json as encoded_json
 from toolledger.journal._values import exact_floats as exact_floats
 from toolledger.journal._values import to_json as to_json
+from toolledger.journal._view import from_json_table as from_json_table
+from toolledger.journal._view import to_json_table as to_json_table
 from toolledger.journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from toolledger.store import _contract as _store_contract
 from toolledger.store import _search as _store_search

@@ -9,7 +9,8 @@ from typing import Any
 
 import toolledger
 from toolledger import Event
-from toolledger.journal._view import from_json_table, to_json_table
+
+from .._internals import from_json_table, to_json_table
 
 _AT = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 
