@@ -38,6 +38,7 @@ from toolledger.journal._records import FORMAT_VERSION as FORMAT_VERSION
 from toolledger.journal._records import canonical as canonical
 from toolledger.journal._records import chain_hash as chain_hash
 from toolledger.journal._records import content_hash as content_hash
+from toolledger.journal._records import content_json as content_json
 from toolledger.journal._records import header_json as header_json
 from toolledger.journal._records import run_genesis as run_genesis
 from toolledger.journal._records import stored_header as stored_header

@@ -11,7 +11,7 @@ import toolledger
 from toolledger.checkpoint import canonical_json
 from toolledger.testing import stored_run
 
-from .._internals import encoded_json, exact_floats, record_header, to_json
+from .._internals import content_json, encoded_json, exact_floats, record_header, to_json
 from .._internals import journal_now as now
 
 anything = st.recursive(
@@ -132,8 +132,8 @@ class TestNewerWriters:
                 "at": now(),
                 "priority": 7,
             }
-            content_json, digest = run._content_json({"text": "hello", "cost": {"usd": 1}}, False)
-            run._write(record_header({**header, "content_sha256": digest}), content_json)
+            text, digest = content_json({"text": "hello", "cost": {"usd": 1}}, False)
+            run.append(record_header({**header, "content_sha256": digest}), text)
         assert toolledger.verify(store, run.run_id).ok
         (ev, _finish) = stored_run(store, run.run_id).events
         assert ev["kind"] == "plan"

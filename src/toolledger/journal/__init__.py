@@ -10,11 +10,12 @@ users.
 from ._append import find_call as find_call
 from ._append import point_row as point_row
 from ._content import JUSTIFICATION_MISSING as JUSTIFICATION_MISSING
+from ._content import Artifact
 from ._content import check_source as check_source
 from ._content import check_text as check_text
 from ._facts import describe_source as describe_source
-from ._handles import Artifact, EventHandle, Step
 from ._import import import_json
+from ._lifecycle import EventHandle, Step
 from ._read import iter_rows as iter_rows
 from ._read import load_stored_run as load_stored_run
 from ._reader import events_of as events_of

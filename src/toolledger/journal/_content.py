@@ -1,5 +1,5 @@
-"""A new event's parts, checked: ids, times, names, text and content. No I/O but the clock
-and ``os.urandom``.
+"""A new event's parts, checked: ids, times, names, text and content, errors, checkpoint
+links, artifacts. No I/O but the clock, ``os.urandom`` and reading an artifact to hash it.
 
 Rules this module keeps:
 
@@ -14,22 +14,30 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import CheckpointError, InvalidArgumentError
 from ._values import to_json
 
 __all__ = [
     "JUSTIFICATION_MISSING",
+    "Artifact",
     "check_name",
     "check_source",
     "check_text",
     "checked_content",
+    "checkpoint_link",
+    "error_info",
     "event_content",
+    "hash_artifact",
     "justification_missing",
     "new_id",
     "now",
@@ -186,3 +194,110 @@ def checked_content(
         floats |= f2
         content["meta"] = meta_value
     return content, meta_value, floats
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifact:
+    """An artifact recorded by hash: the bytes stay where they were."""
+
+    name: str
+    sha256: str
+    size: int
+    media_type: str | None
+    path: str | None
+    event_id: str
+
+
+def error_info(error: BaseException | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Return the journal form of an error: ``{"type", "message"}`` (+ ``code``)."""
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        tp = type(error)
+        info: dict[str, Any] = {"type": tp.__qualname__, "message": _safe_str(error)}
+        if tp.__module__ not in ("builtins", "__main__"):
+            info["module"] = tp.__module__
+        if isinstance(error, CheckpointError):
+            info["code"] = error.code
+        return info
+    value, _ = to_json(dict(error))
+    return dict(value)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)[:4000]
+    except Exception:
+        return f"<unprintable {type(exc).__qualname__}>"
+
+
+def checkpoint_link(link: Mapping[str, Any]) -> dict[str, Any]:
+    if type(link) is not dict and not isinstance(link, Mapping):
+        raise InvalidArgumentError(message="checkpoint must be a mapping")
+    out = {
+        "namespace": link.get("namespace"),
+        "call_id": link.get("call_id"),
+        "revision": link.get("revision"),
+    }
+    if not isinstance(out["namespace"], str) or not isinstance(out["call_id"], str):
+        raise InvalidArgumentError(message="checkpoint needs str namespace and call_id")
+    rev = out["revision"]
+    if rev is not None and (type(rev) is not int or rev < 0):
+        raise InvalidArgumentError(message="checkpoint revision must be a non-negative int")
+    return out
+
+
+def hash_artifact(
+    path_or_bytes: str | os.PathLike[str] | bytes, name: str, media_type: str | None
+) -> dict[str, Any]:
+    """Return the artifact's journal form; the bytes are hashed, never copied.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(message="artifact name must be a non-empty str")
+    if media_type is not None and not isinstance(media_type, str):
+        raise InvalidArgumentError(message="media_type must be a str or None")
+    for what, text in (("artifact name", name), ("media_type", media_type)):
+        if text is not None and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidArgumentError(
+                    message=f"{what} is not valid Unicode (a lone surrogate at {exc.start})"
+                ) from exc
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+        return {
+            "name": name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "media_type": media_type or "application/octet-stream",
+            "path": None,
+        }
+    if not isinstance(path_or_bytes, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            message=f"an artifact is a path or bytes; got {type(path_or_bytes).__name__}"
+        )
+    path = Path(path_or_bytes).resolve()
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            message=f"cannot read artifact {str(path)!r}: {exc.strerror or exc}",
+            details={"path": str(path)},
+        ) from exc
+    guessed = mimetypes.guess_type(path.name)[0]
+    return {
+        "name": name,
+        "sha256": digest.hexdigest(),
+        "size": size,
+        "media_type": media_type or guessed or "application/octet-stream",
+        "path": str(path),
+    }

@@ -48,6 +48,7 @@ from typing import Any
 
 from ..checkpoint import canonical_json, sorted_dumps, sorted_dumps_acyclic
 from ._content import JUSTIFICATION_MISSING
+from ._values import to_json
 
 __all__ = [
     "COLUMN_KEYS",
@@ -63,6 +64,7 @@ __all__ = [
     "journal_key",
     "key_id",
     "content_hash",
+    "content_json",
     "erase_content",
     "header_json",
     "check_readable",
@@ -144,6 +146,27 @@ def _sha(text: str) -> str:
 
 
 _sha256 = hashlib.sha256
+#: The content text and hash of a record without content.
+_EMPTY_CONTENT = ("{}", _sha("{}"))
+
+
+def content_json(content: dict[str, Any], floats: bool, acyclic: bool = False) -> tuple[str, str]:
+    """Return a record's canonical content JSON and its hex SHA-256.
+
+    ``floats``: whether a float may be in ``content``; ``acyclic``: every value in
+    ``content`` was made by ``to_json`` or ``encoded_json`` (bounded in depth) or is a str
+    (see ``canonical``).
+    """
+    if not content:
+        return _EMPTY_CONTENT
+    text = canonical(content, maybe_float=floats, acyclic=acyclic)
+    try:
+        return text, _sha(text)
+    except UnicodeEncodeError:
+        # A lone surrogate slipped in (an exception message, a file name): mark it.
+        content, floats = to_json(content)
+        text = canonical(content, maybe_float=floats)
+        return text, _sha(text)
 
 
 def content_hash(content: Mapping[str, Any], *, maybe_float: bool = True) -> str:

@@ -39,20 +39,28 @@ from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
 from ..store import Store, store_for
 from ..store.base import RunRow
 from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
-from ._content import check_name, check_source, check_text, event_content, new_id, now
+from ._content import (
+    Artifact,
+    check_name,
+    check_source,
+    check_text,
+    error_info,
+    new_id,
+    now,
+)
 from ._facts import TAIL, find_end
-from ._handles import Artifact, EventHandle, Step, checkpoint_link, error_info
 from ._header import HeaderFormat
+from ._lifecycle import EventHandle, Events, Step
 from ._recorder import Recorder
 from ._records import (
     MAC_HMAC_SHA256,
     RUN_FORMAT_VERSION,
     content_hash,
+    content_json,
     journal_key,
     key_id,
     run_genesis,
 )
-from ._values import encoded_json, to_json
 from ._writer import ChainWriter
 
 __all__ = ["Run", "current_run"]
@@ -60,8 +68,6 @@ __all__ = ["Run", "current_run"]
 _R = TypeVar("_R", bound="Run")
 _CURRENT: ContextVar[Run | None] = ContextVar("toolledger_current_run", default=None)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
-#: The span of a point record without telemetry (a no-op span holds no state).
-_NO_SPAN = NoopSpan()
 
 
 def current_run() -> Run | None:
@@ -116,7 +122,7 @@ class Run(Recorder):
                 f"got {run_id!r}"
             )
         self.run_id: str = run_id or new_id()
-        self._headers = HeaderFormat(self.run_id)
+        self.events = Events(self, HeaderFormat(self.run_id))
         #: The journal key (``key=`` or ``$TOOLLEDGER_JOURNAL_KEY``): an HMAC-keyed chain.
         self._key = journal_key(key)
         self.strict = bool(strict)
@@ -450,10 +456,8 @@ class Run(Recorder):
         is that event's end record, else a one-record ``finish`` event.
         """
         err = error_info(error)
-        content_json, digest = self._content_json(
-            {} if err is None else {"error": err}, False, True
-        )
-        header = self._headers.header(
+        text, digest = content_json({} if err is None else {"error": err}, False, True)
+        header = self.events.headers.header(
             self._finished or new_id(),
             None,
             "finish",
@@ -464,7 +468,7 @@ class Run(Recorder):
             digest,
             run_end=True,
         )
-        self._write(header, content_json)
+        self.append(header, text)
 
     @property
     def head_hash(self) -> str | None:
@@ -502,7 +506,7 @@ class Run(Recorder):
         check_text(justification, "justification")
         check_source(justification_source)
         return Step(
-            self,
+            self.events,
             {
                 "name": name,
                 "justification": justification,
@@ -613,56 +617,20 @@ class Run(Recorder):
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
         """
-        self.require_running()
-        if not isinstance(status, str) or not status or len(status) > 64 or not status.isascii():
-            raise InvalidArgumentError(
-                message=f"status must be a short non-empty str; got {status!r}"
-            )
-        telemetry = self.telemetry
-        # Without telemetry the content is encoded below and nothing keeps it: exact JSON
-        # (the inputs, a replay's stored result) is encoded as it is, with no copy to make.
-        convert = to_json if telemetry is not NOOP_TELEMETRY else encoded_json
-        content, meta_value, floats = event_content(
-            kind, name, justification, justification_source, inputs, meta, convert
-        )
-        link = None if checkpoint is None else checkpoint_link(checkpoint)
-        out: dict[str, Any] | None = None
-        if outputs:
-            out, f3 = convert(outputs if type(outputs) is dict else dict(outputs))
-            floats |= f3
-            content["outputs"] = out
-        err = error_info(error)
-        if err is not None:
-            content["error"] = err
-        if parent is ...:
-            parent = self._parent()
-        stamp = now()
-        event_id = new_id()
-        event, span, _ = self._first_record(
-            event_id,
-            parent,
+        return self.events.record_event(
             kind,
             name,
             status,
-            "point",
-            stamp,
-            justification,
-            justification_source,
-            meta_value,
-            content,
-            floats,
-            link,
-            _NO_SPAN,
+            justification=justification,
+            justification_source=justification_source,
+            inputs=inputs,
+            outputs=outputs,
+            meta=meta,
+            checkpoint=checkpoint,
+            parent=parent,
+            facts=facts,
+            error=error,
         )
-        if event is None:
-            return event_id
-        event.update(ended_at=stamp, outputs=out, error=err)
-        if facts is not None:
-            self.safe_telemetry(lambda: span.end(event, error, facts()))
-            return event_id
-        self.safe_telemetry(span.update, {**meta_value, "checkpoint": link})
-        self.safe_telemetry(span.end, event, error)
-        return event_id
 
     def note(self, text: str) -> str:
         """Record a note at the current nesting level; return its event id."""
@@ -684,4 +652,6 @@ class Run(Recorder):
         media_type: str | None = None,
     ) -> Artifact:
         """Record an artifact (by hash) at the current nesting level."""
-        return self.record_artifact(path_or_bytes, name=name, media_type=media_type, parent=None)
+        return self.events.record_artifact(
+            path_or_bytes, name=name, media_type=media_type, parent=None
+        )

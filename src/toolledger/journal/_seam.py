@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..store.base import Store
     from ..telemetry import CallFacts, SpanHandle
-    from ._handles import EventHandle, Step
-    from ._recorder import PreparedEnd
+    from ._lifecycle import EventHandle, PreparedEnd, Step
     from ._writer import Ride
 
 __all__ = ["JournalSeam"]

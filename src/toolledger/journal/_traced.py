@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
-from ._handles import Step
+from ._lifecycle import Step
 from ._run import current_run
 
 __all__ = ["traced"]
@@ -54,7 +54,7 @@ def traced(name: Any = None, justification: str | None = None) -> Any:
                 active = current_run()
                 if active is None or active.status != "running":
                     return await fn(*args, **kwargs)
-                step = Step(active, _spec(step_name, justification, inputs_of(args, kwargs)))
+                step = Step(active.events, _spec(step_name, justification, inputs_of(args, kwargs)))
                 async with step:
                     result = await fn(*args, **kwargs)
                     step.record_output(result=result)
@@ -67,7 +67,9 @@ def traced(name: Any = None, justification: str | None = None) -> Any:
             active = current_run()
             if active is None or active.status != "running":
                 return fn(*args, **kwargs)
-            with Step(active, _spec(step_name, justification, inputs_of(args, kwargs))) as step:
+            with Step(
+                active.events, _spec(step_name, justification, inputs_of(args, kwargs))
+            ) as step:
                 result = fn(*args, **kwargs)
                 step.record_output(result=result)
                 return result

@@ -1,0 +1,1014 @@
+"""The event lifecycle: an event begins, learns facts, ends; one-record events.
+
+Everything that reads or changes an event in flight is in this module: ``EventHandle``
+(the internal API), ``Step`` (the user's context manager) and ``Events`` (a run's events:
+it writes their records and tells telemetry). ``Events`` reaches its run only through the
+seam ``RecordSink`` (public names; ``Recorder`` is one): it hands records to the run's
+chain and telemetry calls to the run's guard, and reads nothing else of the run.
+
+Rules this module keeps:
+
+- ``Events.begin(kind, name, ...)`` writes the event's *start* record, starts its span
+  and pushes the handle on the context-variable stack, so events begun inside it (in this
+  thread or asyncio task, and in tasks created from it) get it as ``parent_id``. Threads
+  and tasks each keep their own stack.
+- Each event's telemetry span is started before its first record is written, so the
+  record header can carry the span's ``trace_id``/``span_id``. Without telemetry
+  (``NOOP_TELEMETRY``) no event dict is built: only hooks read it.
+- ``EventHandle.update(...)`` merges facts learned mid-flight (outputs, meta, the
+  checkpoint link); they are written with the *end* record. Nothing hashed is updated in
+  place: the journal is append-only.
+- ``EventHandle.end(status, ...)`` writes the end record (or, while the start record is
+  still the last one buffered, the whole event as one record in its place), ends the
+  span and pops the stack. Ending twice is a no-op.
+- ``record_point`` writes one-record events (approval, note, artifact, finish);
+  ``record_event`` one that began and ended at once (a replayed or refused tool call).
+- An exception inside ``with run.step(...)`` is recorded (type, message) as a failed event
+  and re-raised unchanged; ``KeyboardInterrupt`` and cancellation record ``cancelled``.
+- Every record's content is canonicalised and hashed (``content_json``) and its header
+  written by the run's ``HeaderFormat`` from values checked or made here. Telemetry calls
+  go through ``RecordSink.safe_telemetry``: they can never raise into the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import partial
+from types import EllipsisType, TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import InvalidArgumentError
+from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
+from ._content import (
+    JUSTIFICATION_MISSING,
+    Artifact,
+    check_text,
+    checked_content,
+    checkpoint_link,
+    error_info,
+    event_content,
+    hash_artifact,
+    justification_missing,
+    new_id,
+    now,
+)
+from ._header import HeaderFormat, RecordHeader
+from ._records import content_json
+from ._values import encoded_json, to_json
+
+if TYPE_CHECKING:
+    from ..store.base import EventRow
+
+__all__ = [
+    "EventHandle",
+    "Events",
+    "PreparedEnd",
+    "RecordSink",
+    "Step",
+    "current_stack",
+    "span_ids",
+]
+
+
+class RecordSink(Protocol):
+    """What a run's ``Events`` ask of the run (``Recorder`` is one): the seam between the
+    event lifecycle and the run's chain and failure guards.
+
+    Attributes:
+        run_id: The run's id (in telemetry's event dicts).
+        telemetry: The run's hooks (``NOOP_TELEMETRY``: no event dict is built).
+    """
+
+    run_id: str
+    telemetry: TelemetryHooks
+
+    def require_running(self) -> None:
+        """Raise ``INVALID_ARGUMENT`` unless the run is running."""
+        ...
+
+    def safe_telemetry(self, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+        """Call a telemetry hook; a failure is logged, never raised."""
+        ...
+
+    def append(self, header: RecordHeader, content_json: str) -> EventRow:
+        """Chain one record (buffered); return its row."""
+        ...
+
+    def append_lazy(self, build: Callable[[], tuple[RecordHeader, str]]) -> object:
+        """Chain one record built only when needed; return its token."""
+        ...
+
+    def is_last(self, token: object) -> bool:
+        """Whether the record of ``token`` is the last one chained, still buffered."""
+        ...
+
+    def replace_last(self, token: object, header: RecordHeader, content_json: str) -> bool:
+        """Put a record in place of the last buffered one (``token``); ``False`` if it is
+        not the last one any more."""
+        ...
+
+    def flush(self) -> bool:
+        """Write every buffered record now; return whether nothing is left buffered."""
+        ...
+
+    def maybe_flush(self) -> None:
+        """Flush the buffered records if the run's policy says so."""
+        ...
+
+
+#: The stack of open events in this context (innermost last), across runs.
+_STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack", default=())
+
+_NOOP_SPAN = NoopSpan()
+
+#: An event's start record while it may still be buffered: (its writer token, content, at,
+#: justification source, justification missing); its end may then store the whole event
+#: as one record instead.
+_FirstRecord = tuple[object, dict[str, Any], str, str | None, bool]
+
+
+def current_stack() -> tuple[EventHandle, ...]:
+    """Return the open events of the current context, innermost last."""
+    return _STACK.get()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedEnd:
+    """An event's end record built ahead of time (``Events.prepare_end``)."""
+
+    handle: EventHandle
+    ended_at: str
+    header: RecordHeader
+    content_json: str
+    outputs: dict[str, Any]  # the event's outputs, meta and link once ended (converted)
+    meta: dict[str, Any]
+    link: dict[str, Any]
+    floats: bool
+
+
+class EventHandle:
+    """A journal event in flight (a step, tool call, approval …).
+
+    Attributes:
+        event_id: 128-bit id (32 hex digits).
+        kind, name: What the event is.
+        parent_id: The enclosing event, or ``None`` at the run's top level.
+        span: Its telemetry ``SpanHandle`` (a no-op span without telemetry).
+        events: The run's ``Events`` the event belongs to.
+    """
+
+    __slots__ = (
+        "_carried_end",
+        "_ended",
+        "_event",
+        "_first",
+        "_floats",
+        "_link",
+        "_meta",
+        "_outputs",
+        "event_id",
+        "events",
+        "kind",
+        "name",
+        "parent_id",
+        "span",
+        "started",
+    )
+
+    def __init__(
+        self,
+        events: Events,
+        *,
+        event_id: str,
+        kind: str,
+        name: str,
+        parent_id: str | None,
+        floats: bool,
+        checkpoint: dict[str, Any] | None,
+    ) -> None:
+        self.events = events
+        self.event_id = event_id
+        self.kind = kind
+        self.name = name
+        self.parent_id = parent_id
+        # The event dict telemetry sees, completed at the end (``None`` without telemetry).
+        self._event: dict[str, Any] | None = None
+        self.span: SpanHandle = _NOOP_SPAN
+        self.started = time.monotonic()
+        self._outputs: dict[str, Any] = {}
+        self._meta: dict[str, Any] = {}
+        self._link = checkpoint
+        self._floats = floats
+        self._ended = False
+        self._first: _FirstRecord | None = None
+        # The end record a caller's transaction put in the chain (``Run.prepare_end``),
+        # set by the writer the moment that is known, before the caller hears of it.
+        self._carried_end: PreparedEnd | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether ``end`` was called."""
+        return self._ended
+
+    def end_carried(self, prepared: PreparedEnd) -> None:
+        """The chain holds ``prepared`` (this event's ``Run.prepare_end``): a later
+        ``end`` ends with it and writes no other end record (the caller may have been
+        interrupted before it heard that its transaction carried the record)."""
+        if not self._ended:
+            self._carried_end = prepared
+
+    def update(
+        self,
+        *,
+        outputs: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Merge facts learned mid-flight; they are written with the end record.
+
+        Args:
+            outputs: Merged into the event's outputs (later keys win).
+            meta: Merged into the event's meta.
+            checkpoint: The checkpoint link ``{"namespace", "call_id", "revision"}``.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when a mapping argument is not one.
+        """
+        self._merge(outputs, meta, checkpoint, tell=True)
+
+    def _merge(
+        self,
+        outputs: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        checkpoint: Mapping[str, Any] | None,
+        *,
+        tell: bool,
+    ) -> None:
+        """``update``'s merge; ``tell``: tell the span the meta and link too."""
+        if outputs:
+            value, floats = to_json(_mapping(outputs, "outputs"))
+            self._outputs.update(value)
+            self._floats |= floats
+        if meta:
+            value, floats = to_json(_mapping(meta, "meta"))
+            self._meta.update(value)
+            self._floats |= floats
+        if checkpoint is not None:
+            self._link = checkpoint_link(checkpoint)
+        if tell and (checkpoint is not None or meta) and self.span is not _NOOP_SPAN:
+            facts: dict[str, Any] = dict(self._meta)
+            if self._link is not None:
+                facts["checkpoint"] = self._link
+            self.events.sink.safe_telemetry(self.span.update, facts)
+
+    def end(
+        self,
+        status: str,
+        *,
+        outputs: Mapping[str, Any] | None = None,
+        error: BaseException | Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        carried: PreparedEnd | None = None,
+        flush: bool = False,
+        checkpoint: Mapping[str, Any] | None = None,
+        facts: CallFacts | None = None,
+    ) -> None:
+        """Write the end record, end the span and pop the context stack.
+
+        Args:
+            status: ``completed``, ``failed``, ``refused``, ``replayed``, ``cancelled`` …
+            outputs: Merged into the outputs recorded so far.
+            error: An exception or a JSON-able dict describing the failure.
+            meta: Merged into meta.
+            flush: Write the end record (with everything buffered) now.
+            carried: The ``PreparedEnd`` (``Run.prepare_end``) of this end, which a
+                transaction already put in the chain: it is not written again, and its
+                outputs, meta and checkpoint link replace ``outputs``/``meta``.
+            checkpoint: The checkpoint link ``{"namespace", "call_id", "revision"}``.
+            facts: A tool call's ``CallFacts``: its span is told them (and the final
+                event) once, at its end, and nothing before.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
+        """
+        if self._ended:
+            return
+        _check_status(status)
+        if carried is None and self._carried_end is not None:
+            carried = self._carried_end  # the chain holds this event's end already
+            status = carried.header.status
+        if carried is None:
+            if outputs or meta or checkpoint is not None:
+                self._merge(outputs, meta, checkpoint, tell=facts is None)
+        else:
+            self._outputs = carried.outputs
+            self._meta = carried.meta
+            self._link = carried.link
+            self._floats = carried.floats
+            if self.span is not _NOOP_SPAN and facts is None:  # as ``update`` tells telemetry
+                self.events.sink.safe_telemetry(
+                    self.span.update, {**self._meta, "checkpoint": self._link}
+                )
+        self._ended = True
+        _pop(self)
+        self.events.ended(self, status, error, carried, flush, facts)
+
+
+def _pop(handle: EventHandle) -> None:
+    stack = _STACK.get()
+    if stack and stack[-1] is handle:
+        _STACK.set(stack[:-1])
+    elif handle in stack:
+        _STACK.set(tuple(h for h in stack if h is not handle))
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if type(value) is not dict and not isinstance(value, Mapping):  # (the ABC check costs)
+        raise InvalidArgumentError(message=f"{what} must be a mapping; got {type(value).__name__}")
+    return value
+
+
+def _check_status(status: object) -> None:
+    if not isinstance(status, str) or not status or len(status) > 64 or not status.isascii():
+        raise InvalidArgumentError(message=f"status must be a short non-empty str; got {status!r}")
+
+
+class Events:
+    """A run's events: begin, end, one-record events (see the module's rules).
+
+    Attributes:
+        sink: The run (``RecordSink``): its chain, telemetry and failure guards.
+        headers: The run's ``HeaderFormat``.
+    """
+
+    __slots__ = ("headers", "sink")
+
+    def __init__(self, sink: RecordSink, headers: HeaderFormat) -> None:
+        self.sink = sink
+        self.headers = headers
+
+    # -- begin ---------------------------------------------------------------------------
+
+    def begin(
+        self,
+        kind: str,
+        name: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        flush: bool = False,
+    ) -> EventHandle:
+        """Write an event's start record, start its span, push it as the current parent
+        (``Recorder.begin_event`` says the arguments).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+        """
+        self.sink.require_running()
+        content, meta_value, floats = event_content(
+            kind, name, justification, justification_source, inputs, meta
+        )
+        link = None if checkpoint is None else checkpoint_link(checkpoint)
+        handle = self._begin(
+            kind, name, justification, justification_source, content, meta_value, floats, link,
+            parent,
+        )  # fmt: skip
+        if flush:
+            self.sink.flush()
+        return handle
+
+    def begin_step(
+        self, name: str, justification: str | None, justification_source: str, inputs: Any
+    ) -> EventHandle:
+        """``begin("step", ...)`` of a name, justification and source checked already
+        (``Run.step`` checks them when the step is made).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when the run is not running.
+        """
+        self.sink.require_running()
+        content, meta_value, floats = checked_content(justification, inputs, None)
+        return self._begin(
+            "step", name, justification, justification_source, content, meta_value, floats, None
+        )
+
+    def _begin(
+        self,
+        kind: str,
+        name: str,
+        justification: str | None,
+        justification_source: str,
+        content: dict[str, Any],
+        meta_value: dict[str, Any],
+        floats: bool,
+        link: dict[str, Any] | None,
+        parent: EventHandle | EllipsisType | None = ...,
+    ) -> EventHandle:
+        if parent is ...:
+            parent = self.parent()
+        event_id = new_id()
+        stamp = now()
+        handle = EventHandle(
+            self,
+            event_id=event_id,
+            kind=kind,
+            name=name,
+            parent_id=None if parent is None else parent.event_id,
+            floats=floats,
+            checkpoint=link,
+        )
+        handle._event, handle.span, row = self._first_record(
+            event_id,
+            parent,
+            kind,
+            name,
+            "running",
+            "start",
+            stamp,
+            justification,
+            justification_source,
+            meta_value,
+            content,
+            floats,
+            link,
+            handle.span,
+            lazy=True,
+        )
+        missing = justification_missing(justification, justification_source)
+        handle._first = (row, content, stamp, justification_source, missing)
+        if meta_value:
+            handle._meta.update(meta_value)
+        _STACK.set((*_STACK.get(), handle))
+        return handle
+
+    def _first_record(
+        self,
+        event_id: str,
+        parent: EventHandle | None,
+        kind: str,
+        name: str,
+        status: str,
+        phase: str,
+        stamp: str,
+        justification: str | None,
+        justification_source: str,
+        meta_value: dict[str, Any],
+        content: dict[str, Any],
+        floats: bool,
+        link: dict[str, Any] | None,
+        default: SpanHandle,
+        lazy: bool = False,
+    ) -> tuple[dict[str, Any] | None, SpanHandle, object]:
+        """Write a new event's first record (``phase`` ``start`` or ``point``) and tell
+        telemetry the event started.
+
+        Returns the event dict telemetry (and the handle) sees, ``None`` without telemetry
+        (nobody else reads it), its span (``default`` without telemetry, or when it
+        fails) and the record's token for ``RecordSink.replace_last``. The span's ids go
+        into the record's header. ``lazy``: the record is built only when the writer
+        needs it (``RecordSink.append_lazy``); its content must not change (``to_json``'s
+        private copy).
+        """
+        sink = self.sink
+        missing = justification_missing(justification, justification_source)
+        event: dict[str, Any] | None = None
+        span = default
+        trace_id = span_id = None
+        if sink.telemetry is not NOOP_TELEMETRY:
+            event = {
+                "run_id": sink.run_id,
+                "event_id": event_id,
+                "parent_id": None if parent is None else parent.event_id,
+                "kind": kind,
+                "name": name,
+                "status": "running",
+                "started_at": stamp,
+                "ended_at": None,
+                "justification": justification,
+                "justification_source": justification_source,
+                JUSTIFICATION_MISSING: missing,
+                "meta": {**meta_value, "justification_source": justification_source},
+                "inputs": content.get("inputs"),
+                "outputs": None,
+                "error": None,
+                "checkpoint": link,
+            }
+            span = sink.safe_telemetry(
+                sink.telemetry.event_started,
+                event,
+                None if parent is None else parent.span,
+                default=default,
+            )
+            event["status"] = status  # a point event is told it started running, as a step
+            trace_id, span_id = span_ids(span)
+        # ``HeaderFormat.header``'s arguments before and after the content hash.
+        head: tuple[str, str | None, str, str, str, str, str] = (
+            event_id,
+            None if parent is None else parent.event_id,
+            kind,
+            name,
+            status,
+            phase,
+            stamp,
+        )
+        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None] = (
+            link,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
+        )
+        if lazy:
+            token = sink.append_lazy(partial(self._record_text, content, floats, head, tail))
+            return event, span, token
+        return event, span, sink.append(*self._record_text(content, floats, head, tail))
+
+    def _record_text(
+        self,
+        content: dict[str, Any],
+        floats: bool,
+        head: tuple[str, str | None, str, str, str, str, str],
+        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None],
+    ) -> tuple[RecordHeader, str]:
+        """A first record's header and content JSON (see ``_first_record``): ``head`` and
+        ``tail`` are ``HeaderFormat.header``'s arguments before and after the content hash."""
+        text, digest = content_json(content, floats, True)
+        return self.headers.header(*head, digest, *tail), text
+
+    # -- end -----------------------------------------------------------------------------
+
+    def ended(
+        self,
+        handle: EventHandle,
+        status: str,
+        error: Any,
+        carried: PreparedEnd | None,
+        flush: bool,
+        facts: CallFacts | None,
+    ) -> None:
+        """Write ``handle``'s end record (unless ``carried``) and end its span (with a tool
+        call's ``facts``); ``EventHandle.end`` calls it once."""
+        sink = self.sink
+        err = None if error is None else error_info(error)
+        first, handle._first = handle._first, None
+        if carried is None:
+            ended_at = now()
+            stored = False
+            if first is not None and sink.is_last(first[0]):
+                # Nothing was chained after the start record, still buffered: the event's
+                # one record takes its place (when no flush took it meanwhile).
+                whole = self._end_record(handle, status, err, ended_at, first)
+                stored = sink.replace_last(first[0], *whole)
+            if not stored:
+                sink.append(*self._end_record(handle, status, err, ended_at))
+        else:
+            ended_at = carried.ended_at
+        event = handle._event
+        if event is not None:
+            event.update(
+                status=status,
+                ended_at=ended_at,
+                outputs=handle._outputs or None,
+                error=err,
+                checkpoint=handle._link,
+            )
+            event["meta"] = {**event["meta"], **handle._meta}
+            exc = error if isinstance(error, BaseException) else None
+            if facts is None:
+                sink.safe_telemetry(handle.span.end, event, exc)
+            else:
+                sink.safe_telemetry(handle.span.end, event, exc, facts)
+        if flush and carried is None:  # a carried record is stored already
+            sink.flush()
+
+    def _end_record(
+        self,
+        handle: EventHandle,
+        status: str,
+        err: dict[str, Any] | None,
+        ended_at: str,
+        first: _FirstRecord | None = None,
+        end: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, bool] | None = None,
+    ) -> tuple[RecordHeader, str]:
+        """The end record of ``handle``'s event; with ``first`` (its start record, while it
+        may still be buffered), the record of the whole event that may replace it: a
+        ``point`` record at the start's time with ``ended_at``, holding both contents.
+        ``end``: the outputs, meta, link and floats to end with (the handle's by default).
+        """
+        outputs, meta, link, floats = end or (
+            handle._outputs,
+            handle._meta,
+            handle._link,
+            handle._floats,
+        )
+        content: dict[str, Any] = {}
+        if first is not None:
+            content.update(first[1])  # inputs, justification (its meta is in ``meta``)
+        if outputs:
+            content["outputs"] = outputs
+        if err is not None:
+            content["error"] = err
+        if meta:
+            content["meta"] = meta
+        text, digest = content_json(content, floats, True)
+        trace_id, span_id = span_ids(handle.span)
+        # The event's one record (a point at the start's time, ``ended_at``), or its end.
+        phase, at, source, missing, until = "end", ended_at, None, False, None
+        if first is not None:
+            phase, until = "point", ended_at
+            _, _, at, source, missing = first
+        header = self.headers.header(
+            handle.event_id,
+            handle.parent_id,
+            handle.kind,
+            handle.name,
+            status,
+            phase,
+            at,
+            digest,
+            link,
+            source,
+            missing,
+            trace_id,
+            span_id,
+            ended_at=until,
+        )
+        return header, text
+
+    def prepare_end(
+        self,
+        handle: EventHandle,
+        status: str,
+        *,
+        outputs: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+    ) -> PreparedEnd:
+        """Build the end record ``handle.update(checkpoint=…)`` + ``handle.end(status, …)``
+        would write, without touching the handle, for a caller to carry in a transaction.
+
+        Pass the result to ``handle.end(status, carried=…)`` once the transaction stored
+        it (``Ride.carried``); otherwise just drop it.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
+        """
+        out = dict(handle._outputs)
+        value, floats = to_json(dict(outputs))
+        out.update(value)
+        met = dict(handle._meta)
+        value, f2 = to_json(dict(meta))
+        met.update(value)
+        floats |= f2 | handle._floats
+        link = checkpoint_link(checkpoint)
+        ended_at = now()
+        header, text = self._end_record(
+            handle, status, None, ended_at, end=(out, met, link, floats)
+        )
+        return PreparedEnd(
+            handle=handle,
+            ended_at=ended_at,
+            header=header,
+            content_json=text,
+            outputs=out,
+            meta=met,
+            link=link,
+            floats=floats,
+        )
+
+    # -- one-record events ---------------------------------------------------------------
+
+    def record_point(
+        self,
+        kind: str,
+        name: str,
+        *,
+        status: str = "completed",
+        text: str | None = None,
+        error: BaseException | None = None,
+        approval: dict[str, Any] | None = None,
+        artifact: dict[str, Any] | None = None,
+        checkpoint: dict[str, Any] | None = None,
+        parent: EventHandle | Step | EllipsisType | None = ...,
+    ) -> str:
+        """Write a one-record event (approval, note, artifact, finish); return its id.
+
+        ``parent`` as for ``begin`` (a ``Step`` stands for its event).
+        """
+        sink = self.sink
+        sink.require_running()
+        check_text(text, "text")
+        if parent is ...:
+            parent = self.parent()
+        elif isinstance(parent, Step):
+            parent = parent.handle
+        content: dict[str, Any] = {}
+        if text is not None:
+            content["text"] = text
+        if approval is not None:
+            content["approval"] = approval
+        if artifact is not None:
+            content["artifact"] = artifact
+        err = error_info(error)
+        if err is not None:
+            content["error"] = err
+        stamp = now()
+        event: dict[str, Any] = {
+            "run_id": sink.run_id,
+            "event_id": new_id(),
+            "parent_id": parent.event_id if parent else None,
+            "kind": kind,
+            "name": name,
+            "status": status,
+            "started_at": stamp,
+            "ended_at": stamp,
+            "justification": None,
+            "justification_source": None,
+            JUSTIFICATION_MISSING: False,
+            "meta": {},
+            "inputs": None,
+            "outputs": None,
+            "error": err,
+            "checkpoint": checkpoint,
+            "approval": approval,
+            "artifact": artifact,
+            "text": text,
+        }
+        span: SpanHandle = NoopSpan()
+        if kind in ("approval", "artifact", "note"):
+            span = sink.safe_telemetry(
+                sink.telemetry.event_started,
+                event,
+                parent.span if parent else None,
+                default=span,
+            )
+        text_json, digest = content_json(content, False)
+        trace_id, span_id = span_ids(span)
+        header = self.headers.header(
+            event["event_id"],
+            event["parent_id"],
+            kind,
+            name,
+            status,
+            "point",
+            stamp,
+            digest,
+            checkpoint,
+            None,
+            False,
+            trace_id,
+            span_id,
+        )
+        sink.append(header, text_json)
+        sink.safe_telemetry(span.end, event, error)
+        return str(event["event_id"])
+
+    def record_event(
+        self,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        justification: str | None = None,
+        justification_source: str = "developer",
+        inputs: Any = None,
+        outputs: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
+        parent: EventHandle | EllipsisType | None = ...,
+        facts: Callable[[], CallFacts] | None = None,
+        error: BaseException | None = None,
+    ) -> str:
+        """Write an event that began and ended at once as one record; return its id
+        (``Run.record_event`` says the arguments).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
+        """
+        sink = self.sink
+        sink.require_running()
+        _check_status(status)
+        telemetry = sink.telemetry
+        # Without telemetry the content is encoded below and nothing keeps it: exact JSON
+        # (the inputs, a replay's stored result) is encoded as it is, with no copy to make.
+        convert = to_json if telemetry is not NOOP_TELEMETRY else encoded_json
+        content, meta_value, floats = event_content(
+            kind, name, justification, justification_source, inputs, meta, convert
+        )
+        link = None if checkpoint is None else checkpoint_link(checkpoint)
+        out: dict[str, Any] | None = None
+        if outputs:
+            out, f3 = convert(outputs if type(outputs) is dict else dict(outputs))
+            floats |= f3
+            content["outputs"] = out
+        err = error_info(error)
+        if err is not None:
+            content["error"] = err
+        if parent is ...:
+            parent = self.parent()
+        stamp = now()
+        event_id = new_id()
+        event, span, _ = self._first_record(
+            event_id,
+            parent,
+            kind,
+            name,
+            status,
+            "point",
+            stamp,
+            justification,
+            justification_source,
+            meta_value,
+            content,
+            floats,
+            link,
+            _NOOP_SPAN,
+        )
+        if event is None:
+            return event_id
+        event.update(ended_at=stamp, outputs=out, error=err)
+        if facts is not None:
+            sink.safe_telemetry(lambda: span.end(event, error, facts()))
+            return event_id
+        sink.safe_telemetry(span.update, {**meta_value, "checkpoint": link})
+        sink.safe_telemetry(span.end, event, error)
+        return event_id
+
+    def record_artifact(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        *,
+        name: str,
+        media_type: str | None,
+        parent: EventHandle | Step | EllipsisType | None,
+    ) -> Artifact:
+        """Hash and record an artifact (``parent`` ``None``: the current context's event).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
+        """
+        info = hash_artifact(path_or_bytes, name, media_type)
+        event_id = self.record_point(
+            "artifact", name, artifact=info, parent=... if parent is None else parent
+        )
+        return Artifact(event_id=event_id, **info)
+
+    def parent(self) -> EventHandle | None:
+        """Return this run's innermost open event in the current context, or ``None``."""
+        # An event ended from another context (a thread, a task) may still sit on this
+        # context's stack: it is never a parent again.
+        for handle in reversed(_STACK.get()):
+            if handle.events is self and not handle._ended:
+                return handle
+        return None
+
+    # -- making a span current -----------------------------------------------------------
+
+    def activate(self, handle: EventHandle) -> contextlib.AbstractContextManager[None] | None:
+        """Make the event's span current (``None``: nothing to undo)."""
+        if type(handle.span) is NoopSpan:
+            return None  # nothing to make current: skip the context manager's cost
+        cm: contextlib.AbstractContextManager[None] | None = self.sink.safe_telemetry(
+            _entered, handle.span
+        )
+        return cm
+
+    def deactivate(
+        self,
+        cm: contextlib.AbstractContextManager[None] | None,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Undo ``activate``."""
+        if cm is not None:
+            self.sink.safe_telemetry(cm.__exit__, exc_type, exc, tb)
+
+
+def _entered(span: SpanHandle) -> contextlib.AbstractContextManager[None]:
+    cm = span.activate()
+    cm.__enter__()
+    return cm
+
+
+def span_ids(span: SpanHandle) -> tuple[str | None, str | None]:
+    """Return the span's ``(trace_id, span_id)`` a record keeps: str ids only, and the
+    span id only with a trace id."""
+    trace_id = getattr(span, "trace_id", None)
+    if not isinstance(trace_id, str):
+        return None, None
+    span_id = getattr(span, "span_id", None)
+    return trace_id, span_id if isinstance(span_id, str) else None
+
+
+class Step:
+    """``with run.step(...) as step`` (sync or async): one recorded step.
+
+    The step starts when the block is entered and ends when it is left: ``completed``, or
+    ``failed`` with the exception's type and message (the exception is re-raised).
+    """
+
+    __slots__ = ("_activation", "_checked", "_events", "_handle", "_spec")
+
+    def __init__(self, events: Events, spec: dict[str, Any], *, checked: bool = False) -> None:
+        self._events = events
+        self._spec = spec
+        self._checked = checked  # the name, justification and source were checked
+        self._handle: EventHandle | None = None
+        self._activation: contextlib.AbstractContextManager[None] | None = None
+
+    @property
+    def handle(self) -> EventHandle:
+        """The live event (after the block is entered).
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` before the step started.
+        """
+        if self._handle is None:
+            raise InvalidArgumentError(message="the step has not started (use it in a with)")
+        return self._handle
+
+    @property
+    def event_id(self) -> str:
+        """The step's event id."""
+        return self.handle.event_id
+
+    def __enter__(self) -> Step:
+        spec = self._spec
+        events = self._events
+        if self._checked:
+            self._handle = events.begin_step(
+                spec["name"], spec["justification"], spec["justification_source"], spec["inputs"]
+            )
+        else:
+            self._handle = events.begin("step", **spec)
+        self._activation = events.activate(self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._activation is not None:
+            self._events.deactivate(self._activation, exc_type, exc, tb)
+        handle = self.handle
+        if exc is None:
+            handle.end("completed")
+        elif isinstance(exc, Exception):
+            handle.end("failed", error=exc)
+        else:
+            handle.end("cancelled", error=exc)
+        self._events.sink.maybe_flush()
+
+    async def __aenter__(self) -> Step:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def record_output(self, **outputs: Any) -> None:
+        """Record outputs (merged; later keys win). Non-JSON values get markers."""
+        self.handle.update(outputs=outputs)
+
+    def note(self, text: str) -> str:
+        """Record a note inside this step; return its event id.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when ``text`` is not a str.
+        """
+        return self._events.record_point("note", "note", parent=self.handle, text=text)
+
+    def add_artifact(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        *,
+        name: str,
+        media_type: str | None = None,
+    ) -> Artifact:
+        """Record an artifact of this step by SHA-256, size and media type.
+
+        The bytes stay where they are (a file is read once to hash it); the journal keeps
+        the hash, the size, the media type and, for a file, its absolute path.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
+        """
+        return self._events.record_artifact(
+            path_or_bytes, name=name, media_type=media_type, parent=self
+        )
