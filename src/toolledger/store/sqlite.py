@@ -36,11 +36,8 @@ import builtins
 import contextlib
 import json
 import os
-import random
 import sqlite3
-import stat
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -53,7 +50,6 @@ from ..errors import (
     InvalidArgumentError,
     NotFoundError,
     StoreBusyError,
-    StoreSchemaTooNewError,
     StoreUnavailableError,
     UnsupportedSchemaError,
 )
@@ -76,10 +72,19 @@ from ._sqlcommon import (
 )
 from ._sqlite_approvals import SqliteApprovals
 from ._sqlite_checkpointer import (
-    BACKSTOP_PAGES,
     CHECKPOINT_EVERY,
     CHECKPOINT_EVERY_FULL,
     Checkpointer,
+)
+from ._sqlite_conn import (
+    connect,
+    connect_readonly,
+    map_error,
+    not_utf8,
+    refuse_special_files,
+    too_new,
+    transaction,
+    unencodable,
 )
 from ._sqlite_ops import SELECT_EVENT_COLUMNS, create_and_swap, execute_op
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
@@ -102,7 +107,6 @@ __all__ = ["LATEST_VERSION", "MIGRATIONS", "SQLiteStore"]
 
 T = TypeVar("T")
 
-_BUSY_MARKERS = ("locked", "busy")
 #: A guarded call's first read: its checkpoint and its approval, one snapshot, one row.
 _GET_WITH_APPROVAL = (
     "SELECT (SELECT record FROM checkpoints WHERE namespace = ?1 AND call_id = ?2), "
@@ -179,7 +183,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         self._checkpointer: Checkpointer | None = None
         self._gate = threading.Lock()  # held by this process's writers, BEGIN to COMMIT
         if str(self.path) != ":memory:":
-            _refuse_special_files(self.path)
+            refuse_special_files(self.path)
         if readonly:
             self._check_readable()
             self._indexed = self._probe_index()
@@ -201,7 +205,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         try:
             return _sqlite_search.has_search_index(conn)
         except sqlite3.Error as exc:
-            raise _map_error(exc, f"reading {self.path}") from exc
+            raise map_error(exc, f"reading {self.path}") from exc
 
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.readonly else ""
@@ -217,98 +221,15 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            return self._connect_readonly()
-        try:
-            conn = sqlite3.connect(
-                str(self.path),
-                timeout=self.busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
+            conn, self._immutable = connect_readonly(
+                self.path, self.busy_timeout, immutable=self._immutable
             )
-        except sqlite3.Error as exc:
-            raise _map_error(exc, f"cannot open {self.path}") from exc
-        try:
-            _sqlite_search.register(conn)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            # Refuse a newer file before anything (even the journal mode) touches it.
-            (version,) = self._retry_locked(lambda: conn.execute("PRAGMA user_version").fetchone())
-            if version > LATEST_VERSION:
-                raise _too_new(self.path, version)
-            self._retry_locked(lambda: _set_wal(conn))
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if self._checkpoint_every is not None:
-                conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-            if isinstance(exc, sqlite3.Error):
-                raise _map_error(exc, f"opening {self.path}") from exc
-            if isinstance(exc, UnicodeDecodeError):
-                raise _not_utf8(self.path, "opening") from exc
-            raise
+        else:
+            conn = connect(
+                self.path, self.busy_timeout, backstop=self._checkpoint_every is not None
+            )
         self._local.sync = "NORMAL"
         return conn
-
-    def _connect_readonly(self) -> sqlite3.Connection:
-        """Open ``mode=ro``; on a read-only mount, ``immutable`` if that loses nothing."""
-        while True:
-            query = "mode=ro&immutable=1" if self._immutable else "mode=ro"
-            try:
-                conn = sqlite3.connect(
-                    f"{self.path.absolute().as_uri()}?{query}",
-                    uri=True,
-                    timeout=self.busy_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            except sqlite3.Error as exc:
-                raise _map_error(exc, f"opening {self.path} read-only") from exc
-            try:
-                _sqlite_search.register(conn)
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                (version,) = conn.execute("PRAGMA user_version").fetchone()
-                if version > LATEST_VERSION:
-                    raise _too_new(self.path, version)
-                # The first page read: a WAL file needs its -shm (created if missing).
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-                if isinstance(exc, sqlite3.OperationalError) and self._may_open_immutable():
-                    self._immutable = True
-                    continue
-                if isinstance(exc, sqlite3.Error):
-                    raise _map_error(exc, f"opening {self.path} read-only") from exc
-                if isinstance(exc, UnicodeDecodeError):
-                    raise _not_utf8(self.path, "opening") from exc
-                raise
-            self._local.sync = "NORMAL"
-            return conn
-
-    def _may_open_immutable(self) -> bool:
-        """Whether ``mode=ro`` failed only because the directory is not writable.
-
-        ``immutable`` skips the WAL, so it is used only when there is none to skip; a WAL
-        with content and no shared memory file on a read-only mount cannot be read.
-        """
-        if self._immutable or os.access(self.path.parent, os.W_OK):
-            return False
-        wal = Path(f"{self.path}-wal")
-        try:
-            size = wal.stat().st_size
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        if size == 0:
-            return True
-        raise StoreUnavailableError(
-            message=f"{self.path} has un-checkpointed WAL content ({wal}) and its directory "
-            "is read-only, so SQLite cannot build the shared memory index to read it; open "
-            "it once where it is writable (any toolledger command that writes), or copy the "
-            "three files to a writable place",
-            details={"path": str(self.path), "reason": "wal on read-only mount"},
-        )
 
     def _check_readable(self) -> None:
         """Refuse (typed) what a reader must not open: no file, not toolledger's, too old."""
@@ -333,7 +254,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         if not isinstance(have, int):
             have = 0
         if have > LATEST_VERSION:
-            raise _too_new(self.path, have)
+            raise too_new(self.path, have)
         if have < LATEST_VERSION or user_version < LATEST_VERSION:
             raise UnsupportedSchemaError(
                 message=f"{self.path} has schema version {min(have, user_version)}; this "
@@ -385,23 +306,6 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
                 conn.close()
         self._local = threading.local()
 
-    def _retry_locked(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``, retrying 'database is locked' up to the busy timeout.
-
-        Some operations (switching to WAL on a brand-new file) return SQLITE_BUSY without
-        consulting the busy handler, so concurrent first opens need this.
-        """
-        deadline = time.monotonic() + self.busy_timeout
-        delay = 0.001
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= deadline:
-                    raise _map_error(exc, f"opening {self.path}") from exc
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.05)
-
     def _set_sync(self, conn: sqlite3.Connection, durable: bool) -> None:
         want = "FULL" if durable and self.durability == "full" else "NORMAL"
         if getattr(self._local, "sync", None) != want:
@@ -437,23 +341,9 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
     ) -> T:
         try:
             self._set_sync(conn, durable)
-            conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _map_error(exc, "beginning a write") from exc
-        try:
-            result = fn(conn)
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise _map_error(exc, "writing") from exc
-            if isinstance(exc, UnicodeEncodeError):
-                raise _unencodable(exc) from exc
-            if isinstance(exc, UnicodeDecodeError):
-                raise _not_utf8(self.path, "writing") from exc
-            raise
-        return result
+            raise map_error(exc, "beginning a write") from exc
+        return transaction(conn, fn, self.path)
 
     def _round_every(self) -> int | None:
         """Commits between checkpoint rounds: at most ``CHECKPOINT_EVERY_FULL`` at ``full``.
@@ -482,11 +372,11 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise _map_error(exc, "reading") from exc
+            raise map_error(exc, "reading") from exc
         except UnicodeEncodeError as exc:  # e.g. a key with a lone surrogate
-            raise _unencodable(exc) from exc
+            raise unencodable(exc) from exc
         except UnicodeDecodeError as exc:  # a damaged file: a text column is not UTF-8
-            raise _not_utf8(self.path, "reading") from exc
+            raise not_utf8(self.path, "reading") from exc
 
     # -- migrations --------------------------------------------------------------------
 
@@ -495,9 +385,9 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         try:
             (current,) = conn.execute("PRAGMA user_version").fetchone()
         except sqlite3.Error as exc:
-            raise _map_error(exc, f"reading {self.path}") from exc
+            raise map_error(exc, f"reading {self.path}") from exc
         if current > LATEST_VERSION:
-            raise _too_new(self.path, current)
+            raise too_new(self.path, current)
         if current == LATEST_VERSION:
             # user_version alone is not trusted: a newer toolledger records its migrations
             # in toolledger_schema too, and a file it wrote is never touched.
@@ -506,13 +396,13 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return
-                raise _map_error(exc, f"reading {self.path}") from exc
+                raise map_error(exc, f"reading {self.path}") from exc
             except sqlite3.Error as exc:
-                raise _map_error(exc, f"reading {self.path}") from exc
+                raise map_error(exc, f"reading {self.path}") from exc
             except UnicodeDecodeError as exc:
-                raise _not_utf8(self.path, "reading") from exc
+                raise not_utf8(self.path, "reading") from exc
             if isinstance(row[0], int) and row[0] > LATEST_VERSION:
-                raise _too_new(self.path, row[0])
+                raise too_new(self.path, row[0])
             return
 
         def run(c: sqlite3.Connection) -> None:
@@ -523,7 +413,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             row = c.execute("SELECT MAX(version) FROM toolledger_schema").fetchone()
             have = row[0] or 0
             if have > LATEST_VERSION:
-                raise _too_new(self.path, have)
+                raise too_new(self.path, have)
             now = now_text()
             for version, name, statements in MIGRATIONS:
                 if version <= have:
@@ -875,7 +765,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             try:
                 staged = _sqlite_search.stage_pending(self._conn())
             except sqlite3.Error as exc:
-                raise _map_error(exc, "reading") from exc
+                raise map_error(exc, "reading") from exc
         return _sqlite_search.search_events(
             query,
             read=self._read,
@@ -896,7 +786,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         try:
             pending = _sqlite_search.has_pending(self._conn())
         except sqlite3.Error as exc:
-            raise _map_error(exc, "reading") from exc
+            raise map_error(exc, "reading") from exc
         if not pending:
             return True
         if wait:
@@ -919,7 +809,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         except sqlite3.Error as exc:
-            raise _map_error(exc, "writing") from exc
+            raise map_error(exc, "writing") from exc
         finally:
             gate.release()
         return True
@@ -1001,84 +891,3 @@ def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
     """
     req = swap.requires
     return req is None or req == index or (req < index and won(out[req]))
-
-
-def _set_wal(conn: sqlite3.Connection) -> None:
-    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-    if str(mode).lower() not in ("wal", "memory"):
-        raise sqlite3.OperationalError(f"database is locked (journal_mode stayed {mode})")
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return any(marker in text for marker in _BUSY_MARKERS)
-
-
-def _map_error(exc: sqlite3.Error, doing: str) -> CheckpointError:
-    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-        return StoreBusyError(
-            message=f"the database stayed locked while {doing}; retry later ({exc})",
-            details={"doing": doing},
-        )
-    return StoreUnavailableError(
-        message=f"SQLite failed while {doing}: {exc}", details={"doing": doing}
-    )
-
-
-def _not_utf8(path: Path, doing: str) -> StoreUnavailableError:
-    return StoreUnavailableError(
-        message=f"{path} is damaged: a stored text is not UTF-8 (while {doing})",
-        details={"doing": doing, "reason": "text not UTF-8"},
-    )
-
-
-#: What SQLite opens beside the database file (the WAL, its index, a rollback journal).
-_COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-def _refuse_special_files(path: Path) -> None:
-    """Refuse a database path (or companion file) that exists and is not a regular file.
-
-    SQLite ``open()``s what it is given: a FIFO blocks it until a writer shows up (forever,
-    deaf to Ctrl-C while in C), a device or socket is no database. So each is
-    ``INVALID_ARGUMENT`` before SQLite sees it; a directory too. Symlinks are followed (a
-    link to a regular file is a database). What cannot be ``stat``-ed is left to SQLite's
-    own open, which reports it.
-    """
-    for name in (str(path), *(f"{path}{suffix}" for suffix in _COMPANIONS)):
-        try:
-            mode = os.stat(name).st_mode
-        except (OSError, ValueError):
-            continue
-        if stat.S_ISREG(mode):
-            continue
-        what = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a FIFO (named pipe)"
-            if stat.S_ISFIFO(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "not a regular file"
-        )
-        raise InvalidArgumentError(
-            message=f"{name} is {what}, not a database file: toolledger opens only regular files",
-            details={"path": name, "reason": "not a regular file"},
-        )
-
-
-def _unencodable(exc: UnicodeEncodeError) -> InvalidArgumentError:
-    return InvalidArgumentError(
-        message=f"a text argument is not valid Unicode and cannot be stored: {exc}",
-        details={"reason": "lone surrogate"},
-    )
-
-
-def _too_new(path: Path, version: int) -> StoreSchemaTooNewError:
-    return StoreSchemaTooNewError(
-        message=f"{path} has schema version {version}; this toolledger knows up to "
-        f"{LATEST_VERSION}. Upgrade toolledger to open it.",
-        details={"path": str(path), "version": version, "supported": LATEST_VERSION},
-    )
