@@ -2,9 +2,11 @@
 
 Rules this module keeps:
 
-- Pragmas are set once per connection at open: WAL, ``busy_timeout``, ``synchronous``.
+- Pragmas are set once per connection at open: WAL, ``busy_timeout``, ``synchronous``
+  (``_sqlite_conn.connect``, the twin of ``_pg_conn``).
 - Each thread (and each process: connections are never shared across ``fork``) gets its
-  own connection. Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction.
+  own connection. Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction
+  (``_sqlite_conn.transaction``).
 - CAS is ``UPDATE … WHERE namespace=? AND call_id=? AND revision=?`` plus a row-count
   check; the history row is inserted in the same transaction. A creation's row holds the
   whole record; a transition's row holds its facts (status, revision and time in columns;
@@ -27,7 +29,7 @@ Rules this module keeps:
 - Schema changes are numbered migrations recorded in ``toolledger_schema`` in the same
   transaction; a file written by a newer toolledger fails with ``STORE_SCHEMA_TOO_NEW``.
 - ``sqlite3`` errors never leak: locked/busy becomes ``STORE_BUSY``, anything else
-  ``STORE_UNAVAILABLE``, raised ``from`` the driver error.
+  ``STORE_UNAVAILABLE``, raised ``from`` the driver error (``_sqlite_conn.map_error``).
 """
 
 from __future__ import annotations
