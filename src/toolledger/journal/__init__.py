@@ -2,9 +2,8 @@
 
 Public names are re-exported by ``toolledger``; see ``docs/journal.md``. Names imported
 ``as`` themselves and left out of ``__all__`` are for toolledger's other packages (the
-record-level read, record parsing, event times, text checks, a decision's record, the
-``justification_missing`` key), not for
-users.
+record-level read, record parsing, event times, text checks, a decision's record, the key
+of a missing justification), not for users.
 """
 
 from ._append import find_call as find_call

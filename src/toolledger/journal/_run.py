@@ -496,7 +496,7 @@ class Run(Recorder):
             name: What the step does.
             justification: Why (``None`` when unknown: nothing is invented).
             justification_source: ``developer`` or ``model``; a model that omitted the
-                justification gives ``justification_missing=True``.
+                justification marks it missing (``Event``'s field).
             **inputs: Recorded as the step's inputs (non-JSON values get markers).
 
         Raises:
