@@ -21,15 +21,21 @@ from __future__ import annotations
 
 import ast
 import io
+import os
+import subprocess
+import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "toolledger"
+TYPED_USE = Path(__file__).resolve().parent / "typing" / "api.py"
 
 #: Upper bounds: the share of bare-``Any`` named parameters (percent) and the count of
 #: ``type: ignore`` comments. They may only go down.
-MAX_BARE_ANY_SHARE = 9.0
+MAX_BARE_ANY_SHARE = 8.6
 MAX_TYPE_IGNORES = 23
 
 
@@ -153,8 +159,17 @@ def measure() -> Surface:
             for base in node.bases:
                 if isinstance(base, ast.Name):
                     visit(module_name, base.id)
+            # A name defined again (``@overload``s, then the implementation) counts once: the
+            # last definition, as for module-level names.
+            methods = {
+                item.name: item
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+            }
             for item in node.body:
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    if item is not methods[item.name]:
+                        continue
                     if not item.name.startswith("_") or item.name in ("__init__", "__call__"):
                         a = item.args
                         count(f"{where}.{item.name}", [*a.posonlyargs, *a.args, *a.kwonlyargs])
@@ -206,9 +221,44 @@ def test_measure_follows_reexports_and_bases_but_skips_private_names() -> None:
         "toolledger.tools.tool(approval)",
     } <= measured
     assert not any("._flow." in p or "._seams." in p for p in measured)
-    assert not any(
-        p.split("(")[0].rsplit(".", 1)[-1].startswith("_") for p in measured if "__init__" not in p
+    functions = {p.split("(")[0].rsplit(".", 1)[-1] for p in measured}
+    assert {f for f in functions if f.startswith("_")} <= {"__init__", "__call__"}
+
+
+def test_typed_use_of_the_api_passes_strict_mypy(tmp_path: Path) -> None:
+    """tests/typing/api.py (what a user's type checker sees) passes ``mypy --strict``.
+
+    It pins ``Tool[I, R]`` as inferred by ``@toolledger.tool``, ``run.call``'s
+    ``ToolOutcome[R]`` and the ``approval=`` literal; its ``type: ignore[code]`` lines must
+    stay errors (strict mypy reports an unneeded ignore).
+    """
+    pytest.importorskip("mypy")
+    env = {**os.environ, "MYPYPATH": str(SRC.parent)}  # this checkout's toolledger
+    config = tmp_path / "mypy.ini"  # not pyproject's: its tests.* override relaxes strict
+    config.write_text("[mypy]\n", encoding="utf-8")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--python-version",
+            "3.10",
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path),
+            "--config-file",
+            str(config),
+            str(TYPED_USE),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
     )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found in 1 source file" in result.stdout
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ from .settle import ReconcileItem, Settled, reconcile, resolve
 from .store import NewLedgerWarning, SearchWarning, SQLiteStore, Store, open_store
 from .telemetry import configure
 from .tools import (
+    ApprovalMode,
     ExecuteContext,
     NotRecovered,
     RecoverContext,
@@ -79,6 +80,7 @@ from .tools import (
 
 __all__ = [
     "ApprovalDeniedError",
+    "ApprovalMode",
     "Approved",
     "BindingConflictError",
     "CheckpointError",

@@ -24,28 +24,49 @@ Rules this module keeps:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, Union, overload
 
 from .checkpoint.model import Binding, check_identifier
 from .errors import InvalidArgumentError
 
 __all__ = [
+    "ApprovalMode",
     "ExecuteContext",
     "NotRecovered",
     "OperationJournal",
     "RecoverContext",
     "Recovered",
     "Tool",
+    "ToolDecorator",
     "ToolOutcome",
     "tool",
 ]
 
 OnError = Literal["raise", "result"]
+ApprovalMode = Literal["always", "effect-only"]
+"""The values of ``approval=`` (``None``: no gate): ``"always"`` (every call, replays
+included, needs a decision) or ``"effect-only"`` (only a call that would execute asks).
+See ``toolledger.approvals``."""
 #: ``"input"`` or a function of the tool input returning the effect key (a str).
 EffectKey = Union[Literal["input"], Callable[[Any], str]]  # noqa: UP007 (runtime alias)
 _ON_ERROR = ("raise", "result")
+
+# A tool's input type (what ``execute`` takes, ``run.call(input=...)`` passes) and its
+# result type (what ``execute`` returns, the outcome's ``payload``). Both default to
+# ``Any`` (PEP 696), so a bare ``Tool`` or ``ToolOutcome`` still means any tool; the
+# defaults are the type checker's alone (typing.TypeVar takes none before 3.13).
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultTypeVar
+
+    InT = DefaultTypeVar("InT", default=Any)
+    OutT = DefaultTypeVar("OutT", default=Any)
+    OutT_co = DefaultTypeVar("OutT_co", covariant=True, default=Any)
+else:
+    InT = TypeVar("InT")
+    OutT = TypeVar("OutT")
+    OutT_co = TypeVar("OutT_co", covariant=True)
 
 
 class OperationJournal:
@@ -133,6 +154,16 @@ class RecoverContext:
         return self.binding.call_id
 
 
+#: ``execute(input, ctx) -> result``: a plain or an ``async`` function.
+Execute = Union[  # noqa: UP007 (runtime alias)
+    Callable[[InT, ExecuteContext], Awaitable[OutT]],
+    Callable[[InT, ExecuteContext], OutT],
+]
+#: What a tool does to the world (``check_tool`` reads it): one of the kinds, or
+#: ``{"kind": ..., "explanation": ...}``.
+Effects = Union[Literal["none", "idempotent", "side-effect"], Mapping[str, str]]  # noqa: UP007
+
+
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """``recover``'s answer when the outcome is proven: ``output`` becomes the result.
@@ -152,12 +183,14 @@ class NotRecovered:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolOutcome:
-    """The result of a guarded call.
+class ToolOutcome(Generic[OutT_co]):
+    """The result of a guarded call (``ToolOutcome[R]`` for a ``Tool[I, R]``).
 
     ``payload`` is the exact JSON result (what is delivered, and re-delivered byte for
-    byte); ``is_error`` says it reports a handler error. ``status`` is the checkpoint's
-    status (``completed``, ``delivering``, ``delivered``); ``revision`` its revision.
+    byte); ``is_error`` says it reports a handler error (the payload is then the error
+    report, not an ``R``: check ``is_error`` before using it as the tool's result).
+    ``status`` is the checkpoint's status (``completed``, ``delivering``, ``delivered``);
+    ``revision`` its revision.
     ``replayed``: the payload came from the checkpoint and the tool did not run in this
     call. ``recovered``: the payload was proven by ``recover`` after a lost outcome.
     ``deduplicated_from``: the call id of another call with the same effect key whose
@@ -166,7 +199,7 @@ class ToolOutcome:
 
     call_id: str
     tool_name: str
-    payload: Any
+    payload: OutT_co
     is_error: bool
     status: str
     revision: int
@@ -176,8 +209,10 @@ class ToolOutcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Tool:
-    """A tool definition. Build one with :func:`tool`.
+class Tool(Generic[InT, OutT]):
+    """A tool definition: ``Tool[I, R]`` takes an ``I`` and returns an ``R``.
+
+    Build one with :func:`tool`, which reads ``I`` and ``R`` from ``execute``'s annotations.
 
     Args:
         name: The tool's name (an identifier: 1-128 of ``[A-Za-z0-9._:-]``).
@@ -208,14 +243,14 @@ class Tool:
 
     name: str
     revision: str
-    execute: Callable[..., Any]
+    execute: Execute[InT, OutT]
     recover: Callable[..., Any] | None = None
     description: str | None = None
     on_error: OnError = "raise"
     max_result_bytes: int | None = None
     input_schema: Mapping[str, Any] | None = None
-    effects: Any = None
-    approval: str | None = None
+    effects: Effects | None = None
+    approval: ApprovalMode | None = None
     approver: Callable[..., Any] | None = None
     effect_key: EffectKey | None = None
     independent: bool = False
@@ -259,23 +294,55 @@ class Tool:
         )
 
 
+class ToolDecorator(Protocol):
+    """What ``@toolledger.tool(revision=...)`` returns: it makes a ``Tool[I, R]`` of a
+    function ``execute(input: I, ctx) -> R`` (or ``async``: ``-> Awaitable[R]``)."""
+
+    @overload
+    def __call__(
+        self, fn: Callable[[InT, ExecuteContext], Awaitable[OutT]], /
+    ) -> Tool[InT, OutT]: ...
+
+    @overload
+    def __call__(self, fn: Callable[[InT, ExecuteContext], OutT], /) -> Tool[InT, OutT]: ...
+
+
 @overload
 def tool(
     name: str,
     *,
     revision: str,
-    execute: Callable[..., Any],
+    execute: Callable[[InT, ExecuteContext], Awaitable[OutT]],
     recover: Callable[..., Any] | None = None,
     description: str | None = None,
     on_error: OnError = "raise",
     max_result_bytes: int | None = None,
     input_schema: Mapping[str, Any] | None = None,
-    effects: Any = None,
-    approval: str | None = None,
+    effects: Effects | None = None,
+    approval: ApprovalMode | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
     independent: bool = False,
-) -> Tool: ...
+) -> Tool[InT, OutT]: ...
+
+
+@overload
+def tool(
+    name: str,
+    *,
+    revision: str,
+    execute: Callable[[InT, ExecuteContext], OutT],
+    recover: Callable[..., Any] | None = None,
+    description: str | None = None,
+    on_error: OnError = "raise",
+    max_result_bytes: int | None = None,
+    input_schema: Mapping[str, Any] | None = None,
+    effects: Effects | None = None,
+    approval: ApprovalMode | None = None,
+    approver: Callable[..., Any] | None = None,
+    effect_key: EffectKey | None = None,
+    independent: bool = False,
+) -> Tool[InT, OutT]: ...
 
 
 @overload
@@ -289,30 +356,30 @@ def tool(
     on_error: OnError = "raise",
     max_result_bytes: int | None = None,
     input_schema: Mapping[str, Any] | None = None,
-    effects: Any = None,
-    approval: str | None = None,
+    effects: Effects | None = None,
+    approval: ApprovalMode | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
     independent: bool = False,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> ToolDecorator: ...
 
 
 def tool(
     name: str | None = None,
     *,
     revision: str | None = None,
-    execute: Callable[..., Any] | None = None,
+    execute: Execute[Any, Any] | None = None,
     recover: Callable[..., Any] | None = None,
     description: str | None = None,
     on_error: OnError = "raise",
     max_result_bytes: int | None = None,
     input_schema: Mapping[str, Any] | None = None,
-    effects: Any = None,
-    approval: str | None = None,
+    effects: Effects | None = None,
+    approval: ApprovalMode | None = None,
     approver: Callable[..., Any] | None = None,
     effect_key: EffectKey | None = None,
     independent: bool = False,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool[Any, Any] | Callable[[Execute[Any, Any]], Tool[Any, Any]]:
     """Define a tool, directly or as a decorator.
 
     ``toolledger.tool("send_email", revision="3", execute=send)`` returns a ``Tool``;
@@ -352,7 +419,7 @@ def tool(
             details={"argument": "revision"},
         )
 
-    def build(fn: Callable[..., Any], tool_name: str | None, doc: str | None) -> Tool:
+    def build(fn: Execute[Any, Any], tool_name: str | None, doc: str | None) -> Tool[Any, Any]:
         if tool_name is None:
             raise InvalidArgumentError(message="tool() needs a name when execute is given")
         return Tool(
@@ -374,7 +441,7 @@ def tool(
     if execute is not None:
         return build(execute, name, None)
 
-    def decorate(fn: Callable[..., Any]) -> Tool:
+    def decorate(fn: Execute[Any, Any]) -> Tool[Any, Any]:
         doc = inspect.getdoc(fn)
         return build(fn, name if name is not None else getattr(fn, "__name__", None), doc)
 

@@ -28,7 +28,7 @@ from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableErr
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
 from ..telemetry import DEFAULTS, Redactor
-from ..tools import Tool, ToolOutcome
+from ..tools import ApprovalMode, OnError, OutT, Tool, ToolOutcome
 from . import _batch, _deliver, _drivers
 from ._replay import ON_DIVERGENCE, ReplayController, ReplayReport
 
@@ -38,6 +38,17 @@ __all__ = ["MAX_REMEMBERED", "Run", "UndeliveredWarning", "run"]
 MAX_REMEMBERED = 10_000
 #: A completed outcome's ``status`` (the stored string).
 _COMPLETED = Status.COMPLETED.value
+
+
+def _gate(
+    gate: dict[str, Any], approval: ApprovalMode | None, approver: Callable[..., Any] | None
+) -> dict[str, Any]:
+    """The call's gate keywords as the drivers take them (``None``: the tool's own)."""
+    if approval is not None:
+        gate["approval"] = approval
+    if approver is not None:
+        gate["approver"] = approver
+    return gate
 
 
 class UndeliveredWarning(UserWarning):
@@ -274,19 +285,23 @@ class Run(JournalRun):
 
     def call(
         self,
-        tool: Tool,
+        tool: Tool[Any, OutT],
         *,
         call_id: str,
-        input: Any,
+        input: object,
         justification: str | None = None,
         justification_source: str = "developer",
-        on_error: str | None = None,
+        on_error: OnError | None = None,
+        approval: ApprovalMode | None = None,
+        approver: Callable[..., Any] | None = None,
         **gate: Any,
-    ) -> ToolOutcome:
+    ) -> ToolOutcome[OutT]:
         """Run ``tool`` once for ``call_id`` through its checkpoint (``guard.call``).
 
-        ``gate`` takes ``approval=`` and ``approver=`` (see ``toolledger.approvals``).
+        ``approval=`` and ``approver=`` gate this call (they win over the tool's; see
+        ``toolledger.approvals``).
         """
+        gate = _gate(gate, approval, approver)
         self._before_call(call_id, tool)
         outcome = _drivers.call(
             self,
@@ -303,16 +318,19 @@ class Run(JournalRun):
 
     async def acall(
         self,
-        tool: Tool,
+        tool: Tool[Any, OutT],
         *,
         call_id: str,
-        input: Any,
+        input: object,
         justification: str | None = None,
         justification_source: str = "developer",
-        on_error: str | None = None,
+        on_error: OnError | None = None,
+        approval: ApprovalMode | None = None,
+        approver: Callable[..., Any] | None = None,
         **gate: Any,
-    ) -> ToolOutcome:
+    ) -> ToolOutcome[OutT]:
         """Async ``call`` (``guard.acall``): ``execute``/``recover``/the approver may be async."""
+        gate = _gate(gate, approval, approver)
         self._before_call(call_id, tool)
         outcome = await _drivers.acall(
             self,

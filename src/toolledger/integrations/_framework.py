@@ -56,7 +56,7 @@ from ..errors import (
 )
 from ..guard import Run
 from ..journal import current_run
-from ..tools import EffectKey, Tool, ToolOutcome
+from ..tools import ApprovalMode, EffectKey, OnError, Tool, ToolOutcome
 from ._common import AWAITING_APPROVAL, AWAITING_APPROVAL_TEXT, split_args, unknown_text
 
 __all__ = [
@@ -106,7 +106,7 @@ class ToolGate:
             ``None`` asks the store (a decision made with ``toolledger approve``).
     """
 
-    approval: str = "effect-only"
+    approval: ApprovalMode = "effect-only"
     approver: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
@@ -171,7 +171,7 @@ class FrameworkGuard:
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
-        on_error: str = "raise",
+        on_error: OnError = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
         effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalDenied, CheckpointError
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._common import render, split_args
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
@@ -218,7 +218,7 @@ def guarded_tool_runner(
     tools: Iterable[Any],
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
     **params: Any,
@@ -372,7 +372,7 @@ def guarded_session_tool_runner(
     tools: Iterable[Any],
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
     **params: Any,

@@ -50,7 +50,7 @@ from ..approvals import Pending, get_approval
 from ..checkpoint.model import fingerprint
 from ..errors import ApprovalDenied, CheckpointError, InvalidArgumentError
 from ..store import ApprovalStatus
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
@@ -130,7 +130,7 @@ class ToolledgerHooks:
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
-        on_error: str = "raise",
+        on_error: OnError = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
         effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 from ..approvals import Approved, Pending, decide_approval, get_approval
 from ..errors import ApprovalDenied, InvalidArgumentError, InvalidTransitionError, NotFoundError
 from ..store import ApprovalStatus
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._common import AWAITING_APPROVAL_TEXT
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
@@ -117,7 +117,7 @@ class _Guard:
         *,
         revisions: Mapping[str, str] | None,
         gates: Mapping[str, ToolGate] | None,
-        on_error: str,
+        on_error: OnError,
         recover: Mapping[str, Callable[..., Any]] | None,
         effect_keys: Mapping[str, EffectKey] | None,
     ) -> None:
@@ -218,7 +218,7 @@ class _Guard:
 def _options(
     revisions: Mapping[str, str] | None,
     gates: Mapping[str, ToolGate] | None,
-    on_error: str,
+    on_error: OnError,
     recover: Mapping[str, Callable[..., Any]] | None,
     effect_keys: Mapping[str, EffectKey] | None,
 ) -> dict[str, Any]:
@@ -257,7 +257,7 @@ class ToolledgerPlugin(BasePlugin):
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
-        on_error: str = "raise",
+        on_error: OnError = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
         effect_keys: Mapping[str, EffectKey] | None = None,
         name: str = "toolledger",
@@ -286,7 +286,7 @@ class GuardCallbacks:
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
-        on_error: str = "raise",
+        on_error: OnError = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
         effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:

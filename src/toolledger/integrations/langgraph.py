@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any
 from ..approvals import decide_approval
 from ..errors import ApprovalDenied, InvalidArgumentError
 from ..telemetry import framework_tool_span
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, denied_text, missing
 
@@ -506,7 +506,7 @@ def _wrapper(
     run: Run | None,
     revisions: Mapping[str, str] | None,
     gates: Mapping[str, ToolGate] | None,
-    on_error: str,
+    on_error: OnError,
     recover: Mapping[str, Callable[..., Any]] | None,
     effect_keys: Mapping[str, EffectKey] | None,
 ) -> _Wrapper:
@@ -527,7 +527,7 @@ def guard_tool_calls(
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
 ) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]:
@@ -551,7 +551,7 @@ def aguard_tool_calls(
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
 ) -> Callable[[ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]]:
@@ -576,7 +576,7 @@ class ToolledgerMiddleware(AgentMiddleware[Any, Any]):
         *,
         revisions: Mapping[str, str] | None = None,
         gates: Mapping[str, ToolGate] | None = None,
-        on_error: str = "raise",
+        on_error: OnError = "raise",
         recover: Mapping[str, Callable[..., Any]] | None = None,
         effect_keys: Mapping[str, EffectKey] | None = None,
     ) -> None:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from ..approvals import Approved, Pending, decide_approval, get_approval
 from ..errors import InvalidArgumentError, InvalidTransitionError
 from ..store import ApprovalStatus
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._common import render
 from ._framework import Answer, FrameworkGuard, ToolGate, active_run, missing
 
@@ -275,7 +275,7 @@ def guarded_tools(
     *,
     revisions: Mapping[str, str] | None = None,
     gates: Mapping[str, ToolGate] | None = None,
-    on_error: str = "raise",
+    on_error: OnError = "raise",
     recover: Mapping[str, Callable[..., Any]] | None = None,
     effect_keys: Mapping[str, EffectKey] | None = None,
     session: Any = None,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalDenied, InvalidArgumentError
-from ..tools import EffectKey
+from ..tools import EffectKey, OnError
 from ._framework import FrameworkGuard, ToolGate, denied_text, missing
 
 try:
@@ -77,7 +77,7 @@ class GuardedToolset(WrapperToolset[Any]):
     gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
     recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
     effect_keys: Mapping[str, EffectKey] | None = field(default=None, kw_only=True)
-    on_error: str = field(default="raise", kw_only=True)
+    on_error: OnError = field(default="raise", kw_only=True)
 
     def __post_init__(self) -> None:
         self._guard = FrameworkGuard(
@@ -157,7 +157,7 @@ class GuardedTools(AbstractCapability[Any]):
     gates: Mapping[str, ToolGate] | None = field(default=None, kw_only=True)
     recover: Mapping[str, Callable[..., Any]] | None = field(default=None, kw_only=True)
     effect_keys: Mapping[str, EffectKey] | None = field(default=None, kw_only=True)
-    on_error: str = field(default="raise", kw_only=True)
+    on_error: OnError = field(default="raise", kw_only=True)
 
     def __post_init__(self) -> None:
         # Bad options fail when the agent is built, not at its first tool call.
