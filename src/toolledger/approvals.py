@@ -34,6 +34,7 @@ from .store import (
     TEXT_MAX,
     ApprovalRecord,
     ApprovalStatus,
+    StoreLike,
     binding_fingerprint,
     using_store,
 )
@@ -155,7 +156,7 @@ class ApprovalRequest:
         return self.binding.namespace
 
 
-def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None:
+def get_approval(db: StoreLike | None, namespace: str, call_id: str) -> ApprovalRecord | None:
     """Return the call's stored approval request/decision, or ``None``.
 
     Args:
@@ -171,7 +172,7 @@ def get_approval(db: Any, namespace: str, call_id: str) -> ApprovalRecord | None
 
 
 def list_approvals(
-    db: Any,
+    db: StoreLike | None,
     *,
     status: str | Iterable[str] | None = None,
     namespace: str | None = None,
@@ -194,7 +195,7 @@ def list_approvals(
 
 
 def decide_approval(
-    db: Any,
+    db: StoreLike | None,
     namespace: str,
     call_id: str,
     granted: bool,

@@ -28,7 +28,7 @@ from typing import Any
 
 from .approvals import copy_approvals
 from .errors import InvalidArgumentError
-from .store import Store, using_store
+from .store import Store, StoreLike, using_store
 from .store.base import (
     ClaimEffectKey,
     CreateCheckpoint,
@@ -74,7 +74,7 @@ class CopyReport:
         }
 
 
-def copy_ledger(src: Any, dst: Any) -> CopyReport:
+def copy_ledger(src: StoreLike | None, dst: StoreLike | None) -> CopyReport:
     """Copy everything in ``src`` into the empty ``dst`` and verify the result.
 
     Args:

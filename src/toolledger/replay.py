@@ -23,7 +23,7 @@ from typing import Any
 from .checkpoint import fingerprint, to_json
 from .errors import InvalidArgumentError, NotFoundError
 from .journal import load_stored_run
-from .store import store_for
+from .store import StoreLike, store_for
 
 __all__ = ["Divergence", "RecordedOutputs", "ReplayItem", "Replayer"]
 
@@ -106,7 +106,7 @@ class RecordedOutputs:
 class Replayer:
     """Replay recorded runs from ``db`` (a ``Store``, path or URL)."""
 
-    def __init__(self, db: Any = None) -> None:
+    def __init__(self, db: StoreLike | None = None) -> None:
         self._store, self._owned = store_for(db, readonly=True)
         self._handlers: dict[str, Handler] = {}
 

@@ -32,7 +32,7 @@ from .approvals import scrub_approval
 from .checkpoint import compact_json
 from .checkpoint.model import AGE_UNITS, Status, check_time, format_time, parse_age, parse_time
 from .errors import CheckpointError, InvalidArgumentError
-from .store import Store, build_tombstone, dump_record, using_store
+from .store import Store, StoreLike, build_tombstone, dump_record, using_store
 
 __all__ = ["GcReport", "gc", "parse_age"]
 
@@ -69,7 +69,7 @@ class GcReport:
 
 
 def gc(
-    db: Any,
+    db: StoreLike | None,
     *,
     older_than: timedelta | datetime | str,
     namespace: str | None = None,

@@ -40,7 +40,7 @@ from .checkpoint.model import RESOLUTION_OUTCOMES, CheckpointRecord, Status, fin
 from .checkpoint.transitions import resolve_completed, resolve_not_executed
 from .errors import CheckpointError, InvalidArgumentError, NotFoundError, StoreBusyError
 from .journal import find_call, point_row
-from .store import store_for
+from .store import StoreLike, store_for
 from .store.base import AppendEvents, Op, ReleaseEffectKey, RemoveOperation, Store, SwapCheckpoint
 from .telemetry import attributes as a
 from .telemetry import report_resolution
@@ -75,7 +75,7 @@ class Settled:
 
 
 def resolve(
-    db: Any,
+    db: StoreLike | None,
     call_id: str,
     *,
     namespace: str = "default",
@@ -344,7 +344,7 @@ class ReconcileItem:
 
 
 def reconcile(
-    db: Any,
+    db: StoreLike | None,
     tools: Iterable[Tool],
     *,
     namespace: str | None = None,

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from ..errors import InvalidArgumentError
 from ..journal import load_stored_run
-from ..store import Store, using_store
+from ..store import Store, StoreLike, using_store
 
 __all__ = ["ExportInfo", "Progress", "atomic_text", "export_rendered"]
 
@@ -77,7 +77,7 @@ def atomic_text(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
 
 
 def export_rendered(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     path: str | os.PathLike[str],
     *,

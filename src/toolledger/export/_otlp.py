@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..journal import load_stored_run
-from ..store import using_store
+from ..store import StoreLike, using_store
 from ..telemetry import (
     Redactor,
     ReexportReport,
@@ -58,7 +58,7 @@ def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]
 
 
 def reexport(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     exporter: Any,
     *,

@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from ..journal import epoch_ms, parse_event_time
+from ..store import StoreLike
 from ._common import ExportInfo, Progress, export_rendered
 from ._lives import checkpoint_lives
 
@@ -106,7 +107,7 @@ def render_html(view: Any, lives: dict[str, Any] | None = None, *, back: str | N
 
 
 def export_html(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     path: str | os.PathLike[str],
     *,

@@ -32,7 +32,7 @@ from typing import Any
 
 from .._version import __version__
 from ..journal import events_of, load_stored_run, parse_many
-from ..store import using_store
+from ..store import StoreLike, using_store
 from ._common import ExportInfo, Progress, atomic_text
 
 __all__ = ["FORMAT", "VERSION", "export_json"]
@@ -46,7 +46,7 @@ def _dumps(value: Any) -> str:
 
 
 def export_json(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     path: str | os.PathLike[str],
     *,

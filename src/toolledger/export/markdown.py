@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..journal import JUSTIFICATION_MISSING, describe_source
+from ..store import StoreLike
 from ._common import ExportInfo, Progress, export_rendered
 from ._tree import tree_order
 
@@ -149,7 +150,7 @@ def _inline(value: Any) -> str | None:
 
 
 def export_markdown(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     path: str | os.PathLike[str],
     *,

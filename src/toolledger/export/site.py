@@ -40,7 +40,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import InvalidArgumentError
 from ..journal import list_runs, load_stored_run, to_time
-from ..store import using_store
+from ..store import StoreLike, using_store
 from ._lives import checkpoint_lives
 from .html import embed_json, render_html
 
@@ -192,7 +192,7 @@ def _summary(stored: Any) -> dict[str, Any]:
 
 
 def export_site(
-    db: Any,
+    db: StoreLike | None,
     directory: str | os.PathLike[str],
     *,
     since: datetime | timedelta | str | None = None,

@@ -23,10 +23,13 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry.trace import TracerProvider
+
 from ..checkpoint import Status
 from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
+from ..store import StoreLike
 from ..telemetry import DEFAULTS, Redactor
 from ..tools import ApprovalMode, OnError, OutT, Tool, ToolOutcome
 from . import _batch, _deliver, _drivers
@@ -415,14 +418,14 @@ def run(
     goal: str,
     *,
     agent: str | None = None,
-    db: Any = None,
+    db: StoreLike | None = None,
     run_id: str | None = None,
     namespace: str | None = None,
     strict: bool = False,
-    tracer_provider: Any = None,
+    tracer_provider: TracerProvider | None = None,
     capture_content: bool | None = None,
     capture_intent: bool = True,
-    redact: Any = None,
+    redact: Redactor | None = None,
     conversation_id: str | None = None,
     user_id: str | None = None,
     key: str | bytes | None = None,

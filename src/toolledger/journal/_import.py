@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..store import using_store
+from ..store import StoreLike, using_store
 from ..store.base import RunRow
 from ._verify import check_chain, export_rows, load_export
 
@@ -21,7 +20,7 @@ _BATCH = 5000
 
 
 def import_json(
-    path: str | os.PathLike[str], db: Any = None, *, key: str | bytes | None = None
+    path: str | os.PathLike[str], db: StoreLike | None = None, *, key: str | bytes | None = None
 ) -> str:
     """Import a JSON export (``export_json``) into ``db``; return the run id.
 

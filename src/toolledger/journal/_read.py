@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from ..errors import InvalidArgumentError, NotFoundError
-from ..store import Store, using_store
+from ..store import Store, StoreLike, using_store
 from ..store.base import EventRow, RunRow, event_row_of, record_fields_of
 from ._facts import TAIL, RunFacts, find_end, run_facts
 from ._merge import merge_records, record_tuples
@@ -140,7 +140,7 @@ def get_run_row(store: Store, run_id: str) -> RunRow:
 
 
 def load_stored_run(
-    db: Any, run_id: str, *, progress: Callable[[int, int], None] | None = None
+    db: StoreLike | None, run_id: str, *, progress: Callable[[int, int], None] | None = None
 ) -> StoredRun:
     """Read a run's records and merge them into events (the record-level read;
     ``toolledger.load_run`` gives the ``RunView`` users read).

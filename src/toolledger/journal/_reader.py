@@ -19,7 +19,7 @@ from typing import Any
 
 from ..checkpoint.model import format_time, parse_age
 from ..errors import CheckpointError, InvalidArgumentError
-from ..store import EventQuery, Store, parse_query, store_for, using_store
+from ..store import EventQuery, Store, StoreLike, parse_query, store_for, using_store
 from ._facts import find_end, run_facts
 from ._merge import merge_events, record_tuples
 from ._read import (
@@ -195,7 +195,7 @@ def events_of(store: Store, stored: StoredRun) -> list[Event]:
     )
 
 
-def load_run(db: Any, run_id: str) -> RunView:
+def load_run(db: StoreLike | None, run_id: str) -> RunView:
     """Read a run and its merged events.
 
     Args:
@@ -238,7 +238,7 @@ def load_run(db: Any, run_id: str) -> RunView:
 
 
 def list_runs(
-    db: Any,
+    db: StoreLike | None,
     *,
     status: str | None = None,
     agent: str | None = None,
@@ -332,7 +332,7 @@ def check_limit(limit: Any) -> int:
 
 
 def search(
-    db: Any,
+    db: StoreLike | None,
     text: str | None = None,
     *,
     kind: str | Iterable[str] | None = None,

@@ -34,11 +34,13 @@ from functools import partial
 from types import EllipsisType, TracebackType
 from typing import Any, TypeVar
 
+from opentelemetry.trace import TracerProvider
+
 from ..checkpoint.model import check_identifier
 from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
-from ..store import Store, store_for
+from ..store import Store, StoreLike, store_for
 from ..store.base import RunRow
-from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, TelemetryHooks
+from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, Redactor, SpanHandle, TelemetryHooks
 from ._content import (
     Artifact,
     check_name,
@@ -94,14 +96,14 @@ class Run(Recorder):
         goal: str,
         *,
         agent: str | None = None,
-        db: Any = None,
+        db: StoreLike | None = None,
         run_id: str | None = None,
         namespace: str = "default",
         strict: bool = False,
-        tracer_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
         capture_content: bool | None = None,
         capture_intent: bool = True,
-        redact: Any = None,
+        redact: Redactor | None = None,
         conversation_id: str | None = None,
         user_id: str | None = None,
         key: str | bytes | None = None,

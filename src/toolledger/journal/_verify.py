@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..store import using_store
+from ..store import StoreLike, using_store
 from ..store.base import EventRow, RunRow
 from ._facts import EndRecord, end_record, run_facts, run_source
 from ._read import get_run_row, iter_rows, run_document
@@ -449,7 +449,7 @@ def _check_row(
 
 
 def verify(
-    db: Any,
+    db: StoreLike | None,
     run_id: str,
     *,
     expected_head: str | None = None,

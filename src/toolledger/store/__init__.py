@@ -10,7 +10,7 @@ from ._approval_record import TEXT_MAX as TEXT_MAX
 from ._approval_record import ApprovalRecord as ApprovalRecord
 from ._approval_record import ApprovalStatus as ApprovalStatus
 from ._approval_record import binding_fingerprint as binding_fingerprint
-from ._open import DEFAULT_DB, NewLedgerWarning, open_store
+from ._open import DEFAULT_DB, NewLedgerWarning, StoreLike, open_store
 from ._open import store_for as store_for
 from ._open import using_store as using_store
 from ._rows import dump_record as dump_record
@@ -48,6 +48,7 @@ __all__ = [
     "SQLiteStore",
     "SearchWarning",
     "Store",
+    "StoreLike",
     "SwapCheckpoint",
     "NewLedgerWarning",
     "WriteOperation",

@@ -20,7 +20,18 @@ from urllib.parse import unquote
 from ..errors import InvalidArgumentError
 from .base import Store
 
-__all__ = ["DEFAULT_DB", "NewLedgerWarning", "open_store", "store_for", "using_store"]
+__all__ = [
+    "DEFAULT_DB",
+    "NewLedgerWarning",
+    "StoreLike",
+    "open_store",
+    "store_for",
+    "using_store",
+]
+
+#: What ``db=`` takes: a ``Store``, a path, a ``sqlite:///`` or ``file:///`` URL or a
+#: ``postgresql://`` DSN (``None``, where allowed: ``$TOOLLEDGER_DB`` or ``.toolledger.db``).
+StoreLike = Store | str | os.PathLike[str]
 
 
 class NewLedgerWarning(UserWarning):
@@ -39,7 +50,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+)://")
 _POSTGRES = ("postgresql", "postgres")
 
 
-def open_store(db: Any = None, *, readonly: bool = False, **options: Any) -> Store:
+def open_store(db: StoreLike | None = None, *, readonly: bool = False, **options: Any) -> Store:
     """Return a ``Store`` for ``db``.
 
     Args:
@@ -124,7 +135,7 @@ def _require_psycopg() -> None:
         ) from exc
 
 
-def store_for(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
+def store_for(db: StoreLike | None, *, readonly: bool = False) -> tuple[Store, bool]:
     """Return ``(store, owned)`` for what a caller passed as ``db=``.
 
     A ``Store`` comes back as is (``owned`` is ``False``: its owner closes it); a path, URL
@@ -141,7 +152,7 @@ def store_for(db: Any, *, readonly: bool = False) -> tuple[Store, bool]:
 
 
 @contextlib.contextmanager
-def using_store(db: Any, *, readonly: bool = False) -> Iterator[Store]:
+def using_store(db: StoreLike | None, *, readonly: bool = False) -> Iterator[Store]:
     """Yield the store for ``db`` (see ``store_for``); close it afterwards if opened here."""
     store, owned = store_for(db, readonly=readonly)
     try:

@@ -13,8 +13,6 @@ resolution's report), not for users.
 
 from __future__ import annotations
 
-from typing import Any
-
 from opentelemetry import _logs, trace
 from opentelemetry._logs._internal import ProxyLoggerProvider as _ProxyLoggerProvider
 
@@ -66,7 +64,7 @@ __all__ = [
 
 def hooks_for(
     *,
-    tracer_provider: Any = None,
+    tracer_provider: trace.TracerProvider | None = None,
     capture_content: bool | None = None,
     capture_intent: bool | None = True,
     redact: Redactor | None = None,

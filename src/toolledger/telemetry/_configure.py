@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, metrics, trace
 
 from ..errors import InvalidArgumentError
 from ._policy import DEFAULTS, Redactor
@@ -44,7 +44,7 @@ _SHUTDOWN_SECONDS = 5.0
 class TelemetryHandle:
     """What ``configure()`` set up. ``shutdown()`` flushes, stops and forgets it."""
 
-    tracer_provider: Any
+    tracer_provider: trace.TracerProvider
     endpoint: str | None = None
     protocol: str | None = None
     enabled: bool = True
@@ -271,15 +271,15 @@ def configure(
     service_name: str | None = None,
     endpoint: str | None = None,
     protocol: str | None = None,
-    tracer_provider: Any = None,
+    tracer_provider: trace.TracerProvider | None = None,
     capture_content: bool | None = None,
     capture_intent: bool = True,
     redact: Redactor | None = None,
     *,
     project: str | None = None,
     headers: Mapping[str, str] | None = None,
-    meter_provider: Any = None,
-    logger_provider: Any = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    logger_provider: _logs.LoggerProvider | None = None,
     metrics: bool = True,
     logs: bool = True,
     openinference: bool | None = None,

@@ -24,7 +24,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics._internal import _ProxyMeterProvider
 
 from .._version import __version__
-from ..store import open_store
+from ..store import StoreLike, open_store
 from . import attributes as a
 from ._policy import DEFAULTS
 from ._report import report
@@ -192,7 +192,7 @@ class Instruments:
                 self.token_usage.record(count, {**labels, a.GEN_AI_TOKEN_TYPE: kind})
 
 
-def instruments_for(meter_provider: Any) -> Instruments | None:
+def instruments_for(meter_provider: metrics.MeterProvider | None) -> Instruments | None:
     """Return the instruments of ``meter_provider`` (``None``: the global), or ``None``."""
     try:
         provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
@@ -237,7 +237,7 @@ class ReconcileQueueGauge:
 
 
 def observe_reconcile_queue(
-    db: Any, *, meter_provider: Any = None, limit: int = 1000
+    db: StoreLike | None, *, meter_provider: metrics.MeterProvider | None = None, limit: int = 1000
 ) -> ReconcileQueueGauge:
     """Report the reconcile queue of ``db`` as the gauge ``toolledger.reconcile.queue``.
 
