@@ -91,7 +91,7 @@ def _diag(code: str, path: str, message: str) -> Diagnostic:
     return Diagnostic(code=code, severity=CODES[code], path=path, message=message)
 
 
-def check_tool(tool: Any) -> list[Diagnostic]:
+def check_tool(tool: object) -> list[Diagnostic]:
     """Return the readiness diagnostics of one tool definition (empty: ready).
 
     Checks: a portable name (``^[A-Za-z0-9_-]{1,64}$``); a description of at least three

@@ -80,7 +80,7 @@ def resolve(
     *,
     namespace: str = "default",
     outcome: str,
-    result: Any = None,
+    result: object = None,
     error: str | None = None,
     by: str,
     reason: str,

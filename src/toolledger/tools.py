@@ -36,6 +36,7 @@ __all__ = [
     "ExecuteContext",
     "NotRecovered",
     "OperationJournal",
+    "OperationStore",
     "RecoverContext",
     "Recovered",
     "Tool",
@@ -69,6 +70,18 @@ else:
     OutT_co = TypeVar("OutT_co", covariant=True)
 
 
+class OperationStore(Protocol):
+    """What an ``OperationJournal`` needs of its store (every ``Store`` has it)."""
+
+    def operation_write(
+        self, namespace: str, call_id: str, data: Mapping[str, Any], *, durable: bool = True
+    ) -> None: ...
+
+    def operation_read(self, namespace: str, call_id: str) -> dict[str, Any] | None: ...
+
+    def operation_remove(self, namespace: str, call_id: str, *, durable: bool = True) -> bool: ...
+
+
 class OperationJournal:
     """The operation-journal handle of one call: ``write``, ``read``, ``remove``.
 
@@ -87,7 +100,7 @@ class OperationJournal:
 
     __slots__ = ("_call_id", "_namespace", "_store")
 
-    def __init__(self, store: Any, namespace: str, call_id: str) -> None:
+    def __init__(self, store: OperationStore, namespace: str, call_id: str) -> None:
         self._store = store
         self._namespace = namespace
         self._call_id = call_id
@@ -104,8 +117,7 @@ class OperationJournal:
 
     def read(self) -> dict[str, Any] | None:
         """Return the entry, or ``None`` when the journal is empty."""
-        result: dict[str, Any] | None = self._store.operation_read(self._namespace, self._call_id)
-        return result
+        return self._store.operation_read(self._namespace, self._call_id)
 
     def remove(self) -> bool:
         """Remove the entry; return whether one existed."""

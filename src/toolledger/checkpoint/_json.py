@@ -309,7 +309,7 @@ def check_bounds(
     return text
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Encode ``value`` canonically (RFC 8785 style): sorted keys, no whitespace, ES6 numbers.
 
     Raises:

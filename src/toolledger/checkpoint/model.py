@@ -194,7 +194,7 @@ def parse_age(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def fingerprint(value: Any) -> str:
+def fingerprint(value: object) -> str:
     """Return ``"sha256:<hex>"`` over the canonical JSON of ``value`` (RFC 8785 style).
 
     Raises:
@@ -262,7 +262,7 @@ class Binding:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> Binding:
+    def from_dict(cls, data: object) -> Binding:
         """Build a binding from its JSON form; raises ``INVALID_ARGUMENT`` when malformed."""
         if not isinstance(data, dict):
             raise InvalidArgumentError(message="binding must be an object")
@@ -384,7 +384,9 @@ class CheckpointRecord(_WeakReferenceable):
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, max_payload_bytes: int | None = None) -> CheckpointRecord:
+    def from_dict(
+        cls, data: dict[str, Any], *, max_payload_bytes: int | None = None
+    ) -> CheckpointRecord:
         """Build and validate a record from its stored form.
 
         Raises:
@@ -450,7 +452,7 @@ if tuple(f.name for f in dataclasses.fields(Result)) != ("payload", "is_error"):
     raise AssertionError("with_result must set every field of Result")
 
 
-def with_result(rec: CheckpointRecord, payload: Any, is_error: bool) -> CheckpointRecord:
+def with_result(rec: CheckpointRecord, payload: object, is_error: bool) -> CheckpointRecord:
     """``replaced_record(rec, {"result": Result(payload=payload, is_error=is_error)})``."""
     result: Result = _new_record(Result)
     _SET_PAYLOAD(result, payload)

@@ -266,7 +266,7 @@ def complete_execution(
     *,
     attempt_id: str,
     at: datetime,
-    result: Any,
+    result: object,
     is_error: bool = False,
     max_payload_bytes: int | None = None,
 ) -> Transition:
@@ -425,7 +425,7 @@ def resolve_completed(
     at: datetime,
     by: str,
     reason: str,
-    result: Any,
+    result: object,
     is_error: bool = False,
     force: bool = False,
     max_payload_bytes: int | None = None,

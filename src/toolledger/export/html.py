@@ -31,7 +31,7 @@ _ESCAPES = {c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
 _UNSAFE = re.compile("[<>&\u2028\u2029]")
 
 
-def embed_json(value: Any) -> str:
+def embed_json(value: object) -> str:
     """Return JSON safe to place inside ``<script type="application/json">``."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return _UNSAFE.sub(lambda m: _ESCAPES[m.group()], text)

@@ -25,7 +25,7 @@ MAX_INDENT = 12
 _SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
 
 
-def escape_md(text: Any) -> str:
+def escape_md(text: object) -> str:
     """Escape ``text`` for Markdown inline context (one line; newlines become spaces)."""
     s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _SPECIAL.sub(r"\\\1", s)

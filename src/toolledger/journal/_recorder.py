@@ -98,7 +98,7 @@ class Recorder:
         *,
         justification: str | None = None,
         justification_source: str = "developer",
-        inputs: Any = None,
+        inputs: object = None,
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from opentelemetry.trace import TracerProvider
 
-from ..checkpoint.model import check_identifier
+from ..checkpoint.model import Binding, check_identifier
 from ..errors import CheckpointError, InvalidArgumentError, StoreBusyError
 from ..store import Store, StoreLike, store_for
 from ..store.base import RunRow
@@ -525,7 +525,7 @@ class Run(Recorder):
         granted: bool,
         by: str,
         reason: str | None = None,
-        for_call: Any = None,
+        for_call: str | Binding | None = None,
     ) -> str:
         """Record who allowed or refused an action; return the event id.
 
@@ -561,7 +561,7 @@ class Run(Recorder):
         return event_id
 
     def _bind(self, for_call: Any) -> tuple[str, str | None, dict[str, Any] | None]:
-        from ..checkpoint import Binding, fingerprint
+        from ..checkpoint import fingerprint
 
         binding = for_call if isinstance(for_call, Binding) else None
         if binding is None:
@@ -597,7 +597,7 @@ class Run(Recorder):
         *,
         justification: str | None = None,
         justification_source: str = "developer",
-        inputs: Any = None,
+        inputs: object = None,
         outputs: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         checkpoint: Mapping[str, Any] | None = None,
