@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InvalidArgumentError
 from ._json import canonical_json
@@ -530,7 +530,7 @@ def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
     return record
 
 
-def is_known_valid(record: object) -> bool:
+def is_known_valid(record: object) -> TypeGuard[CheckpointRecord]:
     """Return whether ``record`` itself (not an equal copy) was marked valid."""
     known = _KNOWN_VALID.get(id(record))
     return known is not None and known() is record

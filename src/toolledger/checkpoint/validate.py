@@ -140,7 +140,7 @@ def validate_checkpoint(
         InvalidCheckpointError: ``INVALID_CHECKPOINT`` naming the first broken rule.
     """
     if max_payload_bytes is None and is_known_valid(record):
-        return record  # type: ignore[return-value]
+        return record
     limit = HARD_MAX_PAYLOAD_BYTES if max_payload_bytes is None else max_payload_bytes
     if isinstance(record, CheckpointRecord):
         _check_schema(record.schema_version)

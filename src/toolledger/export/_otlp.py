@@ -12,7 +12,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..journal import load_stored_run
 from ..store import StoreLike, using_store
@@ -24,6 +24,9 @@ from ..telemetry import (
     resolve_policy,
     send_spans,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["reexport"]
 
@@ -60,7 +63,7 @@ def _read(store: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]
 def reexport(
     db: StoreLike | None,
     run_id: str,
-    exporter: Any,
+    exporter: SpanExporter,
     *,
     capture_content: bool | None = None,
     capture_intent: bool | None = True,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -327,7 +327,11 @@ def call_ids_with_checkpoints(run: Run, calls: Sequence[ToolCall]) -> list[str]:
 
 
 def deliver_calls(
-    run: Run, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+    run: Run,
+    calls: Sequence[ToolCall],
+    post: Callable[[dict[str, Any]], Any],
+    *,
+    redeliver: bool = False,
 ) -> Any:
     """Post the results of ``calls`` once (one model request) through their checkpoints.
 
@@ -348,7 +352,11 @@ def deliver_calls(
 
 
 async def adeliver_calls(
-    run: Run, calls: Sequence[ToolCall], post: Any, *, redeliver: bool = False
+    run: Run,
+    calls: Sequence[ToolCall],
+    post: Callable[[dict[str, Any]], Any],
+    *,
+    redeliver: bool = False,
 ) -> Any:
     """Async ``deliver_calls``: ``post(payloads)`` may be async."""
     import inspect

@@ -64,7 +64,7 @@ PROVIDER_NAMES: Mapping[str, str] = {
 
 
 def _forwards_tools_without_max_turns() -> bool:
-    from aisuite.client import Completions  # type: ignore[import-untyped]
+    from aisuite.client import Completions
 
     return hasattr(Completions, "_provider_ready_tools")
 
@@ -191,11 +191,11 @@ def _rebuilt(served: Any) -> Any:
     Raises:
         ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` when the record lacks the content.
     """
-    from aisuite.framework.chat_completion_response import (  # type: ignore[import-untyped]
+    from aisuite.framework.chat_completion_response import (
         ChatCompletionResponse,
     )
-    from aisuite.framework.choice import Choice  # type: ignore[import-untyped]
-    from aisuite.framework.message import (  # type: ignore[import-untyped]
+    from aisuite.framework.choice import Choice
+    from aisuite.framework.message import (
         CompletionUsage,
         Message,
     )
@@ -238,7 +238,7 @@ def _rebuilt_chunks(served: Any) -> list[Any]:
     Raises:
         ReplayUnavailableError: ``REPLAY_UNAVAILABLE`` when the record lacks the content.
     """
-    from aisuite.framework.chat_completion_chunk import (  # type: ignore[import-untyped]
+    from aisuite.framework.chat_completion_chunk import (
         ChatCompletionChunk,
         ChoiceDelta,
         ChoiceDeltaFunction,
@@ -360,7 +360,7 @@ class JournaledClient:
             kwargs["tools"] = [self._justified(t) for t in tools]
 
     def _wrap_provider(self, key: str) -> None:
-        from aisuite.provider import ProviderFactory  # type: ignore[import-untyped]
+        from aisuite.provider import ProviderFactory
 
         providers = self.client.providers
         current = providers.get(key)

@@ -12,9 +12,10 @@ importable from here too, imported on first use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..store import StoreLike
 from ..tools import Tool
 from ._common import (
     ToolCall,
@@ -148,7 +149,9 @@ def run_tool_calls(
     ]
 
 
-def deliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+def deliver_results(
+    run: Run, response: Any, post: Callable[[dict[str, Any]], Any], *, redeliver: bool = False
+) -> Any:
     """Post the next request (carrying this response's results) through the checkpoints.
 
     ``post(payloads)`` sends the request; if it raises, the delivery claims are released
@@ -170,13 +173,15 @@ async def arun_tool_calls(
     return [_result_block(c.id, text, err) for c, text, err in done]
 
 
-async def adeliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+async def adeliver_results(
+    run: Run, response: Any, post: Callable[[dict[str, Any]], Any], *, redeliver: bool = False
+) -> Any:
     """Async ``deliver_results``: ``post(payloads)`` may be a coroutine function."""
     return await adeliver_calls(run, tool_calls(response), post, redeliver=redeliver)
 
 
 def repair_transcript(
-    messages: Sequence[Any], store: Any, *, namespace: str | None = None
+    messages: Sequence[Any], store: Run | StoreLike | None, *, namespace: str | None = None
 ) -> list[Any]:
     """Return ``messages`` with a truthful ``tool_result`` for every orphaned ``tool_use``.
 

@@ -10,9 +10,10 @@ Chat Completions results are ``{"role": "tool", ...}`` messages; Responses API r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..store import StoreLike
 from ..tools import Tool
 from ._common import (
     ToolCall,
@@ -171,7 +172,9 @@ def run_tool_calls(
     return [_result(c, text) for c, text, _err in run_calls(run, tool_calls(response), tools)]
 
 
-def deliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+def deliver_results(
+    run: Run, response: Any, post: Callable[[dict[str, Any]], Any], *, redeliver: bool = False
+) -> Any:
     """Post the next request (carrying this response's results) through the checkpoints.
 
     See ``toolledger.integrations.anthropic.deliver_results``.
@@ -191,13 +194,15 @@ async def arun_tool_calls(
     return [_result(c, text) for c, text, _err in done]
 
 
-async def adeliver_results(run: Run, response: Any, post: Any, *, redeliver: bool = False) -> Any:
+async def adeliver_results(
+    run: Run, response: Any, post: Callable[[dict[str, Any]], Any], *, redeliver: bool = False
+) -> Any:
     """Async ``deliver_results``: ``post(payloads)`` may be a coroutine function."""
     return await adeliver_calls(run, tool_calls(response), post, redeliver=redeliver)
 
 
 def repair_transcript(
-    messages: Sequence[Any], store: Any, *, namespace: str | None = None
+    messages: Sequence[Any], store: Run | StoreLike | None, *, namespace: str | None = None
 ) -> list[Any]:
     """Return ``messages`` with a truthful result for every orphaned function call.
 

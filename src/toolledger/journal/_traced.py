@@ -23,7 +23,7 @@ def traced(name: F) -> F: ...
 def traced(name: str | None = None, justification: str | None = None) -> Callable[[F], F]: ...
 
 
-def traced(name: Any = None, justification: str | None = None) -> Any:
+def traced(name: Callable[..., Any] | str | None = None, justification: str | None = None) -> Any:
     """Decorate a function so each call is a step of the run active in the context.
 
     ``@toolledger.traced`` or ``@toolledger.traced(name=None, justification=None)``. The

@@ -42,6 +42,7 @@ from .attributes import ERROR_TYPE, SCHEMA_URL
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = [
     "ReexportReport",
@@ -351,7 +352,7 @@ def _last_time(events: Sequence[Mapping[str, Any]]) -> int | None:
 
 
 def send_spans(
-    run_id: str, spans: Sequence[ReadableSpan], exporter: Any, batch_size: int
+    run_id: str, spans: Sequence[ReadableSpan], exporter: SpanExporter, batch_size: int
 ) -> ReexportReport:
     """Pass ``spans`` to ``exporter.export()`` in batches; the first failed batch stops it."""
     from opentelemetry.sdk.trace.export import SpanExportResult

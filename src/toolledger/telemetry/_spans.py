@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from contextvars import Token
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -108,7 +109,7 @@ class _Activation:
 
     def __init__(self, span: trace.Span) -> None:
         self._span = span
-        self._token: object = None
+        self._token: Token[otel_context.Context] | None = None
 
     def __enter__(self) -> None:
         try:
@@ -124,7 +125,7 @@ class _Activation:
     ) -> None:
         if self._token is not None:
             try:
-                otel_context.detach(self._token)  # type: ignore[arg-type]
+                otel_context.detach(self._token)
             except Exception as err:
                 report("deactivate", err)
 
