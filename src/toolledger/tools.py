@@ -224,7 +224,9 @@ class ToolOutcome(Generic[OutT_co]):
 class Tool(Generic[InT, OutT]):
     """A tool definition: ``Tool[I, R]`` takes an ``I`` and returns an ``R``.
 
-    Build one with :func:`tool`, which reads ``I`` and ``R`` from ``execute``'s annotations.
+    Build one with :func:`tool`, which reads ``I`` and ``R`` from ``execute``'s annotations,
+    or with ``Tool(...)``; ``Tool[I, R]`` is for annotations (before Python 3.13, calling the
+    subscripted class fails: a frozen, slotted dataclass refuses ``__orig_class__``).
 
     Args:
         name: The tool's name (an identifier: 1-128 of ``[A-Za-z0-9._:-]``).
