@@ -31,7 +31,8 @@ PUBLIC = {
     "Diagnostic",
     "traced",
     "Step",
-    # Approvals.
+    # Approvals (ApprovalMode: the values of approval=, for annotations).
+    "ApprovalMode",
     "Approved",
     "Denied",
     "Pending",

@@ -487,10 +487,11 @@ def _host_span() -> Any:
     """
     if not _OPENINFERENCE:
         try:
-            from openinference.instrumentation import langchain as found
+            from openinference.instrumentation import langchain
+
+            _OPENINFERENCE.append(langchain)
         except ImportError:
-            found = None  # type: ignore[assignment]
-        _OPENINFERENCE.append(found)
+            _OPENINFERENCE.append(None)
     oi = _OPENINFERENCE[0]
     if oi is None:
         return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -32,7 +31,7 @@ _HANDED: ContextVar[int] = ContextVar("toolledger_framework_tool_span", default=
 
 
 @contextlib.contextmanager
-def framework_tool_span(span: Any) -> Iterator[None]:
+def framework_tool_span(span: object) -> Iterator[None]:
     """Make ``span`` (a framework's span for the tool call about to be guarded) current,
     and known as that call's tool span; ``None`` changes nothing."""
     token = handed = None
