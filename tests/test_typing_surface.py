@@ -35,7 +35,7 @@ TYPED_USE = Path(__file__).resolve().parent / "typing" / "api.py"
 
 #: Upper bounds: the share of bare-``Any`` named parameters (percent) and the count of
 #: ``type: ignore`` comments. They may only go down.
-MAX_BARE_ANY_SHARE = 3.85
+MAX_BARE_ANY_SHARE = 3.74
 MAX_TYPE_IGNORES = 15
 
 
