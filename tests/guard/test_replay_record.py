@@ -197,3 +197,34 @@ class TestReplayRecordContent:
             assert toolledger.verify(store, run.run_id).ok
             texts.append(text)
         assert texts[0] == texts[1]
+
+
+class TestCheckedEventRecord:
+    @pytest.mark.parametrize(
+        ("justification", "source"), [(None, "developer"), (None, "model"), ("why", "model")]
+    )
+    def test_checked_event_stores_what_record_event_stores(
+        self, tmp_path: Path, justification: str | None, source: str
+    ) -> None:
+        """``record_checked_event`` (the replay's record, nothing checked again) stores
+        the header and content ``record_event`` stores for the same arguments."""
+        store = SQLiteStore(tmp_path / "g.db")
+        args: dict[str, Any] = {
+            "justification": justification,
+            "justification_source": source,
+            "inputs": {"to": ["ana"], "w": 0.5},
+            "outputs": {"result": {"price": 1.5, "name": "Zoë 😀"}, "is_error": False},
+            "meta": {"tool_revision": "2", "replayed": True, "recovered": False},
+            "checkpoint": {"namespace": "default", "call_id": "c1", "revision": 2},
+        }
+        with toolledger.run("g", db=store) as run:
+            run.record_event("tool_call", "send_email", "replayed", **args)
+            run.record_checked_event("tool_call", "send_email", "replayed", **args)
+        rows = [r for r in store.read_events(run.run_id) if r.kind == "tool_call"]
+        assert len(rows) == 2
+        # A row's data holds its header without the row's columns (ids, times, seq).
+        assert rows[0].data == rows[1].data
+        assert [(r.status, r.name, r.parent_id) for r in rows] == [
+            ("replayed", "send_email", None)
+        ] * 2
+        assert toolledger.verify(store, run.run_id).ok

@@ -771,7 +771,8 @@ def _record_replay(run: GuardedRun, flow: CallFlow, outcome: ToolOutcome) -> Non
     call = flow.call
     binding = call.binding
     try:
-        run.record_event(
+        # The name, justification, source and link were checked when the call started.
+        run.record_checked_event(
             "tool_call",
             call.tool.name,
             "replayed",

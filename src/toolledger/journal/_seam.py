@@ -120,6 +120,25 @@ class JournalSeam(Protocol):
         """
         ...
 
+    def record_checked_event(
+        self,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        justification: str | None,
+        justification_source: str,
+        inputs: Any,
+        outputs: dict[str, Any],
+        meta: dict[str, Any],
+        checkpoint: dict[str, Any],
+        parent: EventHandle | EllipsisType | None = ...,
+        facts: Callable[[], CallFacts] | None = None,
+    ) -> str:
+        """``record_event`` of names, justification, source and link the caller checked
+        already (a replayed tool call's one record): the same record, not checked again."""
+        ...
+
     def record_point(
         self,
         kind: str,

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -142,9 +143,18 @@ class _Doubt:
         self.on_carried = on_carried  # told once ``extra`` is known to be in the chain
 
 
+_sha256 = hashlib.sha256
+
+
 def _row(
     header: RecordHeader, content_json: str, seq: int, prev: str | None, key: bytes | None
 ) -> EventRow:
+    full = header.before_seq + str(seq) + header.after_seq
+    if key is None and prev is not None and prev.isascii():
+        # ``chain_hash``'s first case, without its call: the bytes of ``prev + full``.
+        digest = _sha256((prev + full).encode("utf-8")).hexdigest()
+    else:
+        digest = chain_hash(prev, full, key)
     return event_row_of(
         header.run_id,
         seq,
@@ -155,7 +165,7 @@ def _row(
         header.status,
         header.at,
         prev,
-        chain_hash(prev, header.before_seq + str(seq) + header.after_seq, key),
+        digest,
         '{"header":' + header.stored + ',"content":' + content_json + "}",
     )
 
@@ -297,7 +307,9 @@ class ChainWriter:
     def append(self, header: RecordHeader, content_json: str) -> EventRow:
         """Chain one record (the next ``seq``) and buffer it; return its row."""
         with self.lock:
-            self._materialize()
+            buffered = self._pending
+            if buffered and buffered[-1].row is None:
+                self._materialize()
             seq, prev = self._tip()
             pending = _Pending(
                 header, content_json, _row(header, content_json, seq, prev, self.key)
@@ -325,7 +337,9 @@ class ChainWriter:
         if self.strict:
             return self.append(*build())
         with self.lock:
-            self._materialize()
+            buffered = self._pending
+            if buffered and buffered[-1].row is None:
+                self._materialize()
             pending = _Pending(None, "", None, build)
             now = time.monotonic()
             if not self._pending:
@@ -377,7 +391,14 @@ class ChainWriter:
             if last is not token or i < self._inflight:
                 return False
             old = last.row
-            seq, prev = self._tip() if old is None else (old.seq, old.prev_hash)
+            if old is not None:
+                seq, prev = old.seq, old.prev_hash
+            elif i:  # a lazy last: after the record before it (only the last is lazy)
+                before = pending[i - 1].row
+                assert before is not None
+                seq, prev = before.seq + 1, before.hash
+            else:
+                seq, prev = self._stored
             pending[i] = _Pending(
                 header, content_json, _row(header, content_json, seq, prev, self.key)
             )
