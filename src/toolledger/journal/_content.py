@@ -30,6 +30,7 @@ from ._values import to_json
 __all__ = [
     "JUSTIFICATION_MISSING",
     "Artifact",
+    "check_event_args",
     "check_name",
     "check_source",
     "check_text",
@@ -150,6 +151,26 @@ def check_source(source: object) -> None:
         )
 
 
+def check_event_args(
+    name: object, what: str, justification: object, justification_source: object
+) -> None:
+    """``check_name(name, what)``, ``check_text(justification, "justification")`` and
+    ``check_source(justification_source)`` in one call: an ASCII name and justification
+    pass on their types and lengths alone, anything else goes through those checks.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` as those checks raise it.
+    """
+    if type(name) is not str or not 0 < len(name) <= 256 or not name.isascii():
+        check_name(name, what)
+    if justification is not None and (
+        type(justification) is not str or not justification.isascii()
+    ):
+        check_text(justification, "justification")
+    if justification_source not in _JUSTIFICATION_SOURCES:
+        check_source(justification_source)
+
+
 def event_content(
     kind: str,
     name: str | None,
@@ -169,9 +190,7 @@ def event_content(
         InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
     """
     check_name(kind, "kind")
-    check_name(name, "name")
-    check_text(justification, "justification")
-    check_source(justification_source)
+    check_event_args(name, "name", justification, justification_source)
     return checked_content(justification, inputs, meta, convert)
 
 

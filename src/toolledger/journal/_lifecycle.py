@@ -298,7 +298,8 @@ class EventHandle:
         """
         if self._ended:
             return
-        _check_status(status)
+        if type(status) is not str or not status or len(status) > 64 or not status.isascii():
+            _check_status(status)  # raises
         if carried is None and self._carried_end is not None:
             carried = self._carried_end  # the chain holds this event's end already
             status = carried.header.status
@@ -315,7 +316,11 @@ class EventHandle:
                     self.span.update, {**self._meta, "checkpoint": self._link}
                 )
         self._ended = True
-        _pop(self)
+        stack = _STACK.get()
+        if stack and stack[-1] is self:  # (``_pop``'s usual case, inline)
+            _STACK.set(stack[:-1])
+        else:
+            _pop(self)
         self.events.ended(self, status, error, carried, flush, facts)
 
 
@@ -620,7 +625,10 @@ class Events:
         if meta:
             content["meta"] = meta
         text, digest = content_json(content, floats, True)
-        trace_id, span_id = span_ids(handle.span)
+        span = handle.span
+        trace_id = span_id = None
+        if span is not _NOOP_SPAN:
+            trace_id, span_id = span_ids(span)
         # The event's one record (a point at the start's time, ``ended_at``), or its end.
         phase, at, source, missing, until = "end", ended_at, None, False, None
         if first is not None:
@@ -843,6 +851,78 @@ class Events:
         sink.safe_telemetry(span.end, event, error)
         return event_id
 
+    def record_checked_event(
+        self,
+        kind: str,
+        name: str,
+        status: str,
+        *,
+        justification: str | None,
+        justification_source: str,
+        inputs: Any,
+        outputs: dict[str, Any],
+        meta: dict[str, Any],
+        checkpoint: dict[str, Any],
+        parent: EventHandle | EllipsisType | None = ...,
+        facts: Callable[[], CallFacts] | None = None,
+    ) -> str:
+        """``record_event`` of arguments the caller checked already: the same record
+        (``Run.record_checked_event`` says which); without telemetry, no event dict and
+        no span are made.
+
+        Raises:
+            InvalidArgumentError: ``INVALID_ARGUMENT`` when the run is not running.
+        """
+        sink = self.sink
+        if sink.telemetry is not NOOP_TELEMETRY:
+            return self.record_event(
+                kind,
+                name,
+                status,
+                justification=justification,
+                justification_source=justification_source,
+                inputs=inputs,
+                outputs=outputs,
+                meta=meta,
+                checkpoint=checkpoint,
+                parent=parent,
+                facts=facts,
+            )
+        sink.require_running()
+        # Encoded at once and kept by nothing: exact JSON goes in as it is (``encoded_json``).
+        content: dict[str, Any] = {}
+        floats = False
+        if inputs is not None:
+            content["inputs"], floats = encoded_json(inputs)
+        if justification is not None:
+            content["justification"] = justification
+        if meta:
+            content["meta"], f2 = encoded_json(meta)
+            floats |= f2
+        if outputs:
+            content["outputs"], f3 = encoded_json(outputs)
+            floats |= f3
+        if parent is ...:
+            parent = self.parent()
+        stamp = now()
+        event_id = new_id()
+        text, digest = content_json(content, floats, True)
+        header = self.headers.header(
+            event_id,
+            None if parent is None else parent.event_id,
+            kind,
+            name,
+            status,
+            "point",
+            stamp,
+            digest,
+            checkpoint,
+            justification_source,
+            justification_missing(justification, justification_source),
+        )
+        sink.append(header, text)
+        return event_id
+
     def record_artifact(
         self,
         path_or_bytes: str | os.PathLike[str] | bytes,
@@ -951,7 +1031,9 @@ class Step:
             )
         else:
             self._handle = events.begin("step", **spec)
-        self._activation = events.activate(self._handle)
+        # ``activate``'s own test, inline: a no-op span has nothing to make current.
+        span = self._handle.span
+        self._activation = None if type(span) is NoopSpan else events.activate(self._handle)
         return self
 
     def __exit__(
@@ -962,7 +1044,9 @@ class Step:
     ) -> None:
         if self._activation is not None:
             self._events.deactivate(self._activation, exc_type, exc, tb)
-        handle = self.handle
+        handle = self._handle
+        if handle is None:
+            handle = self.handle  # raises: the step has not started
         if exc is None:
             handle.end("completed")
         elif isinstance(exc, Exception):
@@ -984,7 +1068,13 @@ class Step:
 
     def record_output(self, **outputs: Any) -> None:
         """Record outputs (merged; later keys win). Non-JSON values get markers."""
-        self.handle.update(outputs=outputs)
+        handle = self._handle
+        if handle is None:
+            handle = self.handle  # raises: the step has not started
+        if outputs:  # ``handle.update(outputs=outputs)`` of the keyword dict (a mapping)
+            value, floats = to_json(outputs)
+            handle._outputs.update(value)
+            handle._floats |= floats
 
     def note(self, text: str) -> str:
         """Record a note inside this step; return its event id.

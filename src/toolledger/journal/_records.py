@@ -161,7 +161,7 @@ def content_json(content: dict[str, Any], floats: bool, acyclic: bool = False) -
         return _EMPTY_CONTENT
     text = canonical(content, maybe_float=floats, acyclic=acyclic)
     try:
-        return text, _sha(text)
+        return text, _sha256(text.encode("utf-8")).hexdigest()  # ``_sha``, inline
     except UnicodeEncodeError:
         # A lone surrogate slipped in (an exception message, a file name): mark it.
         content, floats = to_json(content)

@@ -43,8 +43,8 @@ from ..store.base import RunRow
 from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, Redactor, SpanHandle, TelemetryHooks
 from ._content import (
     Artifact,
+    check_event_args,
     check_name,
-    check_source,
     check_text,
     error_info,
     new_id,
@@ -504,9 +504,7 @@ class Run(Recorder):
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad name or justification.
         """
-        check_name(name, "step name")
-        check_text(justification, "justification")
-        check_source(justification_source)
+        check_event_args(name, "step name", justification, justification_source)
         return Step(
             self.events,
             {
@@ -657,59 +655,24 @@ class Run(Recorder):
         "revision"}`` of str ids and a non-negative int revision (what
         ``checkpoint_link`` returns for it). A guarded call's one ``replayed`` record:
         nothing above is checked again, and without telemetry the record is built with
-        no event dict and no span. With telemetry (or a run no longer running) it is
-        ``record_event``.
+        no event dict and no span. With telemetry it is ``record_event``.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` when the run is not running.
         """
-        if self.telemetry is not NOOP_TELEMETRY or self.status != "running":
-            return self.record_event(
-                kind,
-                name,
-                status,
-                justification=justification,
-                justification_source=justification_source,
-                inputs=inputs,
-                outputs=outputs,
-                meta=meta,
-                checkpoint=checkpoint,
-                parent=parent,
-                facts=facts,
-            )
-        # Encoded at once and kept by nothing: exact JSON goes in as it is (``encoded_json``).
-        content: dict[str, Any] = {}
-        floats = False
-        if inputs is not None:
-            content["inputs"], floats = encoded_json(inputs)
-        if justification is not None:
-            content["justification"] = justification
-        if meta:
-            content["meta"], f2 = encoded_json(meta)
-            floats |= f2
-        if outputs:
-            content["outputs"], f3 = encoded_json(outputs)
-            floats |= f3
-        if parent is ...:
-            parent = self._parent()
-        stamp = now()
-        event_id = new_id()
-        content_json, digest = self._content_json(content, floats, True)
-        header = self._headers.header(
-            event_id,
-            None if parent is None else parent.event_id,
+        return self.events.record_checked_event(
             kind,
             name,
             status,
-            "point",
-            stamp,
-            digest,
-            checkpoint,
-            justification_source,
-            justification is None and justification_source == "model",
+            justification=justification,
+            justification_source=justification_source,
+            inputs=inputs,
+            outputs=outputs,
+            meta=meta,
+            checkpoint=checkpoint,
+            parent=parent,
+            facts=facts,
         )
-        self._write(header, content_json)
-        return event_id
 
     def note(self, text: str) -> str:
         """Record a note at the current nesting level; return its event id."""
