@@ -19,7 +19,9 @@ Rules of the seam:
   event with it; no second end record is written).
 - ``record_point`` writes a one-record event (an approval decision, a note);
   ``record_event`` one that began and ended at once with inputs and outputs (a replayed
-  tool call), buffered like a step's records.
+  tool call), buffered like a step's records; ``record_checked_event`` the same record
+  of a name, justification, source and link the caller checked already (the guard's
+  replay), which it does not check again.
 - Recording never breaks the caller: failures go to ``record_failure`` (``run.errors``)
   unless ``strict``.
 """
