@@ -859,7 +859,7 @@ class Events:
         *,
         justification: str | None,
         justification_source: str,
-        inputs: Any,
+        inputs: object,
         outputs: dict[str, Any],
         meta: dict[str, Any],
         checkpoint: dict[str, Any],

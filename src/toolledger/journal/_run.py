@@ -640,7 +640,7 @@ class Run(Recorder):
         *,
         justification: str | None,
         justification_source: str,
-        inputs: Any,
+        inputs: object,
         outputs: dict[str, Any],
         meta: dict[str, Any],
         checkpoint: dict[str, Any],

@@ -130,7 +130,7 @@ class JournalSeam(Protocol):
         *,
         justification: str | None,
         justification_source: str,
-        inputs: Any,
+        inputs: object,
         outputs: dict[str, Any],
         meta: dict[str, Any],
         checkpoint: dict[str, Any],
