@@ -47,7 +47,9 @@ from toolledger.journal._values import exact_floats as exact_floats
 from toolledger.journal._values import to_json as to_json
 from toolledger.journal._view import from_json_table as from_json_table
 from toolledger.journal._view import to_json_table as to_json_table
+from toolledger.journal._writer import _LIVE as _LIVE_WRITERS
 from toolledger.journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
+from toolledger.journal._writer import flush_all as flush_all
 from toolledger.store import _contract as _store_contract
 from toolledger.store import _search as _store_search
 from toolledger.store import _sqlite_search
@@ -93,6 +95,8 @@ sqlite_search = _sqlite_search
 store_search = _store_search
 #: The process-wide telemetry defaults ``configure()`` sets (``.reset()`` undoes it).
 TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
+#: The journal's registry of live writers (the flusher lists it; tests fill it).
+LIVE_WRITERS = _LIVE_WRITERS
 #: The registry of records known valid (``checkpoint.model.remember_valid``): id -> weakref.
 KNOWN_VALID = _KNOWN_VALID
 #: The guard's one constructor of a ``ToolOutcome`` from a checkpoint record.

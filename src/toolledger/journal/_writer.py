@@ -270,7 +270,7 @@ class ChainWriter:
         # What a closed run still owes the store (its columns), once the buffer is stored.
         self._then: Callable[[], None] | None = None
         self._retry_at = 0.0
-        _LIVE.add(self)
+        _live_add(self)
 
     @property
     def stored_count(self) -> int:
@@ -824,7 +824,7 @@ class ChainWriter:
         try:
             return self.flush()
         finally:
-            _LIVE.discard(self)
+            _live_discard(self)
             if self._pending:
                 self.finish_later(None)
 
@@ -836,8 +836,9 @@ class ChainWriter:
             if then is not None:
                 self._then = then
             self._retry_at = time.monotonic() + CLOSING_RETRY
-        _CLOSING.add(self)  # held strongly: the run may be gone
-        _LIVE.add(self)
+        with _live_lock:
+            _CLOSING.add(self)  # held strongly: the run may be gone
+            _LIVE.add(self)
         _ensure_flusher()
 
     def _finish(self, now: float | None = None, wait: float | None = None) -> None:
@@ -859,14 +860,36 @@ class ChainWriter:
             except Exception:  # retried at the next round, or at process exit
                 return
             self._then = None
-        _CLOSING.discard(self)
-        _LIVE.discard(self)
+        with _live_lock:
+            _CLOSING.discard(self)
+            _LIVE.discard(self)
 
 
 # -- background flushing -----------------------------------------------------------------
 
 _LIVE: weakref.WeakSet[ChainWriter] = weakref.WeakSet()
 _CLOSING: set[ChainWriter] = set()  # closed runs whose records or columns wait for the store
+# Writers are added and dropped by the runs' threads while the flusher (or exit) lists
+# them: a WeakSet listed during another thread's add raises "Set changed size".
+_live_lock = threading.RLock()  # reentrant: a finalizer may close a writer while it is held
+
+
+def _live_add(writer: ChainWriter) -> None:
+    with _live_lock:
+        _LIVE.add(writer)
+
+
+def _live_discard(writer: ChainWriter) -> None:
+    with _live_lock:
+        _LIVE.discard(writer)
+
+
+def live_writers() -> list[ChainWriter]:
+    """The live writers, listed while no other thread adds or drops one."""
+    with _live_lock:
+        return list(_LIVE)
+
+
 _flusher_lock = threading.Lock()
 _flusher: threading.Thread | None = None
 
@@ -874,7 +897,7 @@ _flusher: threading.Thread | None = None
 def flush_all() -> None:
     """Flush every live run's buffer (at process exit), waiting at most ``EXIT_WAIT`` for
     a batch another thread is writing."""
-    for writer in list(_LIVE):
+    for writer in live_writers():
         try:
             if writer in _CLOSING:
                 writer._finish(wait=EXIT_WAIT)
@@ -890,7 +913,7 @@ def _flusher_loop() -> None:
     global _flusher
     while True:
         time.sleep(FLUSH_INTERVAL / 2)
-        writers = list(_LIVE)
+        writers = live_writers()
         if not writers:
             with _flusher_lock:
                 if not _LIVE:

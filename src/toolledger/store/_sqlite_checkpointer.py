@@ -71,6 +71,9 @@ MAX_ROUNDS = 8
 BACKSTOP_PAGES = 16384
 
 _LIVE: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+# Stores open in one thread while a fork lists the checkpointers in another: a WeakSet
+# listed during an add raises "Set changed size during iteration".
+_live_lock = threading.Lock()
 _FDS = Path("/proc/self/fd")
 
 
@@ -132,7 +135,8 @@ class Checkpointer:
         self._thread = threading.Thread(
             target=self._loop, name=f"toolledger-checkpoint {path.name}", daemon=True
         )
-        _LIVE.add(self)
+        with _live_lock:
+            _LIVE.add(self)
         self._thread.start()
 
     def committed(self) -> None:
@@ -239,15 +243,23 @@ class Checkpointer:
         self._busy.release()
 
 
+def _live() -> list[Checkpointer]:
+    with _live_lock:
+        return list(_LIVE)
+
+
 def _before_fork() -> None:
-    for c in list(_LIVE):
+    for c in _live():
         if c._pid == os.getpid() and not c._stopped:
             c._before_fork()
             c._forking = True
 
 
 def _after_fork(child: bool) -> None:
-    for c in list(_LIVE):
+    global _live_lock
+    if child:  # another thread of the parent may have held it at the fork: it never returns
+        _live_lock = threading.Lock()
+    for c in _live():
         if c._forking:
             c._forking = False
             if child:
