@@ -20,11 +20,11 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .guard._seams import CRASH_POINTS
-from .guard._seams import crash_at as _crash_at
-from .journal._read import StoredRun
-from .journal._read import load_stored_run as _load_stored_run
-from .store import _contract as _store_contract
+from .guard import CRASH_POINTS
+from .guard import crash_at as _crash_at
+from .journal import StoredRun
+from .journal import load_stored_run as _load_stored_run
+from .store import contract as _store_contract
 from .store.base import Store
 from .store.memory import MemoryStore
 

@@ -17,6 +17,8 @@ from ._deliver import apost_once as apost_once
 from ._drivers import acall, call, current_call
 from ._replay import ReplayReport
 from ._run import Run, UndeliveredWarning, run
+from ._seams import CRASH_POINTS as CRASH_POINTS
+from ._seams import crash_at as crash_at
 
 __all__ = [
     "ReplayReport",

@@ -15,6 +15,7 @@ from ._content import check_text as check_text
 from ._facts import describe_source as describe_source
 from ._import import import_json
 from ._lifecycle import EventHandle, Step
+from ._read import StoredRun as StoredRun
 from ._read import iter_rows as iter_rows
 from ._read import load_stored_run as load_stored_run
 from ._reader import events_of as events_of

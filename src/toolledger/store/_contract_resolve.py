@@ -1,6 +1,6 @@
 """The store contract for a person's decisions (``resolve_*``): labelled and kept apart.
 
-Each check takes a fresh, empty store; ``_contract.CHECKS`` includes them. A decision rule
+Each check takes a fresh, empty store; ``contract.CHECKS`` includes them. A decision rule
 may share an edge with a machine rule (``executing → ready`` is ``release_execution`` and
 ``resolve_not_executed``): every backend labels the history row by whether the new record
 carries a ``resolution``, keeps that resolution on its own revision only, and refuses a

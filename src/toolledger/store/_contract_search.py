@@ -1,6 +1,6 @@
 """The store contract for ``search_events``: the same answers on every backend.
 
-Each check takes a fresh, empty store; ``_contract.CHECKS`` includes them.
+Each check takes a fresh, empty store; ``contract.CHECKS`` includes them.
 """
 
 # The Unicode battery's look-alike letters are what it tests.
