@@ -21,14 +21,14 @@ Peers (each in its own durable-step shape, on a SQLite file in a temporary folde
   replay invokes the finished thread with ``None``. The equal work was checked: with a
   3 ms sleep added inside each of the saver connection's commits (under the saver's lock,
   where an fsync happens), every ``durable`` superstep took at least 7.5 ms, so both
-  commits are on its clock, as toolledger's two are on a call's. What is not equal is
-  the fsync's latency, and on a loaded VM it moves the ratios at ``full`` more than any
-  code does: LangGraph's superstep over toolledger's call measured 0.76-0.85 at load 2 and
-  0.09-0.23 at load 9-13, where the raw 2-commit floor (no toolledger code) took 4-11 ms
-  and the superstep 0.9-1.2 ms with the same pragmas in the same process. (Standalone,
-  the same raw commits took 0.5-1.6 ms handed to a pool thread and 4-8 ms on the caller's
-  thread; inside this script a pool-thread floor was as slow as the other: the cause was
-  not pinned down.) So a third shape runs the same ``durable`` superstep on a connection
+  commits are on its clock, as toolledger's two are on a call's; ``strace -f -T -y`` shows
+  each commit ending in one ``fdatasync`` of the WAL on both sides (its connection: WAL,
+  ``synchronous=FULL``), no file extended on a synced path once the WALs have cycled. What
+  is not equal is what each fsync pushes: about 12 WAL pages per toolledger commit, 3 per
+  LangGraph commit (the ``KiB`` column), and on a loaded VM the fsync's latency grows with
+  it and swings with the other processes' I/O more than any code moves the ratios (0.87 at
+  load 1.5, 0.5 at load 4-9; once 0.09-0.23 at load 9-13, not reproduced). So a third shape
+  runs the same ``durable`` superstep on a connection
   at ``synchronous=NORMAL`` (WAL, no fsync per commit), in the ``new call, normal`` group
   beside toolledger's call at ``normal``: the work above the disk, compared without it.
 - **execution-journal** (from its sdist): one ``journal.step`` with an input and an output,
@@ -42,7 +42,9 @@ primary-key read + ``json.loads`` for a replay.
 Fsyncs per unit (``--fsyncs``, needs ``strace``): each case runs ``--fsync-units`` units in
 a process of its own under ``strace -f -c -e trace=fsync,fdatasync``, and a process that
 sets every case up but runs none gives the baseline; (calls - baseline) / units is the
-column. Counted at the system call, so it holds whatever journal mode a peer uses.
+column. Counted at the system call, so it holds whatever journal mode a peer uses. The same
+process gives the ``KiB`` column: bytes its units passed to write system calls per unit
+(``wchar``), what those fsyncs push to the disk.
 
 Cases are interleaved batch by batch (every case runs ``BATCH`` operations, then the next
 case, for ``--reps`` rounds), so all see the same machine. The table gives medians and p99
@@ -429,7 +431,7 @@ def _ratio(times: dict[str, list[list[float]]], name: str, base: str, reps: int)
     return f"{statistics.median(per):>7.2f} {min(per):>6.2f}-{max(per):<6.2f}"
 
 
-def inner(calls: int, reps: int, fsyncs: dict[str, float]) -> None:
+def inner(calls: int, reps: int, fsyncs: dict[str, list[float]]) -> None:
     with tempfile.TemporaryDirectory() as d:
         cases = make_cases(Path(d))
         times: dict[str, list[list[float]]] = {name: [[] for _ in range(reps)] for name in cases}
@@ -453,7 +455,7 @@ def inner(calls: int, reps: int, fsyncs: dict[str, float]) -> None:
     print(load)
     print(
         f"{'group':<33} {'case':<36} {'median':>9} {'p99':>9} {'ratio':>7} {'range':<13}"
-        f" {'fsyncs':>6}"
+        f" {'fsyncs':>6} {'KiB':>6}"
     )
     flat = {name: [t for rep in per for t in rep] for name, per in times.items()}
     for group, floor, names in GROUPS:
@@ -461,8 +463,9 @@ def inner(calls: int, reps: int, fsyncs: dict[str, float]) -> None:
             med = statistics.median(flat[name])
             ratio = _ratio(times, name, floor, reps) if floor and name != floor else ""
             p99 = percentile(flat[name], 0.99)
-            fs = f"{fsyncs[name]:.2f}" if name in fsyncs else ""
-            print(f"{group:<33} {name:<36} {med:>9.1f} {p99:>9.1f} {ratio:<21} {fs:>6}")
+            counted = fsyncs.get(name)
+            fs = f"{counted[0]:>6.2f} {counted[1]:>6.1f}" if counted else ""
+            print(f"{group:<33} {name:<36} {med:>9.1f} {p99:>9.1f} {ratio:<21} {fs}")
     print("\ntoolledger new call (full) against each peer: peer median / toolledger median")
     print(load)
     print(f"{'peer':<36} {'x faster':>8} {'range':<13}")
@@ -473,32 +476,45 @@ def inner(calls: int, reps: int, fsyncs: dict[str, float]) -> None:
     print(f"{name:<36} {_ratio(times, name, 'toolledger new call (normal)', reps)}")
 
 
-def count_fsyncs(python: str, units: int, env: dict[str, str]) -> dict[str, float]:
-    """Fsync/fdatasync calls per unit of each case, counted by ``strace -f -c``."""
+def count_fsyncs(python: str, units: int, env: dict[str, str]) -> dict[str, list[float]]:
+    """Per unit of each case: fsync/fdatasync calls (``strace -f -c``) and KiB written.
 
-    def calls(only: str) -> int:
+    The bytes are the units' own (``wchar`` around them, in the same process): what the
+    fsyncs push to the disk, whose latency grows with it when the disk is busy.
+    """
+
+    def calls(only: str) -> tuple[int, int]:
         with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
             cmd = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name]
             cmd += [python, __file__, "--one", only, "--calls", str(units)]
-            subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+            done = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
             total = 0
             for line in out.read().splitlines():
                 fields = line.split()
                 if fields and fields[-1] in ("fsync", "fdatasync"):
                     total += int(fields[3])
-            return total
+            return total, int(done.stdout.split()[-1])
 
-    base = calls("")
+    base, _ = calls("")
     names = sorted({n for _, floor, names in GROUPS for n in ([floor] if floor else []) + names})
-    return {name: (calls(name) - base) / units for name in names}
+    counted = {name: calls(name) for name in names}
+    return {name: [(n - base) / units, b / units / 1024] for name, (n, b) in counted.items()}
+
+
+def _written() -> int:
+    """Bytes this process has passed to write system calls (``wchar`` in /proc/self/io)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
 
 
 def one(name: str, units: int) -> None:
     """Set every case up, then run ``units`` units of ``name`` (none when empty)."""
     d = tempfile.mkdtemp(prefix="bench-peers-")
     cases = make_cases(Path(d))
+    before = _written()
     for i in range(units if name else 0):
         cases[name](i)
+    print(_written() - before, flush=True)  # bytes the units wrote (every file, every thread)
     shutil.rmtree(d)
     os._exit(0)  # no teardown writes (DBOS, journals) in the count
 
