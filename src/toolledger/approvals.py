@@ -36,9 +36,10 @@ from .store import (
     ApprovalStatus,
     StoreLike,
     binding_fingerprint,
+    latest_denial,
     using_store,
 )
-from .store.base import Store
+from .store.base import Store, denial_finder
 
 __all__ = [
     "APPROVAL_MODES",
@@ -280,28 +281,19 @@ def find_denial(store: Store, binding: Binding, conversation: str) -> ApprovalRe
 
     The same action: the binding's namespace, tool name, tool revision and input
     fingerprint under another call id; the latest such denial wins. Only the gate of a
-    call with no stored decision of its own calls this (one read of the namespace's
-    denials), so a call without a gate never pays for it. An approval never carries over.
+    call with no stored decision of its own calls this, so a call without a gate never
+    pays for it. A store declaring ``Capabilities.denials_by_action`` finds it through its
+    index (the built-in ones do); any other store's denials of the namespace are read and
+    compared. An approval never carries over.
 
     Raises:
         StoreError: storage failure.
     """
-    found: ApprovalRecord | None = None
-    for rec in store.list_approvals(status="denied", namespace=binding.namespace):
-        other = rec.binding
-        if (
-            rec.conversation_id == conversation
-            and other.call_id != binding.call_id
-            and (other.tool_name, other.tool_revision, other.input_fingerprint)
-            == (binding.tool_name, binding.tool_revision, binding.input_fingerprint)
-            and (found is None or _decided_at(rec) >= _decided_at(found))
-        ):
-            found = rec
-    return found
-
-
-def _decided_at(rec: ApprovalRecord) -> datetime:
-    return rec.decided_at or rec.requested_at
+    find = denial_finder(store)
+    if find is not None:
+        return find(binding, conversation)
+    denials = store.list_approvals(status="denied", namespace=binding.namespace)
+    return latest_denial(denials, binding, conversation)
 
 
 def scrub_approval(store: Store, namespace: str, call_id: str) -> bool:

@@ -10,6 +10,7 @@ from ._approval_record import TEXT_MAX as TEXT_MAX
 from ._approval_record import ApprovalRecord as ApprovalRecord
 from ._approval_record import ApprovalStatus as ApprovalStatus
 from ._approval_record import binding_fingerprint as binding_fingerprint
+from ._approval_record import latest_denial as latest_denial
 from ._open import DEFAULT_DB, NewLedgerWarning, StoreLike, open_store
 from ._open import store_for as store_for
 from ._open import using_store as using_store

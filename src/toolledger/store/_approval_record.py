@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -33,11 +34,14 @@ __all__ = [
     "TEXT_MAX",
     "ApprovalRecord",
     "ApprovalStatus",
+    "action_digest",
     "approval_statuses",
     "binding_fingerprint",
     "dump_approval",
+    "latest_denial",
     "load_approval",
     "prepare_put",
+    "stored_action",
 ]
 
 APPROVAL_SCHEMA_VERSION = 1
@@ -62,6 +66,13 @@ class ApprovalStatus(str, Enum):
 def binding_fingerprint(binding: Binding) -> str:
     """Return ``"sha256:<hex>"`` of the binding (the value ``run.approval`` records too)."""
     return fingerprint(binding.to_dict())
+
+
+def action_digest(binding: Binding) -> str:
+    """Return ``"sha256:<hex>"`` of the binding's action (tool name, revision, input
+    fingerprint): the ``action`` column a denial is looked up by (its namespace and
+    conversation are columns of their own)."""
+    return fingerprint([binding.tool_name, binding.tool_revision, binding.input_fingerprint])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -274,6 +285,46 @@ def prepare_put(record: ApprovalRecord, expected_revision: int) -> str:
             details={"revision": record.revision, "expected_revision": expected_revision},
         )
     return dump_approval(record)
+
+
+def stored_action(text: str) -> tuple[str | None, str | None]:
+    """Return ``(action, conversation_id)`` of a stored approval's JSON text (a migration
+    backfills the columns with it); ``(None, None)`` for a damaged row, which no lookup
+    by action finds (reading it by key still reports it damaged)."""
+    try:
+        data = json.loads(text)
+        binding = Binding.from_dict(data["binding"])
+        conversation = data.get("conversation_id")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InvalidArgumentError):
+        return None, None
+    return action_digest(binding), conversation if isinstance(conversation, str) else None
+
+
+def latest_denial(
+    records: Iterable[ApprovalRecord], binding: Binding, conversation: str
+) -> ApprovalRecord | None:
+    """Return the latest denial among ``records`` of ``binding``'s action in
+    ``conversation`` under another call id (``records`` in ``list_approvals`` order: a tie
+    on the decision time goes to the later one), or ``None``. Every backend's
+    ``find_denial`` and the scan for stores without it decide with this."""
+    found: ApprovalRecord | None = None
+    for rec in records:
+        other = rec.binding
+        if (
+            rec.status is ApprovalStatus.DENIED
+            and rec.conversation_id == conversation
+            and other.namespace == binding.namespace
+            and other.call_id != binding.call_id
+            and (other.tool_name, other.tool_revision, other.input_fingerprint)
+            == (binding.tool_name, binding.tool_revision, binding.input_fingerprint)
+            and (found is None or _decided_at(rec) >= _decided_at(found))
+        ):
+            found = rec
+    return found
+
+
+def _decided_at(rec: ApprovalRecord) -> datetime:
+    return rec.decided_at or rec.requested_at
 
 
 def approval_statuses(status: Any) -> list[str] | None:

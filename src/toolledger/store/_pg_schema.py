@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from psycopg import sql
 
+from ._approval_record import stored_action
 from ._pg_batch import FUNCTION as _APPLY_OPS_FUNCTION
 from ._pg_batch import FUNCTION_6 as _APPLY_OPS_FUNCTION_6
 from ._pg_batch import FUNCTION_7 as _APPLY_OPS_FUNCTION_7
@@ -30,6 +31,18 @@ __all__ = ["LATEST_VERSION", "MIGRATIONS", "lock_key", "qualify"]
 #: A migration step: a statement with ``{s}`` for the schema, or a function given the
 #: migration's cursor and the store's rendered queries.
 MigrationStep = Union[str, Callable[[Any, Any], None]]  # noqa: UP007 (a runtime alias)
+
+
+def _backfill_approval_actions(cur: Any, q: Any) -> None:
+    """Fill ``approvals.action``/``conversation_id`` from each stored record's JSON."""
+    cur.execute(q["approvals_all"])
+    rows = cur.fetchall()
+    if rows:
+        cur.executemany(
+            q["approvals_set_action"],
+            [(*stored_action(text), ns, cid) for ns, cid, text in rows],
+        )
+
 
 #: Numbered migrations: (version, name, steps).
 MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
@@ -148,6 +161,19 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     # The index holds toolledger's own tokens (NFKC, case-folded) as tsvector literals
     # instead of what to_tsvector('simple') made of them: every row is indexed again.
     (8, "search_own_tokens", [_APPLY_OPS_FUNCTION, _search_backfill]),
+    # A denial of the same action is found by (namespace, action, conversation) through
+    # an index instead of reading every denial of the namespace (``find_denial``).
+    (
+        9,
+        "approvals_by_action",
+        [
+            'ALTER TABLE {s}.approvals ADD COLUMN action TEXT COLLATE "C", '
+            'ADD COLUMN conversation_id TEXT COLLATE "C"',
+            _backfill_approval_actions,
+            "CREATE INDEX approvals_action "
+            "ON {s}.approvals (namespace, action, conversation_id, status)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

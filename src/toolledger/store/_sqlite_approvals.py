@@ -2,9 +2,10 @@
 
 Rules this module keeps:
 
-- Same table shape as PostgreSQL (migration 3 ``approvals`` in ``store/_sqlite_schema.py``,
-  its twin in ``_pg_approvals.py``): the record is stored as ``dump_approval``'s exact JSON
-  text.
+- Same table shape as PostgreSQL (migrations 3 ``approvals`` and 11 ``approvals_by_action``
+  in ``store/_sqlite_schema.py``, their twins in ``_pg_schema.py``): the record is stored
+  as ``dump_approval``'s exact JSON text; ``action`` (``action_digest``) and
+  ``conversation_id`` are written with it, so a denial of the same action is one index read.
 - Writes go through the store's connection layer (``self._write``): one ``BEGIN
   IMMEDIATE`` transaction, a CAS on ``revision`` plus a row-count check.
 - Always durable: a decision must survive a power loss once ``approval_put`` returns.
@@ -17,14 +18,22 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..checkpoint.model import format_time
-from ._approval_record import ApprovalRecord, approval_statuses, load_approval, prepare_put
+from ..checkpoint.model import Binding, format_time
+from ._approval_record import (
+    ApprovalRecord,
+    action_digest,
+    approval_statuses,
+    latest_denial,
+    load_approval,
+    prepare_put,
+)
 
 __all__ = ["SqliteApprovals"]
 
 
 class SqliteApprovals:
-    """``approval_get``/``approval_put``/``list_approvals`` for ``SQLiteStore``.
+    """``approval_get``/``approval_put``/``find_denial``/``list_approvals`` for
+    ``SQLiteStore``.
 
     Needs ``self._read(sql, params)`` and ``self._write(fn, *, durable)``, the store's
     connection layer.
@@ -45,18 +54,27 @@ class SqliteApprovals:
         """Store ``record`` iff at ``expected_revision`` (durable); see ``Store``."""
         text = prepare_put(record, expected_revision)
         ns, cid = record.key
-        values = (record.status.value, record.revision, format_time(record.requested_at), text)
+        values = (
+            record.status.value,
+            record.revision,
+            format_time(record.requested_at),
+            text,
+            action_digest(record.binding),
+            record.conversation_id,
+        )
 
         def write(conn: sqlite3.Connection) -> bool:
             if expected_revision == -1:
                 cur = conn.execute(
                     "INSERT OR IGNORE INTO approvals (namespace, call_id, status, revision, "
-                    "requested_at, record) VALUES (?, ?, ?, ?, ?, ?)",
+                    "requested_at, record, action, conversation_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (ns, cid, *values),
                 )
             else:
                 cur = conn.execute(
-                    "UPDATE approvals SET status = ?, revision = ?, requested_at = ?, record = ? "
+                    "UPDATE approvals SET status = ?, revision = ?, requested_at = ?, record = ?, "
+                    "action = ?, conversation_id = ? "
                     "WHERE namespace = ? AND call_id = ? AND revision = ?",
                     (*values, ns, cid, expected_revision),
                 )
@@ -64,6 +82,21 @@ class SqliteApprovals:
 
         won: bool = self._write(write, durable=True)
         return won
+
+    def find_denial(self, binding: Binding, conversation: str) -> ApprovalRecord | None:
+        """Return the latest denial of ``binding``'s action in ``conversation`` under
+        another call id (one index read); see ``Capabilities.denials_by_action``."""
+        rows = self._read(
+            # INDEXED BY: without statistics the planner may prefer the primary key's
+            # namespace prefix, which reads every approval of the namespace.
+            "SELECT namespace, call_id, record FROM approvals INDEXED BY approvals_action "
+            "WHERE namespace = ? "
+            "AND action = ? AND conversation_id = ? AND status = 'denied' AND call_id <> ? "
+            "ORDER BY requested_at, call_id",
+            (binding.namespace, action_digest(binding), conversation, binding.call_id),
+        )
+        denials = [load_approval(text, ns, cid) for ns, cid, text in rows]
+        return latest_denial(denials, binding, conversation)
 
     def list_approvals(
         self,

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Union
 
+from ._approval_record import stored_action
 from ._sqlite_search import (
     create_search_index,
     create_search_queue,
@@ -32,6 +33,15 @@ MigrationStep = Union[str, Callable[[sqlite3.Connection], None]]  # noqa: UP007 
 
 def _nothing_to_change(conn: sqlite3.Connection) -> None:
     """A migration that only moves the schema version (what older versions cannot read)."""
+
+
+def _backfill_approval_actions(conn: sqlite3.Connection) -> None:
+    """Fill ``approvals.action``/``conversation_id`` from each stored record's JSON."""
+    rows = conn.execute("SELECT namespace, call_id, record FROM approvals").fetchall()
+    conn.executemany(
+        "UPDATE approvals SET action = ?, conversation_id = ? WHERE namespace = ? AND call_id = ?",
+        [(*stored_action(text), ns, cid) for ns, cid, text in rows],
+    )
 
 
 #: Numbered migrations: (version, name, steps). Append only; never edit a shipped one.
@@ -185,6 +195,19 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
     # The index holds toolledger's own tokens (NFKC, case-folded), not what FTS5's
     # unicode61 made of the raw text: every run and record is indexed again.
     (10, "search_own_tokens", [reindex_own_tokens]),
+    # A denial of the same action is found by (namespace, action, conversation) through
+    # an index instead of reading every denial of the namespace (``find_denial``).
+    (
+        11,
+        "approvals_by_action",
+        [
+            "ALTER TABLE approvals ADD COLUMN action TEXT",
+            "ALTER TABLE approvals ADD COLUMN conversation_id TEXT",
+            _backfill_approval_actions,
+            "CREATE INDEX approvals_action "
+            "ON approvals (namespace, action, conversation_id, status)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -72,6 +72,7 @@ __all__ = [
     "WriteOperation",
     "approval_reader",
     "capabilities_of",
+    "denial_finder",
     "migrations_of",
     "record_fields_of",
 ]
@@ -374,6 +375,10 @@ class Capabilities:
     record_fields: bool = False
     #: ``applied_migrations()``: the ``(version, name)`` schema migrations applied.
     migrations: bool = False
+    #: ``find_denial(binding, conversation)``: the latest denial of the binding's action
+    #: (namespace, tool name, revision, input fingerprint) in the conversation under
+    #: another call id, found through an index rather than by reading every denial.
+    denials_by_action: bool = False
 
 
 #: A store that declares no ``capabilities``.
@@ -394,6 +399,10 @@ class _ReadsWithApproval(Protocol):
 
 class _ReadsRecordFields(Protocol):
     def read_event_fields(self, run_id: str) -> builtins.list[tuple[Any, ...]]: ...
+
+
+class _FindsDenials(Protocol):
+    def find_denial(self, binding: Binding, conversation: str) -> ApprovalRecord | None: ...
 
 
 class _Migrates(Protocol):
@@ -418,6 +427,14 @@ def record_fields_of(store: Store, run_id: str) -> builtins.list[tuple[Any, ...]
     else ``None`` (the caller reads its rows)."""
     if capabilities_of(store).record_fields:
         return cast("_ReadsRecordFields", store).read_event_fields(run_id)
+    return None
+
+
+def denial_finder(store: Store) -> Callable[[Binding, str], ApprovalRecord | None] | None:
+    """Return the store's ``find_denial`` where it declares ``denials_by_action``, else
+    ``None`` (the caller scans ``list_approvals``)."""
+    if capabilities_of(store).denials_by_action:
+        return cast("_FindsDenials", store).find_denial
     return None
 
 

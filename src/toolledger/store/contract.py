@@ -30,7 +30,7 @@ from ..checkpoint import (
 )
 from ..checkpoint.model import CheckpointRecord
 from ..errors import CheckpointError
-from ._approval_record import ApprovalRecord, ApprovalStatus
+from ._approval_record import ApprovalRecord, ApprovalStatus, latest_denial
 from ._contract_resolve import RESOLVE_CHECKS
 from ._contract_search import SEARCH_CHECKS
 from ._rows import dump_record
@@ -51,6 +51,7 @@ from .base import (
     WriteOperation,
     approval_reader,
     capabilities_of,
+    denial_finder,
     migrations_of,
     record_fields_of,
 )
@@ -823,6 +824,64 @@ def check_gated_append_follows_its_swap(store: Store) -> None:
     assert [e.seq for e in store.read_events("r1")] == [0]
 
 
+def _ask(
+    store: Store,
+    call_id: str,
+    *,
+    deny_at: float | None,
+    conversation: str = "conv-1",
+    revision: str = "1",
+    to: str = "a@example.com",
+) -> ApprovalRecord:
+    """Store a request for ``call_id`` (denied at ``deny_at`` unless ``None``)."""
+    binding = Binding("ns", call_id, "send_email", revision, fingerprint({"to": to}))
+    pending = ApprovalRecord(
+        binding=binding,
+        status=ApprovalStatus.PENDING,
+        revision=0,
+        requested_at=_t(0),
+        conversation_id=conversation,
+    )
+    assert store.approval_put(pending, expected_revision=-1)
+    if deny_at is None:
+        return pending
+    denied = pending.next(status=ApprovalStatus.DENIED, by="ana", decided_at=_t(deny_at))
+    assert store.approval_put(denied, expected_revision=0)
+    return denied
+
+
+def check_denials_by_action_finds_the_latest_denial(store: Store) -> None:
+    find = denial_finder(store)
+    assert find is not None, "a store declaring denials_by_action has find_denial"
+    asking = _binding("call-new")
+    assert find(asking, "conv-1") is None
+    _ask(store, "call-a", deny_at=5)
+    later = _ask(store, "call-b", deny_at=9)
+    _ask(store, "call-c", deny_at=7)
+    assert find(asking, "conv-1") == later
+    assert find(asking, "conv-1") == latest_denial(
+        store.list_approvals(status="denied", namespace="ns"), asking, "conv-1"
+    )
+
+
+def check_denials_by_action_ignore_other_actions_and_decisions(store: Store) -> None:
+    find = denial_finder(store)
+    assert find is not None
+    asking = _binding("call-new")
+    _ask(store, "call-pending", deny_at=None)
+    approved = _ask(store, "call-ok", deny_at=None)
+    done = approved.next(status=ApprovalStatus.APPROVED, by="ana", decided_at=_t(3))
+    assert store.approval_put(done, expected_revision=0)
+    _ask(store, "call-elsewhere", deny_at=4, conversation="conv-2")
+    _ask(store, "call-rev2", deny_at=4, revision="2")
+    _ask(store, "call-input", deny_at=4, to="b@example.com")
+    _ask(store, "call-new", deny_at=4)  # the asking call's own denial is not "another"
+    assert find(asking, "conv-1") is None
+    assert find(asking, "conv-2") is not None
+    assert find(_binding("call-new", namespace="other-ns"), "conv-2") is None
+    assert find(_binding("call-x"), "conv-1") == store.approval_get("ns", "call-new")
+
+
 def check_record_fields_read_every_record_in_order(store: Store) -> None:
     store.create_run(_run("r1"))
     assert record_fields_of(store, "r1") == []
@@ -854,6 +913,7 @@ _BY_PREFIX = {
     "check_gated_append_": "gated_append",
     "check_record_fields_": "record_fields",
     "check_migrations_": "migrations",
+    "check_denials_by_action_": "denials_by_action",
 }
 
 

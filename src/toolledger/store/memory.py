@@ -10,7 +10,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from ..checkpoint.model import Action, CheckpointRecord, Status, check_time
+from ..checkpoint.model import Action, Binding, CheckpointRecord, Status, check_time
 from ..checkpoint.transitions import transition_between
 from ..errors import (
     CheckpointError,
@@ -20,7 +20,9 @@ from ..errors import (
 )
 from ._approval_record import (
     ApprovalRecord,
+    action_digest,
     approval_statuses,
+    latest_denial,
     load_approval,
     prepare_put,
 )
@@ -56,7 +58,9 @@ class MemoryStore(ApplyShortcuts):
     ``rows`` exposes the stored JSON by key so tests can simulate corruption.
     """
 
-    capabilities = Capabilities(gated_append=True, effect_keys=True, read_with_approval=True)
+    capabilities = Capabilities(
+        gated_append=True, effect_keys=True, read_with_approval=True, denials_by_action=True
+    )
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -68,6 +72,9 @@ class MemoryStore(ApplyShortcuts):
         self._tombstones: dict[tuple[str, str], str] = {}
         self._op_times: dict[tuple[str, str], str] = {}
         self._approvals: dict[tuple[str, str], str] = {}
+        #: The index ``find_denial`` reads: (namespace, action, conversation) -> call ids of
+        #: the approvals (any status) stored under it.
+        self._by_action: dict[tuple[str, str, str | None], set[str]] = {}
         self._effect_keys: dict[tuple[str, str], tuple[str, str]] = {}
         self._closed = False
 
@@ -468,12 +475,26 @@ class MemoryStore(ApplyShortcuts):
             if expected_revision == -1:
                 if stored is not None:
                     return False
-            elif stored is None or load_approval(stored, *record.key).revision != (
-                expected_revision
-            ):
-                return False
+            else:
+                old = None if stored is None else load_approval(stored, *record.key)
+                if old is None or old.revision != expected_revision:
+                    return False
+                self._by_action[_action_key(old)].discard(old.call_id)
             self._approvals[record.key] = text
+            self._by_action.setdefault(_action_key(record), set()).add(record.call_id)
             return True
+
+    def find_denial(self, binding: Binding, conversation: str) -> ApprovalRecord | None:
+        """Return the latest denial of ``binding``'s action in ``conversation`` under
+        another call id (one index look-up); see ``Capabilities.denials_by_action``."""
+        ns = binding.namespace
+        with self._lock:
+            self._check_open()
+            ids = self._by_action.get((ns, action_digest(binding), conversation), set())
+            texts = [(cid, self._approvals[(ns, cid)]) for cid in ids if cid != binding.call_id]
+        found = [load_approval(text, ns, cid) for cid, text in texts]
+        found.sort(key=lambda r: (r.requested_at, r.key))
+        return latest_denial(found, binding, conversation)
 
     def list_approvals(
         self,
@@ -502,6 +523,10 @@ def _replace_run(run: RunRow, **changes: Any) -> RunRow:
     import dataclasses
 
     return dataclasses.replace(run, **changes)
+
+
+def _action_key(record: ApprovalRecord) -> tuple[str, str, str | None]:
+    return (record.binding.namespace, action_digest(record.binding), record.conversation_id)
 
 
 def _approval_or_none(text: str | None, namespace: str, call_id: str) -> ApprovalRecord | None:

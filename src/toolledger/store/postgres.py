@@ -42,7 +42,7 @@ from ..errors import (
     StoreSchemaTooNewError,
     UnsupportedSchemaError,
 )
-from . import _pg_search
+from . import _pg_approvals, _pg_search
 from ._approval_record import ApprovalRecord, load_approval
 from ._pg_approvals import PgApprovals
 from ._pg_batch import CALL as _APPLY_OPS
@@ -152,7 +152,11 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
     """
 
     capabilities = Capabilities(
-        gated_append=True, effect_keys=True, read_with_approval=True, migrations=True
+        gated_append=True,
+        effect_keys=True,
+        read_with_approval=True,
+        migrations=True,
+        denials_by_action=True,
     )
 
     def __init__(
@@ -209,7 +213,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
                 + (" -c default_transaction_read_only=on" if readonly else ""),
             },
         }
-        self._q = Queries(schema, {**_TEMPLATES, **_pg_search.TEMPLATES})
+        self._q = Queries(schema, {**_TEMPLATES, **_pg_search.TEMPLATES, **_pg_approvals.TEMPLATES})
         self._db = PgConnections(
             dsn,
             schema=schema,

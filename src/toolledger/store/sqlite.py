@@ -147,6 +147,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         read_with_approval=True,
         record_fields=True,
         migrations=True,
+        denials_by_action=True,
     )
     #: Commits between two checkpoint rounds off the callers' path (each restarts the WAL);
     #: ``None``: SQLite's own auto-checkpoint inside the commit that crosses 1,000 pages
