@@ -30,8 +30,10 @@ def _binding(call_id: str) -> Binding:
 
 def _plant_sqlite(store: Any, table: str, values: tuple[Any, ...]) -> None:
     conn = sqlite3.connect(store.path)
+    # The table's first columns, as PostgreSQL's positional INSERT (later ones stay NULL).
+    columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")][: len(values)]
     marks = ",".join("?" * len(values))
-    conn.execute(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", values)
+    conn.execute(f"INSERT OR REPLACE INTO {table} ({','.join(columns)}) VALUES ({marks})", values)
     conn.commit()
     conn.close()
 
