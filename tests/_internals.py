@@ -51,8 +51,10 @@ from toolledger.journal._writer import _LIVE as _LIVE_WRITERS
 from toolledger.journal._writer import FLUSH_INTERVAL as FLUSH_INTERVAL
 from toolledger.journal._writer import flush_all as flush_all
 from toolledger.store import _search as _store_search
+from toolledger.store import _sqlite_conn as _sqlite_conn
 from toolledger.store import _sqlite_search
 from toolledger.store import contract as _store_contract
+from toolledger.store._approval_record import dump_approval as dump_approval
 from toolledger.store._rows import OP_TABLES as OP_TABLES
 from toolledger.store._rows import dump_record as dump_record
 from toolledger.store._rows import forget_proven as forget_proven

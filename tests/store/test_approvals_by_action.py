@@ -18,10 +18,10 @@ import toolledger as tl
 from toolledger.approvals import find_denial
 from toolledger.checkpoint import Binding, fingerprint
 from toolledger.errors import InvalidCheckpointError
-from toolledger.store import SQLiteStore, _sqlite_conn, postgres, sqlite
-from toolledger.store._approval_record import ApprovalRecord, ApprovalStatus, dump_approval
+from toolledger.store import ApprovalRecord, ApprovalStatus, SQLiteStore, postgres, sqlite
 from toolledger.store.postgres import PostgresStore
 
+from .._internals import _sqlite_conn, dump_approval
 from .._pg_dsn import pg_dsn_or_skip
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
