@@ -167,10 +167,12 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
         9,
         "approvals_by_action",
         [
-            'ALTER TABLE {s}.approvals ADD COLUMN action TEXT COLLATE "C", '
-            'ADD COLUMN conversation_id TEXT COLLATE "C"',
+            # IF NOT EXISTS: a schema whose version table was wound back (a test of an
+            # earlier migration) runs this again over its own columns.
+            'ALTER TABLE {s}.approvals ADD COLUMN IF NOT EXISTS action TEXT COLLATE "C", '
+            'ADD COLUMN IF NOT EXISTS conversation_id TEXT COLLATE "C"',
             _backfill_approval_actions,
-            "CREATE INDEX approvals_action "
+            "CREATE INDEX IF NOT EXISTS approvals_action "
             "ON {s}.approvals (namespace, action, conversation_id, status)",
         ],
     ),

@@ -35,6 +35,15 @@ def _nothing_to_change(conn: sqlite3.Connection) -> None:
     """A migration that only moves the schema version (what older versions cannot read)."""
 
 
+def _add_approval_action_columns(conn: sqlite3.Connection) -> None:
+    """Add ``approvals.action`` and ``conversation_id`` unless there (as PostgreSQL's
+    ``ADD COLUMN IF NOT EXISTS``: a file whose version table was wound back runs it again)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
+    for column in ("action", "conversation_id"):
+        if column not in have:
+            conn.execute(f"ALTER TABLE approvals ADD COLUMN {column} TEXT")
+
+
 def _backfill_approval_actions(conn: sqlite3.Connection) -> None:
     """Fill ``approvals.action``/``conversation_id`` from each stored record's JSON."""
     rows = conn.execute("SELECT namespace, call_id, record FROM approvals").fetchall()
@@ -201,10 +210,9 @@ MIGRATIONS: list[tuple[int, str, list[MigrationStep]]] = [
         11,
         "approvals_by_action",
         [
-            "ALTER TABLE approvals ADD COLUMN action TEXT",
-            "ALTER TABLE approvals ADD COLUMN conversation_id TEXT",
+            _add_approval_action_columns,
             _backfill_approval_actions,
-            "CREATE INDEX approvals_action "
+            "CREATE INDEX IF NOT EXISTS approvals_action "
             "ON approvals (namespace, action, conversation_id, status)",
         ],
     ),
