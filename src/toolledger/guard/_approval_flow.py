@@ -1,7 +1,9 @@
 """The approval gate's state machine: the first phase of every guarded call's flow.
 
-``CallFlow.run`` starts with ``GateFlow.flow()``, for every call whatever its tool
-declares, so the stored decision is checked where the checkpoint is decided, once. No
+``CallFlow.run`` reads the checkpoint and the stored approval for the key together
+(``ReadGate``), for every call whatever its tool declares, and runs ``GateFlow.flow()``
+when the call has a gate or a decision is stored for it, so the stored decision is
+checked where the checkpoint is decided, once. No
 I/O here: its reads and writes are requests it yields (``_call``), which the drivers
 perform; they answer its ``ApprovalRequest`` with the approver.
 
@@ -55,7 +57,6 @@ from ._call import (
     FindDenial,
     PutApproval,
     ReadApproval,
-    ReadGate,
     RecordApproval,
     Request,
 )
@@ -106,14 +107,15 @@ class GateFlow:
 
     # -- the flow ---------------------------------------------------------------------
 
-    def flow(self) -> Gate:
-        # A store that reads both in one round trip (``Store.approval_get``) saves a new
-        # call its second read; the approval then is the one stored with the checkpoint.
-        first: Callable[[], ApprovalRecord | None] | None
+    def flow(
+        self,
+        rec: CheckpointRecord | None,
+        first: Callable[[], ApprovalRecord | None] | None,
+    ) -> Gate:
+        """Evaluate the gate for the call whose checkpoint ``CallFlow.run`` read as ``rec``
+        (its binding checked) with ``first``, the stored approval read with it (``None``
+        for a store that reads it apart: then it is asked for here)."""
         key = self.call.binding.key
-        rec, first = yield ReadGate(key)
-        if rec is not None:
-            check_binding(rec, self.binding)  # BINDING_CONFLICT
         self.checkpoint = rec
         replay = rec is not None and rec.status is not Status.READY
         if replay and self.mode != "always":

@@ -34,6 +34,7 @@ from ..store.base import ClaimEffectKey, ReleaseEffectKey
 from ..tools import Tool, ToolOutcome
 
 __all__ = [
+    "OPEN",
     "CANCELLATION",
     "EFFECT_KEY_MAX",
     "Abandoned",
@@ -367,6 +368,10 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class Open:
     """Open the call's ``tool_call`` journal event; answer ``(attempt id, span)``."""
+
+
+#: The one ``Open`` request (it has no fields).
+OPEN = Open()
 
 
 @dataclass(frozen=True, slots=True)

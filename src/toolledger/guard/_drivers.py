@@ -64,7 +64,6 @@ import asyncio
 import contextlib
 import inspect
 import signal
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -213,15 +212,18 @@ def start(
             message='on_error must be "raise" or "result"',
             details={"argument": "on_error", "value": repr(on_error)[:100]},
         )
-    if sync and _is_async(tool):
+    hit = ASYNC_TOOLS.get(id(tool)) if sync else None
+    if sync and (hit[1] if hit is not None and hit[0] is tool else _is_async(tool)):
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an async execute/recover; use run.acall",
             details={"tool": tool.name},
         )
     # The journal event opens only once the gate lets the call proceed: check what it
     # would refuse now, before the gate stores or asks anything.
-    check_text(justification, "justification")
-    check_source(justification_source)
+    if justification is not None:
+        check_text(justification, "justification")
+    if justification_source != "developer":
+        check_source(justification_source)
     run.require_running()
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
@@ -305,35 +307,6 @@ def gate_options(
 # -- the calls -------------------------------------------------------------------------------
 
 
-def _started(
-    run: GuardedRun,
-    tool: Tool,
-    call_id: str,
-    input: Any,
-    justification: str | None,
-    justification_source: str,
-    on_error: str | None,
-    kw: dict[str, Any],
-    sync: bool,
-) -> CallFlow:
-    """``start`` the call's flow; a call refused on its arguments is recorded, then raised."""
-    try:
-        return start(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            justification_source=justification_source,
-            on_error=on_error,
-            extra=kw,
-            sync=sync,
-        )
-    except InvalidArgumentError as exc:
-        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
-        raise
-
-
 def call(
     run: GuardedRun,
     tool: Tool,
@@ -372,9 +345,21 @@ def call(
         ApprovalDeniedError: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
-    flow = _started(
-        run, tool, call_id, input, justification, justification_source, on_error, kw, True
-    )
+    try:
+        flow = start(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            justification_source=justification_source,
+            on_error=on_error,
+            extra=kw,
+            sync=True,
+        )
+    except InvalidArgumentError as exc:  # refused on its arguments: recorded, then raised
+        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
     gen, req, done = begin(run, flow)
     if done is not None:
         return done
@@ -398,9 +383,21 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
-    flow = _started(
-        run, tool, call_id, input, justification, justification_source, on_error, kw, False
-    )
+    try:
+        flow = start(
+            run,
+            tool,
+            call_id=call_id,
+            input=input,
+            justification=justification,
+            justification_source=justification_source,
+            on_error=on_error,
+            extra=kw,
+            sync=False,
+        )
+    except InvalidArgumentError as exc:  # refused on its arguments: recorded, then raised
+        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
     gen, req, done = begin(run, flow, sync=False)
     if done is not None:
         return done
@@ -583,7 +580,7 @@ def _execute_context(run: GuardedRun, flow: CallFlow, req: Execute) -> ExecuteCo
     return ExecuteContext(
         binding=req.binding,
         attempt_id=req.attempt_id,
-        operation=OperationJournal(run.store, *req.binding.key),
+        operation=OperationJournal(run.store, *flow.key),
         run_id=flow.call.run_id,
         justification=flow.call.justification,
     )
@@ -802,6 +799,7 @@ class DeferSigint:
 
     Only in the main thread, and only when SIGINT has a Python handler (the default one
     raises ``KeyboardInterrupt``); an ignored SIGINT stays ignored.
+    Holding starts when it is made; ``__exit__`` (or leaving a ``with`` block) ends it.
     """
 
     __slots__ = ("_old", "pending")
@@ -809,16 +807,16 @@ class DeferSigint:
     def __init__(self) -> None:
         self._old: Any = None
         self.pending = False
+        try:
+            old = _getsignal(signal.SIGINT)
+            if callable(old):
+                # Raises ValueError outside the main thread of the main interpreter.
+                _setsignal(signal.SIGINT, self._handler)
+                self._old = old
+        except (ValueError, OSError):  # another thread or interpreter: nothing to hold
+            self._old = None
 
     def __enter__(self) -> DeferSigint:
-        if threading.get_ident() == threading.main_thread().ident:
-            try:
-                old = _getsignal(signal.SIGINT)
-                if callable(old):
-                    _setsignal(signal.SIGINT, self._handler)
-                    self._old = old
-            except (ValueError, OSError):  # not the main interpreter
-                self._old = None
         return self
 
     def _handler(self, signum: int, frame: Any) -> None:
@@ -837,12 +835,16 @@ class DeferSigint:
 # -- sync driver ---------------------------------------------------------------------------
 
 
+#: Result types that are never awaitable (checked by exact type, before ``inspect``).
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 def _call_user(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     try:
         value = fn(*args)
     except BaseException as exc:
         return False, exc
-    if inspect.isawaitable(value):
+    if type(value) not in _PLAIN and inspect.isawaitable(value):
         close = getattr(value, "close", None)
         if close is not None:
             close()
@@ -882,7 +884,7 @@ async def _aask(call: Call, request: ApprovalRequest) -> Any:
 
 def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
     """Perform ``flow``'s requests, from ``req`` on, until it ends; return its outcome."""
-    shield = DeferSigint()
+    shield: DeferSigint | None = None
     call = flow.call
     reply: Any
     try:
@@ -896,8 +898,8 @@ def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutco
                     reply = _call_user(call.tool.execute, call.input, ctx)
                 finally:
                     _CURRENT.reset(token)
-                if reply[0]:
-                    shield.__enter__()
+                if reply[0] and shield is None:
+                    shield = DeferSigint()
             elif kind is Recover:
                 recover = call.tool.recover
                 assert recover is not None
@@ -919,7 +921,8 @@ def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutco
         finish(run, flow, None, exc)
         raise
     finally:
-        shield.__exit__()
+        if shield is not None:
+            shield.__exit__()
 
 
 def begin(

@@ -8,9 +8,10 @@ Rules this module keeps:
   send the answer back, or throw the store error in where it was yielded. So one state
   machine serves ``call``, ``acall`` and ``call_many``, and a test can drive every branch
   by answering its requests (``tests/guard/test_flow_scripted.py``).
-- It starts with the approval gate (``GateFlow``) for every call, gated or not: the stored
-  decision binds the call whatever the caller's tool says. A call the gate stops never
-  opens its ``tool_call`` event.
+- It starts by reading the checkpoint with the stored approval for its key, for every
+  call, gated or not, and runs the approval gate (``GateFlow``) for a gated call or a
+  decision stored for one that would execute: the stored decision binds the call whatever
+  the caller's tool says. A call the gate stops never opens its ``tool_call`` event.
 - Decide from the stored record, act only after a CAS wins. A lost CAS, or a store error
   whose commit outcome is unknown, is answered by re-reading and deciding again; this
   attempt's fence tells whether its own write landed.
@@ -44,12 +45,15 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Generator
+from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ..checkpoint import stored_result, unencodable_result
 from ..checkpoint.model import Action, CheckpointRecord, Status, Transition
 from ..checkpoint.transitions import (
     DECISIONS,
+    check_binding,
     claim_execution,
     complete_execution,
     create_checkpoint,
@@ -73,14 +77,15 @@ from ..tools import NotRecovered, Recovered, ToolOutcome
 from ._approval_flow import GateFlow
 from ._call import (
     CANCELLATION,
+    OPEN,
     Abandoned,
     ActionKeys,
     Call,
     Commit,
     EndFields,
     Execute,
-    Open,
     Read,
+    ReadGate,
     ReadHolder,
     ReadOperation,
     ReadTombstone,
@@ -102,7 +107,6 @@ from ._seams import (
     STORE_RETRIES,
     after,
     is_live,
-    now,
     parse_link,
     reached,
     report_transition,
@@ -115,6 +119,11 @@ STATUS_ACTION: dict[Status, str] = {s: a.value for s, a in DECISIONS.items()}
 
 Flow = Generator[Request, Any, ToolOutcome]
 _Step = Generator[Request, Any, Any]
+
+
+def _same(value: Any) -> Any:
+    """``value`` (an approval already read, handed to the gate as its first read)."""
+    return value
 
 
 class CallFlow:
@@ -140,7 +149,6 @@ class CallFlow:
         self.call = call
         self.binding = call.binding
         self.key = call.binding.key  # (namespace, call id): a property, read once
-        self.gate = GateFlow(call)
         self.attempt_id = attempt_id
         self.span = span
         self.journaled = journaled
@@ -174,17 +182,31 @@ class CallFlow:
 
     def run(self) -> Flow:
         """Drive the call to an outcome; see the module docstring for the protocol."""
-        stopped = yield from self.gate.flow()
-        if stopped is not None:
-            return stopped  # waiting or denied: no tool_call event, nothing claimed
-        rec = self.gate.checkpoint
+        call = self.call
+        # The checkpoint and the stored approval for the key, as of one moment where the
+        # store reads both in one round trip (``first``: the approval, decoded when asked).
+        rec, first = yield ReadGate(self.key)
+        if rec is not None:
+            check_binding(rec, self.binding)  # BINDING_CONFLICT
+        # The gate (``GateFlow``) runs for a gated call, and for any call that would execute
+        # once it finds a decision stored for the key (a stored decision binds every later
+        # attempt, whatever the Tool object passed).
+        if call.approval is not None or (
+            (rec is None or rec.status is Status.READY)
+            and (first is None or (stored := first()) is not None)
+        ):
+            if call.approval is None and first is not None:
+                first = partial(_same, stored)
+            stopped = yield from GateFlow(call).flow(rec, first)
+            if stopped is not None:
+                return stopped  # waiting or denied: no tool_call event, nothing claimed
         if rec is not None and rec.status in DONE:
             # A replay (the gate checked the binding): nothing to claim or write here. Its
             # journal event is one record, written when the call finishes.
             self.first_action = STATUS_ACTION[rec.status]
             self.replay_only = True
             return self._outcome(rec, replayed=True)
-        self.attempt_id, self.span = yield Open()
+        self.attempt_id, self.span = yield OPEN
         # What decide_checkpoint answers for the record as first found (telemetry's
         # ``checkpoint.action``): fixed here, before any transition moves the record on.
         self.first_action = "execute" if rec is None else STATUS_ACTION[rec.status]
@@ -291,7 +313,7 @@ class CallFlow:
     # -- claim -----------------------------------------------------------------------------
 
     def _claim_new(self) -> Generator[Request, Any, tuple[CheckpointRecord | None, bool]]:
-        when = now()
+        when = datetime.now(timezone.utc)  # ``now()``, without its frame
         new = create_checkpoint(self.binding, at=when)
         t = claim_execution(new, attempt_id=self.attempt_id, at=when)
         if CRASH_ACTIONS:
@@ -329,10 +351,10 @@ class CallFlow:
                 return None, False
             reply = reply[keys:]
         (created, stored), won = reply[0], bool(reply[1])
-        create_t = Transition(
-            action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
-        )
         if self.span is not None:
+            create_t = Transition(
+                action=t.action, expected_revision=-1, next=new, name="create_checkpoint"
+            )
             report_transition(self.span, create_t, None, bool(created))
             report_transition(self.span, t, "ready", won)
         if won and (created or stored.binding == self.binding):

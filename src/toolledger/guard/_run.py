@@ -209,11 +209,6 @@ class Run(JournalRun):
                 details={"run_id": ctl.source_run_id, "call_id": call_id},
             )
 
-    def _owe(self, outcome: Any) -> None:
-        if isinstance(outcome, ToolOutcome) and outcome.status == _COMPLETED:
-            with self._owed_lock:
-                self._owed[outcome.call_id] = None
-
     def _paid(self, call_ids: Sequence[str]) -> None:
         with self._owed_lock:
             for call_id in call_ids:
@@ -261,7 +256,9 @@ class Run(JournalRun):
             )
 
     def _after_call(self, outcome: Any) -> None:
-        self._owe(outcome)
+        if isinstance(outcome, ToolOutcome) and outcome.status == _COMPLETED:
+            with self._owed_lock:  # owed a delivery until run.deliver/mark_seen/mark_posted
+                self._owed[outcome.call_id] = None
         ctl = self._controller
         if (
             ctl is not None
@@ -304,8 +301,10 @@ class Run(JournalRun):
         ``approval=`` and ``approver=`` gate this call (they win over the tool's; see
         ``toolledger.approvals``).
         """
-        gate = _gate(gate, approval, approver)
-        self._before_call(call_id, tool)
+        if approval is not None or approver is not None:
+            gate = _gate(gate, approval, approver)
+        if self._controller is not None:  # replaying a recorded run
+            self._before_call(call_id, tool)
         outcome = _drivers.call(
             self,
             tool,
@@ -333,8 +332,10 @@ class Run(JournalRun):
         **gate: Any,
     ) -> ToolOutcome[OutT]:
         """Async ``call`` (``guard.acall``): ``execute``/``recover``/the approver may be async."""
-        gate = _gate(gate, approval, approver)
-        self._before_call(call_id, tool)
+        if approval is not None or approver is not None:
+            gate = _gate(gate, approval, approver)
+        if self._controller is not None:  # replaying a recorded run
+            self._before_call(call_id, tool)
         outcome = await _drivers.acall(
             self,
             tool,
