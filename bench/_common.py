@@ -223,12 +223,13 @@ class StatementFloor:
     """A new guarded call's statements with the least Python that can send them.
 
     The very statements a new ``run.call`` sends on the store's schema (the read of the
-    checkpoint and approval; create+claim: checkpoint, history, the run's count CAS, the
-    event's start record; completion: CAS, history, the operation journal's delete, the
-    count CAS, the end record), with what each needs built by the plainest Python: the
-    input's canonical JSON and SHA-256, the record as ``json.dumps`` of a dict, a journal
-    record's content hash and chained hash, ISO times, random ids; no validation, no
-    checks, no objects. What a Python implementation of the same writes cannot go below.
+    checkpoint and approval; create+claim: the two same-action keys, checkpoint, history,
+    the run's count CAS, the event's start record; completion: CAS, history, the operation
+    journal's delete, the count CAS, the end record: 16 with the ``BEGIN``/``COMMIT``s),
+    with what each needs built by the plainest Python: the input's canonical JSON and
+    SHA-256, the keys' SHA-256, the record as ``json.dumps`` of a dict, a journal record's
+    content hash and chained hash, ISO times, random ids; no validation, no checks, no
+    objects. What a Python implementation of the same writes cannot go below.
     """
 
     def __init__(self, conn: sqlite3.Connection, namespace: str = "floor") -> None:
@@ -261,7 +262,15 @@ class StatementFloor:
         assert found == (None, None)
         fp, at, doc = _claimed_doc(ns, call_id, input)
         self.event_id = os.urandom(16).hex()
+        action = f'["action", "send_email", "1", "{fp}"]'
+        seen = f'["seen", "send_email", "1", "{fp}", "{self.run_id}"]'
         conn.execute("BEGIN IMMEDIATE")
+        for key in (action, seen):
+            conn.execute(
+                "INSERT OR IGNORE INTO effect_keys (namespace, effect_key, call_id, claimed_at) "
+                "VALUES (?, ?, ?, ?)",
+                (ns, "sha256:" + hashlib.sha256(key.encode()).hexdigest(), call_id, at),
+            )
         text = json.dumps(doc, separators=(",", ":"))
         cur = conn.execute(_INSERT, (ns, call_id, "executing", 1, "send_email", at, text))
         assert cur.rowcount == 1

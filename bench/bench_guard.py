@@ -6,7 +6,7 @@ interleaved batch by batch in the same run so all see the same machine:
 - ``raw floor``: the five transitions of a call's life (create, claim, complete, claim
   delivery, complete delivery) as five plain SQL transactions, record JSON precomputed:
   no toolledger code. At ``full`` each commit is fsync-ed.
-- ``statement floor new``: the very statements a new call sends (14, in its two
+- ``statement floor new``: the very statements a new call sends (16, in its two
   transactions, on the store's schema), with the least Python that can build them: no
   validation, no objects (``_common.StatementFloor``). What a Python implementation of
   the same writes cannot go below; ``run.call new`` is also given as a ratio to it.

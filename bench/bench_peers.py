@@ -37,7 +37,12 @@ Peers (each in its own durable-step shape, on a SQLite file in a temporary folde
   with the SDK and an in-memory exporter, beside a bare SDK span.
 
 Floors (``_common.py``): two raw commits (create+claim, complete) at FULL and NORMAL, a
-primary-key read + ``json.loads`` for a replay.
+primary-key read + ``json.loads`` for a replay. Bounds, in the groups of those floors: what
+any Python implementation of toolledger's writes pays, with no validation and no objects:
+its new call's 16 statements on its schema at NORMAL (``StatementFloor``), the storage
+redesign's 9 (``LogDesignFloor``), and a replay's binding check (the input's canonical
+JSON and SHA-256) plus the read. A target ratio below a bound's ratio cannot be met by
+code above the same writes and checks.
 
 Fsyncs per unit (``--fsyncs``, needs ``strace``): each case runs ``--fsync-units`` units in
 a process of its own under ``strace -f -c -e trace=fsync,fdatasync``, and a process that
@@ -63,6 +68,7 @@ Not part of the test suite; see ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -148,7 +154,7 @@ def toolledger_cases(tmp: Path) -> dict[str, Op]:
 
 def floor_cases(tmp: Path) -> dict[str, Op]:
     sys.path.insert(0, str(HERE))
-    from _common import raw_connect, raw_two_commits
+    from _common import LogDesignFloor, StatementFloor, raw_connect, raw_two_commits
 
     from toolledger.store import SQLiteStore
 
@@ -169,7 +175,33 @@ def floor_cases(tmp: Path) -> dict[str, Op]:
         return json.loads(conn.execute(sql, ("prep", "0")).fetchone()[0])
 
     cases["floor: PK read + json.loads"] = read
+
+    # Bounds: what any Python implementation of toolledger's writes and checks pays.
+    statements = StatementFloor(raw_connect(tmp / "floor-normal.db", "normal"), "bound")
+    log = LogDesignFloor(raw_connect(tmp / "bound-log.db", "normal"), "bound")
+
+    def by_statements(i: int, floor: Any = statements) -> Any:
+        return floor.call(f"s-{i}", {"to": "a@example.com", "ref": i}, _sent)
+
+    def by_log(i: int, floor: Any = log) -> Any:
+        return floor.call(f"l-{i}", {"to": "a@example.com", "ref": i}, _sent)
+
+    given = {"to": "a@example.com", "subject": "hello"}
+
+    def checked_read(i: int, conn: Any = conn) -> Any:
+        # A replay must check the binding: the input's canonical JSON and SHA-256, then read.
+        text = json.dumps(given, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        hashlib.sha256(text.encode()).hexdigest()
+        return json.loads(conn.execute(sql, ("prep", "0")).fetchone()[0])
+
+    cases[BOUND_STATEMENTS] = by_statements
+    cases[BOUND_LOG] = by_log
+    cases[BOUND_REPLAY] = checked_read
     return cases
+
+
+def _sent(input: Any) -> dict[str, Any]:
+    return {"ok": True, "to": input["to"]}
 
 
 def langgraph_cases(tmp: Path) -> dict[str, Op]:
@@ -372,6 +404,13 @@ def span_cases() -> dict[str, Op]:
     return {"util-genai execute_tool span": genai, "floor: bare SDK span": bare}
 
 
+#: The bounds' case names (``floor_cases``): the least Python sending toolledger's new
+#: call's statements on its schema (``_common.StatementFloor``), the storage redesign's
+#: (``_common.LogDesignFloor``), and a replay's binding check plus the read.
+BOUND_STATEMENTS = "bound: its 16 statements, least Python"
+BOUND_LOG = "bound: log design (9), least Python"
+BOUND_REPLAY = "bound: fingerprint + PK read + loads"
+
 GROUPS = [
     (
         "new call, full: per step",
@@ -391,12 +430,17 @@ GROUPS = [
     (
         "new call, normal",
         "floor: 2 raw commits (normal)",
-        ["toolledger new call (normal)", "LangGraph superstep, durable (NORMAL)"],
+        [
+            "toolledger new call (normal)",
+            "LangGraph superstep, durable (NORMAL)",
+            BOUND_STATEMENTS,
+            BOUND_LOG,
+        ],
     ),
     (
         "replay",
         "floor: PK read + json.loads",
-        ["toolledger replayed call", "LangGraph replay", "DBOS replay"],
+        ["toolledger replayed call", "LangGraph replay", "DBOS replay", BOUND_REPLAY],
     ),
     ("journal step", None, ["toolledger journal step", "execution-journal step (NORMAL)"]),
     ("one span", "floor: bare SDK span", ["util-genai execute_tool span"]),
