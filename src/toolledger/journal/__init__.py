@@ -14,7 +14,7 @@ from ._content import check_source as check_source
 from ._content import check_text as check_text
 from ._facts import describe_source as describe_source
 from ._import import import_json
-from ._lifecycle import EventHandle, Step
+from ._lifecycle import EventHandle
 from ._read import StoredRun as StoredRun
 from ._read import iter_rows as iter_rows
 from ._read import load_stored_run as load_stored_run
@@ -27,6 +27,7 @@ from ._records import erase_content
 from ._records import parse_many as parse_many
 from ._run import Run, current_run
 from ._seam import JournalSeam
+from ._step import Step
 from ._traced import traced
 from ._verify import VerifyReport, verify, verify_export
 from ._view import Event, RunView

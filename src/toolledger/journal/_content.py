@@ -152,15 +152,24 @@ def check_source(source: object) -> None:
 
 
 def check_event_args(
-    name: object, what: str, justification: object, justification_source: object
+    name: object,
+    what: str,
+    justification: object,
+    justification_source: object,
+    kind: object = None,
 ) -> None:
     """``check_name(name, what)``, ``check_text(justification, "justification")`` and
-    ``check_source(justification_source)`` in one call: an ASCII name and justification
-    pass on their types and lengths alone, anything else goes through those checks.
+    ``check_source(justification_source)`` in one call (with ``kind``:
+    ``check_name(kind, "kind")`` first): an ASCII name and justification pass on their
+    types and lengths alone, anything else goes through those checks.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` as those checks raise it.
     """
+    if kind is not None and (
+        type(kind) is not str or not 0 < len(kind) <= 256 or not kind.isascii()
+    ):
+        check_name(kind, "kind")
     if type(name) is not str or not 0 < len(name) <= 256 or not name.isascii():
         check_name(name, what)
     if justification is not None and (

@@ -1,17 +1,18 @@
 """The event lifecycle: an event begins, learns facts, ends; one-record events.
 
 Everything that reads or changes an event in flight is in this module: ``EventHandle``
-(the internal API), ``Step`` (the user's context manager) and ``Events`` (a run's events:
-it writes their records and tells telemetry). ``Events`` reaches its run only through the
-seam ``RecordSink`` (public names; ``Recorder`` is one): it hands records to the run's
-chain and telemetry calls to the run's guard, and reads nothing else of the run.
+(the internal API; the user's ``Step`` in ``_step`` wraps one) and ``Events`` (a run's
+events: it writes their records and tells telemetry). ``Events`` reaches its run only
+through the seam ``RecordSink`` (public names; ``Recorder`` is one): it hands records to
+the run's chain and telemetry calls to the run's guard, and reads nothing else of the run.
 
 Rules this module keeps:
 
 - ``Events.begin(kind, name, ...)`` writes the event's *start* record, starts its span
   and pushes the handle on the context-variable stack, so events begun inside it (in this
   thread or asyncio task, and in tasks created from it) get it as ``parent_id``. Threads
-  and tasks each keep their own stack.
+  and tasks each keep their own stack. The start record is buffered lazy: the handle
+  builds it (``_start_record``) when the writer needs it, from values fixed at the begin.
 - Each event's telemetry span is started before its first record is written, so the
   record header can carry the span's ``trace_id``/``span_id``. Without telemetry
   (``NOOP_TELEMETRY``) no event dict is built: only hooks read it.
@@ -23,8 +24,6 @@ Rules this module keeps:
   span and pops the stack. Ending twice is a no-op.
 - ``record_point`` writes one-record events (approval, note, artifact, finish);
   ``record_event`` one that began and ended at once (a replayed or refused tool call).
-- An exception inside ``with run.step(...)`` is recorded (type, message) as a failed event
-  and re-raised unchanged; ``KeyboardInterrupt`` and cancellation record ``cancelled``.
 - Every record's content is canonicalised and hashed (``content_json``) and its header
   written by the run's ``HeaderFormat`` from values checked or made here. Telemetry calls
   go through ``RecordSink.safe_telemetry``: they can never raise into the caller.
@@ -37,7 +36,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from functools import partial
 from types import EllipsisType, TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,8 +45,8 @@ from ..telemetry import NOOP_TELEMETRY, CallFacts, NoopSpan, SpanHandle, Telemet
 from ._content import (
     JUSTIFICATION_MISSING,
     Artifact,
+    check_event_args,
     check_text,
-    checked_content,
     checkpoint_link,
     error_info,
     event_content,
@@ -59,7 +57,7 @@ from ._content import (
 )
 from ._header import HeaderFormat, RecordHeader
 from ._records import content_json
-from ._values import encoded_json, to_json
+from ._values import encoded_json, exact_floats, to_json
 
 if TYPE_CHECKING:
     from ..store.base import EventRow
@@ -69,7 +67,6 @@ __all__ = [
     "Events",
     "PreparedEnd",
     "RecordSink",
-    "Step",
     "current_stack",
     "span_ids",
 ]
@@ -81,10 +78,12 @@ class RecordSink(Protocol):
 
     Attributes:
         run_id: The run's id (in telemetry's event dicts).
+        status: ``running`` while the run takes records (else ``require_running`` raises).
         telemetry: The run's hooks (``NOOP_TELEMETRY``: no event dict is built).
     """
 
     run_id: str
+    status: str
     telemetry: TelemetryHooks
 
     def require_running(self) -> None:
@@ -126,10 +125,10 @@ _STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack
 
 _NOOP_SPAN = NoopSpan()
 
-#: An event's start record while it may still be buffered: (its writer token, content, at,
-#: justification source, justification missing); its end may then store the whole event
-#: as one record instead.
-_FirstRecord = tuple[object, dict[str, Any], str, str | None, bool]
+#: What an event's start record holds, fixed when the event began: (content, floats, at,
+#: checkpoint link, justification source, justification missing). While that record is
+#: still buffered, the event's end may store the whole event as one record in its place.
+_StartRecord = tuple[dict[str, Any], bool, str, "dict[str, Any] | None", str, bool]
 
 
 def current_stack() -> tuple[EventHandle, ...]:
@@ -137,18 +136,48 @@ def current_stack() -> tuple[EventHandle, ...]:
     return _STACK.get()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedEnd:
-    """An event's end record built ahead of time (``Events.prepare_end``)."""
+    """An event's end record built ahead of time (``Events.prepare_end``); read-only.
 
-    handle: EventHandle
-    ended_at: str
-    header: RecordHeader
-    content_json: str
-    outputs: dict[str, Any]  # the event's outputs, meta and link once ended (converted)
-    meta: dict[str, Any]
-    link: dict[str, Any]
-    floats: bool
+    Attributes:
+        on_carried: Call it once the chain holds this record: a later ``end`` of its
+            event ends with it and writes no other end record (the caller may have been
+            interrupted before it heard that its transaction carried the record).
+    """
+
+    __slots__ = (
+        "content_json",
+        "ended_at",
+        "floats",
+        "handle",
+        "header",
+        "link",
+        "meta",
+        "on_carried",
+        "outputs",
+    )
+
+    def __init__(
+        self,
+        handle: EventHandle,
+        ended_at: str,
+        header: RecordHeader,
+        content_json: str,
+        outputs: dict[str, Any],
+        meta: dict[str, Any],
+        link: dict[str, Any],
+        floats: bool,
+    ) -> None:
+        self.handle = handle
+        self.ended_at = ended_at
+        self.header = header
+        self.content_json = content_json
+        self.outputs = outputs  # the event's outputs, meta and link once ended (converted)
+        self.meta = meta
+        self.link = link
+        self.floats = floats
+        # A C callable (no Python frame); once the event ended nothing reads the attribute.
+        self.on_carried: Callable[[], None] = partial(setattr, handle, "_carried_end", self)
 
 
 class EventHandle:
@@ -159,37 +188,40 @@ class EventHandle:
         kind, name: What the event is.
         parent_id: The enclosing event, or ``None`` at the run's top level.
         span: Its telemetry ``SpanHandle`` (a no-op span without telemetry).
+        trace_id, span_id: The span's ids its records keep (``span_ids``), or ``None``.
         events: The run's ``Events`` the event belongs to.
+        ended: Whether ``end`` was called (set by ``end`` only).
     """
 
     __slots__ = (
         "_carried_end",
-        "_ended",
         "_event",
         "_first",
         "_floats",
         "_link",
         "_meta",
         "_outputs",
+        "_start",
+        "ended",
         "event_id",
         "events",
         "kind",
         "name",
         "parent_id",
         "span",
+        "span_id",
         "started",
+        "trace_id",
     )
 
     def __init__(
         self,
         events: Events,
-        *,
         event_id: str,
         kind: str,
         name: str,
         parent_id: str | None,
-        floats: bool,
-        checkpoint: dict[str, Any] | None,
+        start: _StartRecord,
     ) -> None:
         self.events = events
         self.event_id = event_id
@@ -199,28 +231,21 @@ class EventHandle:
         # The event dict telemetry sees, completed at the end (``None`` without telemetry).
         self._event: dict[str, Any] | None = None
         self.span: SpanHandle = _NOOP_SPAN
+        self.trace_id: str | None = None
+        self.span_id: str | None = None
         self.started = time.monotonic()
         self._outputs: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
-        self._link = checkpoint
-        self._floats = floats
-        self._ended = False
-        self._first: _FirstRecord | None = None
+        self._start = start
+        self._link = start[3]
+        self._floats = start[1]
+        self.ended = False
+        # The start record's writer token while it may still be buffered (its end may then
+        # take its place); ``None`` once the event ended.
+        self._first: object = None
         # The end record a caller's transaction put in the chain (``Run.prepare_end``),
         # set by the writer the moment that is known, before the caller hears of it.
         self._carried_end: PreparedEnd | None = None
-
-    @property
-    def ended(self) -> bool:
-        """Whether ``end`` was called."""
-        return self._ended
-
-    def end_carried(self, prepared: PreparedEnd) -> None:
-        """The chain holds ``prepared`` (this event's ``Run.prepare_end``): a later
-        ``end`` ends with it and writes no other end record (the caller may have been
-        interrupted before it heard that its transaction carried the record)."""
-        if not self._ended:
-            self._carried_end = prepared
 
     def update(
         self,
@@ -280,6 +305,9 @@ class EventHandle:
     ) -> None:
         """Write the end record, end the span and pop the context stack.
 
+        While the start record is still the last one buffered, the whole event is
+        written as one record in its place instead.
+
         Args:
             status: ``completed``, ``failed``, ``refused``, ``replayed``, ``cancelled`` …
             outputs: Merged into the outputs recorded so far.
@@ -296,7 +324,7 @@ class EventHandle:
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for an empty or non-str status.
         """
-        if self._ended:
+        if self.ended:
             return
         if type(status) is not str or not status or len(status) > 64 or not status.isascii():
             _check_status(status)  # raises
@@ -315,13 +343,125 @@ class EventHandle:
                 self.events.sink.safe_telemetry(
                     self.span.update, {**self._meta, "checkpoint": self._link}
                 )
-        self._ended = True
+        self.ended = True
         stack = _STACK.get()
         if stack and stack[-1] is self:  # (``_pop``'s usual case, inline)
             _STACK.set(stack[:-1])
         else:
             _pop(self)
-        self.events.ended(self, status, error, carried, flush, facts)
+        # The end record (unless ``carried``), then the span.
+        sink = self.events.sink
+        err = None if error is None else error_info(error)
+        first, self._first = self._first, None
+        if carried is None:
+            ended_at = now()
+            stored = False
+            if first is not None and sink.is_last(first):
+                # Nothing was chained after the start record, still buffered: the event's
+                # one record takes its place (when no flush took it meanwhile).
+                stored = sink.replace_last(first, *self._end_record(status, err, ended_at, True))
+            if not stored:
+                sink.append(*self._end_record(status, err, ended_at, False))
+        else:
+            ended_at = carried.ended_at
+        event = self._event
+        if event is not None:
+            event.update(
+                status=status,
+                ended_at=ended_at,
+                outputs=self._outputs or None,
+                error=err,
+                checkpoint=self._link,
+            )
+            event["meta"] = {**event["meta"], **self._meta}
+            exc = error if isinstance(error, BaseException) else None
+            if facts is None:
+                sink.safe_telemetry(self.span.end, event, exc)
+            else:
+                sink.safe_telemetry(self.span.end, event, exc, facts)
+        if flush and carried is None:  # a carried record is stored already
+            sink.flush()
+
+    def _start_record(self) -> tuple[RecordHeader, str]:
+        """The event's start record: its header and content JSON (built when the writer
+        needs it, from the values fixed when the event began)."""
+        content, floats, at, link, source, missing = self._start
+        text, digest = content_json(content, floats, True)
+        header = self.events.headers.header(
+            self.event_id,
+            self.parent_id,
+            self.kind,
+            self.name,
+            "running",
+            "start",
+            at,
+            digest,
+            link,
+            source,
+            missing,
+            self.trace_id,
+            self.span_id,
+        )
+        return header, text
+
+    def _end_record(
+        self,
+        status: str,
+        err: dict[str, Any] | None,
+        ended_at: str,
+        whole: bool,
+        end: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, bool] | None = None,
+    ) -> tuple[RecordHeader, str]:
+        """The event's end record; ``whole``: the record of the whole event that may take
+        the start record's place (a ``point`` record at the start's time with
+        ``ended_at``, holding both contents). ``end``: the outputs, meta, link and floats
+        to end with (the handle's by default)."""
+        outputs, meta, link, floats = end or (self._outputs, self._meta, self._link, self._floats)
+        start = self._start
+        content: dict[str, Any] = {}
+        if whole:
+            content.update(start[0])  # inputs, justification (its meta is in ``meta``)
+        if outputs:
+            content["outputs"] = outputs
+        if err is not None:
+            content["error"] = err
+        if meta:
+            content["meta"] = meta
+        text, digest = content_json(content, floats, True)
+        if whole:  # the event's one record: a point at the start's time, ``ended_at``
+            header = self.events.headers.header(
+                self.event_id,
+                self.parent_id,
+                self.kind,
+                self.name,
+                status,
+                "point",
+                start[2],
+                digest,
+                link,
+                start[4],
+                start[5],
+                self.trace_id,
+                self.span_id,
+                ended_at=ended_at,
+            )
+        else:
+            header = self.events.headers.header(
+                self.event_id,
+                self.parent_id,
+                self.kind,
+                self.name,
+                status,
+                "end",
+                ended_at,
+                digest,
+                link,
+                None,
+                False,
+                self.trace_id,
+                self.span_id,
+            )
+        return header, text
 
 
 def _pop(handle: EventHandle) -> None:
@@ -371,286 +511,111 @@ class Events:
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
         flush: bool = False,
+        checked: bool = False,
     ) -> EventHandle:
         """Write an event's start record, start its span, push it as the current parent
         (``Recorder.begin_event`` says the arguments).
 
+        The start record is buffered lazy: built when the writer needs it, from the
+        values fixed here (``EventHandle._start_record``). ``checked``: the kind, name,
+        justification and source were checked already (``Run.step`` checks a step's
+        when the step is made).
+
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
         """
-        self.sink.require_running()
-        content, meta_value, floats = event_content(
-            kind, name, justification, justification_source, inputs, meta
-        )
+        sink = self.sink
+        if sink.status != "running":
+            sink.require_running()  # raises
+        if not checked:
+            check_event_args(name, "name", justification, justification_source, kind)
+        content: dict[str, Any] = {}
+        floats = False
+        if inputs is not None:
+            content["inputs"], floats = to_json(inputs)
+        if justification is not None:
+            content["justification"] = justification
+        meta_value: dict[str, Any] = {}
+        if meta:
+            meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
+            floats |= f2
+            content["meta"] = meta_value
         link = None if checkpoint is None else checkpoint_link(checkpoint)
-        handle = self._begin(
-            kind, name, justification, justification_source, content, meta_value, floats, link,
-            parent,
-        )  # fmt: skip
-        if flush:
-            self.sink.flush()
-        return handle
-
-    def begin_step(
-        self, name: str, justification: str | None, justification_source: str, inputs: Any
-    ) -> EventHandle:
-        """``begin("step", ...)`` of a name, justification and source checked already
-        (``Run.step`` checks them when the step is made).
-
-        Raises:
-            InvalidArgumentError: ``INVALID_ARGUMENT`` when the run is not running.
-        """
-        self.sink.require_running()
-        content, meta_value, floats = checked_content(justification, inputs, None)
-        return self._begin(
-            "step", name, justification, justification_source, content, meta_value, floats, None
-        )
-
-    def _begin(
-        self,
-        kind: str,
-        name: str,
-        justification: str | None,
-        justification_source: str,
-        content: dict[str, Any],
-        meta_value: dict[str, Any],
-        floats: bool,
-        link: dict[str, Any] | None,
-        parent: EventHandle | EllipsisType | None = ...,
-    ) -> EventHandle:
+        stack = _STACK.get()
         if parent is ...:
-            parent = self.parent()
-        event_id = new_id()
+            parent = self.parent() if stack else None
         stamp = now()
+        # ``justification_missing``'s rule, inline: the model made the call and gave none.
+        missing = justification is None and justification_source == "model"
         handle = EventHandle(
             self,
-            event_id=event_id,
-            kind=kind,
-            name=name,
-            parent_id=None if parent is None else parent.event_id,
-            floats=floats,
-            checkpoint=link,
-        )
-        handle._event, handle.span, row = self._first_record(
-            event_id,
-            parent,
+            new_id(),
             kind,
             name,
-            "running",
-            "start",
-            stamp,
-            justification,
-            justification_source,
-            meta_value,
-            content,
-            floats,
-            link,
-            handle.span,
-            lazy=True,
+            None if parent is None else parent.event_id,
+            (content, floats, stamp, link, justification_source, missing),
         )
-        missing = justification_missing(justification, justification_source)
-        handle._first = (row, content, stamp, justification_source, missing)
         if meta_value:
             handle._meta.update(meta_value)
-        _STACK.set((*_STACK.get(), handle))
+        if sink.telemetry is not NOOP_TELEMETRY:
+            event, span = self._started(
+                handle.event_id, parent, kind, name, "running", stamp, justification,
+                justification_source, missing, meta_value, content, link,
+            )  # fmt: skip
+            handle._event, handle.span = event, span
+            handle.trace_id, handle.span_id = span_ids(span)
+        handle._first = sink.append_lazy(handle._start_record)
+        _STACK.set((*stack, handle))
+        if flush:
+            sink.flush()
         return handle
 
-    def _first_record(
+    def _started(
         self,
         event_id: str,
         parent: EventHandle | None,
         kind: str,
         name: str,
         status: str,
-        phase: str,
         stamp: str,
         justification: str | None,
         justification_source: str,
+        missing: bool,
         meta_value: dict[str, Any],
         content: dict[str, Any],
-        floats: bool,
         link: dict[str, Any] | None,
-        default: SpanHandle,
-        lazy: bool = False,
-    ) -> tuple[dict[str, Any] | None, SpanHandle, object]:
-        """Write a new event's first record (``phase`` ``start`` or ``point``) and tell
-        telemetry the event started.
-
-        Returns the event dict telemetry (and the handle) sees, ``None`` without telemetry
-        (nobody else reads it), its span (``default`` without telemetry, or when it
-        fails) and the record's token for ``RecordSink.replace_last``. The span's ids go
-        into the record's header. ``lazy``: the record is built only when the writer
-        needs it (``RecordSink.append_lazy``); its content must not change (``to_json``'s
-        private copy).
-        """
+    ) -> tuple[dict[str, Any], SpanHandle]:
+        """Tell telemetry a new event started (only with telemetry: hooks alone read the
+        event dict); return the event dict and its span (a no-op span if that fails)."""
         sink = self.sink
-        missing = justification_missing(justification, justification_source)
-        event: dict[str, Any] | None = None
-        span = default
-        trace_id = span_id = None
-        if sink.telemetry is not NOOP_TELEMETRY:
-            event = {
-                "run_id": sink.run_id,
-                "event_id": event_id,
-                "parent_id": None if parent is None else parent.event_id,
-                "kind": kind,
-                "name": name,
-                "status": "running",
-                "started_at": stamp,
-                "ended_at": None,
-                "justification": justification,
-                "justification_source": justification_source,
-                JUSTIFICATION_MISSING: missing,
-                "meta": {**meta_value, "justification_source": justification_source},
-                "inputs": content.get("inputs"),
-                "outputs": None,
-                "error": None,
-                "checkpoint": link,
-            }
-            span = sink.safe_telemetry(
-                sink.telemetry.event_started,
-                event,
-                None if parent is None else parent.span,
-                default=default,
-            )
-            event["status"] = status  # a point event is told it started running, as a step
-            trace_id, span_id = span_ids(span)
-        # ``HeaderFormat.header``'s arguments before and after the content hash.
-        head: tuple[str, str | None, str, str, str, str, str] = (
-            event_id,
-            None if parent is None else parent.event_id,
-            kind,
-            name,
-            status,
-            phase,
-            stamp,
+        event: dict[str, Any] = {
+            "run_id": sink.run_id,
+            "event_id": event_id,
+            "parent_id": None if parent is None else parent.event_id,
+            "kind": kind,
+            "name": name,
+            "status": "running",
+            "started_at": stamp,
+            "ended_at": None,
+            "justification": justification,
+            "justification_source": justification_source,
+            JUSTIFICATION_MISSING: missing,
+            "meta": {**meta_value, "justification_source": justification_source},
+            "inputs": content.get("inputs"),
+            "outputs": None,
+            "error": None,
+            "checkpoint": link,
+        }
+        span: SpanHandle = sink.safe_telemetry(
+            sink.telemetry.event_started,
+            event,
+            None if parent is None else parent.span,
+            default=_NOOP_SPAN,
         )
-        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None] = (
-            link,
-            justification_source,
-            missing,
-            trace_id,
-            span_id,
-        )
-        if lazy:
-            token = sink.append_lazy(partial(self._record_text, content, floats, head, tail))
-            return event, span, token
-        return event, span, sink.append(*self._record_text(content, floats, head, tail))
-
-    def _record_text(
-        self,
-        content: dict[str, Any],
-        floats: bool,
-        head: tuple[str, str | None, str, str, str, str, str],
-        tail: tuple[dict[str, Any] | None, str, bool, str | None, str | None],
-    ) -> tuple[RecordHeader, str]:
-        """A first record's header and content JSON (see ``_first_record``): ``head`` and
-        ``tail`` are ``HeaderFormat.header``'s arguments before and after the content hash."""
-        text, digest = content_json(content, floats, True)
-        return self.headers.header(*head, digest, *tail), text
+        event["status"] = status  # a point event is told it started running, as a step
+        return event, span
 
     # -- end -----------------------------------------------------------------------------
-
-    def ended(
-        self,
-        handle: EventHandle,
-        status: str,
-        error: Any,
-        carried: PreparedEnd | None,
-        flush: bool,
-        facts: CallFacts | None,
-    ) -> None:
-        """Write ``handle``'s end record (unless ``carried``) and end its span (with a tool
-        call's ``facts``); ``EventHandle.end`` calls it once."""
-        sink = self.sink
-        err = None if error is None else error_info(error)
-        first, handle._first = handle._first, None
-        if carried is None:
-            ended_at = now()
-            stored = False
-            if first is not None and sink.is_last(first[0]):
-                # Nothing was chained after the start record, still buffered: the event's
-                # one record takes its place (when no flush took it meanwhile).
-                whole = self._end_record(handle, status, err, ended_at, first)
-                stored = sink.replace_last(first[0], *whole)
-            if not stored:
-                sink.append(*self._end_record(handle, status, err, ended_at))
-        else:
-            ended_at = carried.ended_at
-        event = handle._event
-        if event is not None:
-            event.update(
-                status=status,
-                ended_at=ended_at,
-                outputs=handle._outputs or None,
-                error=err,
-                checkpoint=handle._link,
-            )
-            event["meta"] = {**event["meta"], **handle._meta}
-            exc = error if isinstance(error, BaseException) else None
-            if facts is None:
-                sink.safe_telemetry(handle.span.end, event, exc)
-            else:
-                sink.safe_telemetry(handle.span.end, event, exc, facts)
-        if flush and carried is None:  # a carried record is stored already
-            sink.flush()
-
-    def _end_record(
-        self,
-        handle: EventHandle,
-        status: str,
-        err: dict[str, Any] | None,
-        ended_at: str,
-        first: _FirstRecord | None = None,
-        end: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, bool] | None = None,
-    ) -> tuple[RecordHeader, str]:
-        """The end record of ``handle``'s event; with ``first`` (its start record, while it
-        may still be buffered), the record of the whole event that may replace it: a
-        ``point`` record at the start's time with ``ended_at``, holding both contents.
-        ``end``: the outputs, meta, link and floats to end with (the handle's by default).
-        """
-        outputs, meta, link, floats = end or (
-            handle._outputs,
-            handle._meta,
-            handle._link,
-            handle._floats,
-        )
-        content: dict[str, Any] = {}
-        if first is not None:
-            content.update(first[1])  # inputs, justification (its meta is in ``meta``)
-        if outputs:
-            content["outputs"] = outputs
-        if err is not None:
-            content["error"] = err
-        if meta:
-            content["meta"] = meta
-        text, digest = content_json(content, floats, True)
-        span = handle.span
-        trace_id = span_id = None
-        if span is not _NOOP_SPAN:
-            trace_id, span_id = span_ids(span)
-        # The event's one record (a point at the start's time, ``ended_at``), or its end.
-        phase, at, source, missing, until = "end", ended_at, None, False, None
-        if first is not None:
-            phase, until = "point", ended_at
-            _, _, at, source, missing = first
-        header = self.headers.header(
-            handle.event_id,
-            handle.parent_id,
-            handle.kind,
-            handle.name,
-            status,
-            phase,
-            at,
-            digest,
-            link,
-            source,
-            missing,
-            trace_id,
-            span_id,
-            ended_at=until,
-        )
-        return header, text
 
     def prepare_end(
         self,
@@ -671,27 +636,24 @@ class Events:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
         """
         out = dict(handle._outputs)
-        value, floats = to_json(dict(outputs))
-        out.update(value)
+        floats: bool | None = None
+        if type(outputs) is dict and self.sink.telemetry is NOOP_TELEMETRY:
+            # Encoded below and read by no hook: exact JSON (a stored result) goes in as it
+            # is, with no copy to make (``encoded_json``'s rule).
+            floats = exact_floats(outputs)
+        if floats is None:
+            value, floats = to_json(outputs if type(outputs) is dict else dict(outputs))
+            out.update(value)
+        else:
+            out.update(outputs)
         met = dict(handle._meta)
-        value, f2 = to_json(dict(meta))
+        value, f2 = to_json(meta if type(meta) is dict else dict(meta))
         met.update(value)
         floats |= f2 | handle._floats
         link = checkpoint_link(checkpoint)
         ended_at = now()
-        header, text = self._end_record(
-            handle, status, None, ended_at, end=(out, met, link, floats)
-        )
-        return PreparedEnd(
-            handle=handle,
-            ended_at=ended_at,
-            header=header,
-            content_json=text,
-            outputs=out,
-            meta=met,
-            link=link,
-            floats=floats,
-        )
+        header, text = handle._end_record(status, None, ended_at, False, (out, met, link, floats))
+        return PreparedEnd(handle, ended_at, header, text, out, met, link, floats)
 
     # -- one-record events ---------------------------------------------------------------
 
@@ -706,19 +668,17 @@ class Events:
         approval: dict[str, Any] | None = None,
         artifact: dict[str, Any] | None = None,
         checkpoint: dict[str, Any] | None = None,
-        parent: EventHandle | Step | EllipsisType | None = ...,
+        parent: EventHandle | EllipsisType | None = ...,
     ) -> str:
         """Write a one-record event (approval, note, artifact, finish); return its id.
 
-        ``parent`` as for ``begin`` (a ``Step`` stands for its event).
+        ``parent`` as for ``begin``.
         """
         sink = self.sink
         sink.require_running()
         check_text(text, "text")
         if parent is ...:
             parent = self.parent()
-        elif isinstance(parent, Step):
-            parent = parent.handle
         content: dict[str, Any] = {}
         if text is not None:
             content["text"] = text
@@ -825,22 +785,33 @@ class Events:
             parent = self.parent()
         stamp = now()
         event_id = new_id()
-        event, span, _ = self._first_record(
+        missing = justification_missing(justification, justification_source)
+        event: dict[str, Any] | None = None
+        span: SpanHandle = _NOOP_SPAN
+        trace_id = span_id = None
+        if telemetry is not NOOP_TELEMETRY:
+            event, span = self._started(
+                event_id, parent, kind, name, status, stamp, justification,
+                justification_source, missing, meta_value, content, link,
+            )  # fmt: skip
+            trace_id, span_id = span_ids(span)
+        text, digest = content_json(content, floats, True)
+        header = self.headers.header(
             event_id,
-            parent,
+            None if parent is None else parent.event_id,
             kind,
             name,
             status,
             "point",
             stamp,
-            justification,
-            justification_source,
-            meta_value,
-            content,
-            floats,
+            digest,
             link,
-            _NOOP_SPAN,
+            justification_source,
+            missing,
+            trace_id,
+            span_id,
         )
+        sink.append(header, text)
         if event is None:
             return event_id
         event.update(ended_at=stamp, outputs=out, error=err)
@@ -929,7 +900,7 @@ class Events:
         *,
         name: str,
         media_type: str | None,
-        parent: EventHandle | Step | EllipsisType | None,
+        parent: EventHandle | EllipsisType | None,
     ) -> Artifact:
         """Hash and record an artifact (``parent`` ``None``: the current context's event).
 
@@ -947,7 +918,7 @@ class Events:
         # An event ended from another context (a thread, a task) may still sit on this
         # context's stack: it is never a parent again.
         for handle in reversed(_STACK.get()):
-            if handle.events is self and not handle._ended:
+            if handle.events is self and not handle.ended:
                 return handle
         return None
 
@@ -988,117 +959,3 @@ def span_ids(span: SpanHandle) -> tuple[str | None, str | None]:
         return None, None
     span_id = getattr(span, "span_id", None)
     return trace_id, span_id if isinstance(span_id, str) else None
-
-
-class Step:
-    """``with run.step(...) as step`` (sync or async): one recorded step.
-
-    The step starts when the block is entered and ends when it is left: ``completed``, or
-    ``failed`` with the exception's type and message (the exception is re-raised).
-    """
-
-    __slots__ = ("_activation", "_checked", "_events", "_handle", "_spec")
-
-    def __init__(self, events: Events, spec: dict[str, Any], *, checked: bool = False) -> None:
-        self._events = events
-        self._spec = spec
-        self._checked = checked  # the name, justification and source were checked
-        self._handle: EventHandle | None = None
-        self._activation: contextlib.AbstractContextManager[None] | None = None
-
-    @property
-    def handle(self) -> EventHandle:
-        """The live event (after the block is entered).
-
-        Raises:
-            InvalidArgumentError: ``INVALID_ARGUMENT`` before the step started.
-        """
-        if self._handle is None:
-            raise InvalidArgumentError(message="the step has not started (use it in a with)")
-        return self._handle
-
-    @property
-    def event_id(self) -> str:
-        """The step's event id."""
-        return self.handle.event_id
-
-    def __enter__(self) -> Step:
-        spec = self._spec
-        events = self._events
-        if self._checked:
-            self._handle = events.begin_step(
-                spec["name"], spec["justification"], spec["justification_source"], spec["inputs"]
-            )
-        else:
-            self._handle = events.begin("step", **spec)
-        # ``activate``'s own test, inline: a no-op span has nothing to make current.
-        span = self._handle.span
-        self._activation = None if type(span) is NoopSpan else events.activate(self._handle)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._activation is not None:
-            self._events.deactivate(self._activation, exc_type, exc, tb)
-        handle = self._handle
-        if handle is None:
-            handle = self.handle  # raises: the step has not started
-        if exc is None:
-            handle.end("completed")
-        elif isinstance(exc, Exception):
-            handle.end("failed", error=exc)
-        else:
-            handle.end("cancelled", error=exc)
-        self._events.sink.maybe_flush()
-
-    async def __aenter__(self) -> Step:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    def record_output(self, **outputs: Any) -> None:
-        """Record outputs (merged; later keys win). Non-JSON values get markers."""
-        handle = self._handle
-        if handle is None:
-            handle = self.handle  # raises: the step has not started
-        if outputs:  # ``handle.update(outputs=outputs)`` of the keyword dict (a mapping)
-            value, floats = to_json(outputs)
-            handle._outputs.update(value)
-            handle._floats |= floats
-
-    def note(self, text: str) -> str:
-        """Record a note inside this step; return its event id.
-
-        Raises:
-            InvalidArgumentError: ``INVALID_ARGUMENT`` when ``text`` is not a str.
-        """
-        return self._events.record_point("note", "note", parent=self.handle, text=text)
-
-    def add_artifact(
-        self,
-        path_or_bytes: str | os.PathLike[str] | bytes,
-        *,
-        name: str,
-        media_type: str | None = None,
-    ) -> Artifact:
-        """Record an artifact of this step by SHA-256, size and media type.
-
-        The bytes stay where they are (a file is read once to hash it); the journal keeps
-        the hash, the size, the media type and, for a file, its absolute path.
-
-        Raises:
-            InvalidArgumentError: ``INVALID_ARGUMENT`` for a missing file or bad argument.
-        """
-        return self._events.record_artifact(
-            path_or_bytes, name=name, media_type=media_type, parent=self
-        )

@@ -20,14 +20,14 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Mapping
-from functools import partial
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..telemetry import SpanHandle, TelemetryHooks
 from ._header import RecordHeader
-from ._lifecycle import EventHandle, Events, PreparedEnd, Step
+from ._lifecycle import EventHandle, Events, PreparedEnd
+from ._step import Step
 from ._writer import ChainWriter, Ride
 
 if TYPE_CHECKING:
@@ -79,15 +79,18 @@ class Recorder:
         """
         return True if self._writer is None else self._writer.flush()
 
-    def ride(self, store: Store, end: PreparedEnd | None = None) -> Ride | None:
+    def ride(
+        self, store: Store, end: PreparedEnd | None = None, requires: int | None = None
+    ) -> Ride | None:
         """Hand the buffered records (and ``end``'s record, provisional) to a transaction
-        on ``store``; see ``ChainWriter.ride``."""
+        on ``store``, the op gated on op ``requires`` of it if given; see
+        ``ChainWriter.ride``."""
         if self._writer is None:
             return None
         if end is None:
-            return self._writer.ride(store)
+            return self._writer.ride(store, requires=requires)
         extra = (end.header, end.content_json)
-        return self._writer.ride(store, extra, partial(end.handle.end_carried, end))
+        return self._writer.ride(store, extra, end.on_carried, requires)
 
     # -- the event API (the journal seam): ``Events`` does the work ------------------------
 
@@ -168,6 +171,8 @@ class Recorder:
 
         ``parent`` as for ``begin_event`` (a ``Step`` stands for its event).
         """
+        if isinstance(parent, Step):
+            parent = parent.handle
         return self.events.record_point(
             kind,
             name,

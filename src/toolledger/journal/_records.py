@@ -159,7 +159,12 @@ def content_json(content: dict[str, Any], floats: bool, acyclic: bool = False) -
     """
     if not content:
         return _EMPTY_CONTENT
-    text = canonical(content, maybe_float=floats, acyclic=acyclic)
+    if floats or not acyclic:
+        text = canonical(content, maybe_float=floats, acyclic=acyclic)
+    else:  # ``canonical``'s usual case, inline: the C encoder without cycle bookkeeping
+        text = _dumps_acyclic(content)
+        if not text.isascii() and _ASTRAL.search(text):
+            text = canonical_json(content)
     try:
         return text, _sha256(text.encode("utf-8")).hexdigest()  # ``_sha``, inline
     except UnicodeEncodeError:

@@ -52,7 +52,7 @@ from ._content import (
 )
 from ._facts import TAIL, find_end
 from ._header import HeaderFormat
-from ._lifecycle import EventHandle, Events, Step
+from ._lifecycle import EventHandle, Events
 from ._recorder import Recorder
 from ._records import (
     MAC_HMAC_SHA256,
@@ -63,6 +63,7 @@ from ._records import (
     key_id,
     run_genesis,
 )
+from ._step import Step
 from ._writer import ChainWriter
 
 __all__ = ["Run", "current_run"]

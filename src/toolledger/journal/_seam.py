@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..store.base import Store
     from ..telemetry import CallFacts, SpanHandle
-    from ._lifecycle import EventHandle, PreparedEnd, Step
+    from ._lifecycle import EventHandle, PreparedEnd
+    from ._step import Step
     from ._writer import Ride
 
 __all__ = ["JournalSeam"]
@@ -78,8 +79,11 @@ class JournalSeam(Protocol):
         """
         ...
 
-    def ride(self, store: Store, end: PreparedEnd | None = None) -> Ride | None:
-        """Hand the buffered records (and ``end``'s) to one transaction on ``store``."""
+    def ride(
+        self, store: Store, end: PreparedEnd | None = None, requires: int | None = None
+    ) -> Ride | None:
+        """Hand the buffered records (and ``end``'s) to one transaction on ``store``, the
+        op gated on op ``requires`` of it if given."""
         ...
 
     def prepare_end(

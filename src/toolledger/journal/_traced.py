@@ -7,8 +7,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
-from ._lifecycle import Step
 from ._run import current_run
+from ._step import Step
 
 __all__ = ["traced"]
 

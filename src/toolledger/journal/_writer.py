@@ -122,27 +122,6 @@ class _Pending:
         self.build = build
 
 
-class _Doubt:
-    """A ride whose outcome is not settled yet: what it carried, and whom to tell."""
-
-    __slots__ = ("count", "extra", "keep", "on_carried", "rows")
-
-    def __init__(
-        self,
-        count: int,
-        rows: Sequence[EventRow],
-        extra: _Pending | None,
-        *,
-        keep: bool,
-        on_carried: Callable[[], None] | None,
-    ) -> None:
-        self.count = count  # the stored count the ride's append expected
-        self.rows = rows
-        self.extra = extra
-        self.keep = keep  # the op ``extra`` describes won: it stays in the chain
-        self.on_carried = on_carried  # told once ``extra`` is known to be in the chain
-
-
 _sha256 = hashlib.sha256
 
 
@@ -173,6 +152,10 @@ def _row(
 class Ride:
     """Buffered records handed to one caller transaction (see ``ChainWriter.ride``).
 
+    Until it is settled, the ride is its writer's write in doubt: what it carried (the
+    stored count its append expected, its rows, the provisional ``extra`` record) and
+    whom to tell once ``extra`` is known to be in the chain.
+
     Attributes:
         op: The ``AppendEvents`` op to put in the transaction (after the ops it rides
             with; ``requires`` may gate it on one of them).
@@ -180,12 +163,32 @@ class Ride:
             buffered to be written); ``False`` when it was withdrawn or is in doubt.
     """
 
-    __slots__ = ("_doubt", "_settled", "_writer", "carried", "op")
+    __slots__ = (
+        "_settled",
+        "_writer",
+        "carried",
+        "count",
+        "extra",
+        "keep",
+        "on_carried",
+        "op",
+        "rows",
+    )
 
-    def __init__(self, writer: ChainWriter, op: AppendEvents, doubt: _Doubt) -> None:
+    def __init__(
+        self,
+        writer: ChainWriter,
+        op: AppendEvents,
+        extra: _Pending | None,
+        on_carried: Callable[[], None] | None,
+    ) -> None:
         self._writer = writer
-        self._doubt = doubt
         self.op = op
+        self.count = op.expected_count  # the stored count the ride's append expected
+        self.rows = op.rows
+        self.extra = extra
+        self.keep = False  # the op ``extra`` describes won: it stays in the chain
+        self.on_carried = on_carried  # told once ``extra`` is known to be in the chain
         self.carried = False
         self._settled = False
 
@@ -203,7 +206,55 @@ class Ride:
         if self._settled:
             return
         self._settled = True
-        self.carried = self._writer._settle(self, appended, keep_extra)
+        self.__class__ = Ride  # settled: no finalizer left to run (``_OpenRide``)
+        self.keep = keep_extra
+        writer = self._writer
+        try:
+            if appended is True:
+                # Stored as carried. The usual case inline: the buffer still starts with
+                # the ride's rows after the count it expected (the flush lock kept other
+                # batches out; other threads only append after them): they leave it.
+                extra = self.extra
+                with writer.lock:
+                    pending = writer._pending
+                    rows = self.rows
+                    n = len(rows)
+                    whole = writer._stored[0] == self.count and len(pending) >= n
+                    if whole:
+                        for k in range(n):
+                            if pending[k].row is not rows[k]:
+                                whole = False
+                                break
+                    if whole and (extra is None or n == len(pending)):
+                        last = rows[-1]
+                        writer._stored = (last.seq + 1, last.hash)  # first, as ``_land``
+                        del pending[:n]
+                        if extra is not None and self.on_carried is not None:
+                            try:  # noqa: SIM105 (``contextlib.suppress`` costs 3 calls on the usual path)
+                                self.on_carried()
+                            except Exception:
+                                pass
+                        writer._doubt = None
+                        writer._inflight = 0
+                        self.carried = extra is not None
+                        return
+                self.carried = writer._settle(self, appended)
+            else:
+                self.carried = writer._settle(self, appended)
+        finally:
+            writer._ride = None
+            with writer.lock:  # ``_release_flush``, inline
+                writer._flush_owner = None
+                if writer._flush_waiters:
+                    writer._flush_free.notify_all()
+
+
+class _OpenRide(Ride):
+    """A ride not settled yet: one its caller never settles (an interruption between
+    ``ride`` and the caller's ``try``) is abandoned, in doubt, when it is collected.
+    ``settle`` makes it a plain ``Ride``, so a settled ride runs no finalizer."""
+
+    __slots__ = ()
 
     def __del__(self) -> None:
         # A ride an interruption left unsettled (or half-made: then it holds nothing).
@@ -262,7 +313,7 @@ class ChainWriter:
         self._pending: list[_Pending] = []
         # The first ``_inflight`` records are being written or in doubt: never replaced.
         self._inflight = 0
-        self._doubt: _Doubt | None = None
+        self._doubt: Ride | None = None  # a ride (settled or not) whose outcome is unknown
         self._ride: Ride | None = None  # the ride holding the flush lock, until settled
         self._lazy_at = 0.0
         self._oldest = 0.0
@@ -347,7 +398,7 @@ class ChainWriter:
             self._lazy_at = now
             self._pending.append(pending)
             size = len(self._pending)
-        if size == 1:
+        if size == 1 and _flusher is None:  # (``_ensure_flusher``'s own test, inline)
             _ensure_flusher()
         return pending
 
@@ -496,6 +547,7 @@ class ChainWriter:
         store: Any,
         extra: tuple[RecordHeader, str] | None = None,
         on_carried: Callable[[], None] | None = None,
+        requires: int | None = None,
     ) -> Ride | None:
         """Hand every buffered record to the caller's transaction on ``store``.
 
@@ -505,7 +557,8 @@ class ChainWriter:
         as soon as ``extra`` is known to be in the chain, before ``settle`` returns or,
         when that is not known then, when a later write finds out: a caller interrupted
         meanwhile must not write the same record again (a later record of ``extra``'s
-        event, buffered meanwhile, is dropped as superseded).
+        event, buffered meanwhile, is dropped as superseded). ``requires``: the op's
+        ``AppendEvents.requires`` (the index of the caller's op it is gated on).
 
         Returns ``None`` (nothing to carry) when there is nothing to write, the run is
         strict, ``store`` is not this writer's store, or a write in doubt cannot be
@@ -515,29 +568,49 @@ class ChainWriter:
         """
         if self.strict or store is not self.store or (not self._pending and extra is None):
             return None
-        self._acquire_flush()
+        with self.lock:  # the flush lock (``_acquire_flush``), its usual free case inline
+            free = self._flush_owner is None
+            if free:
+                self._flush_owner = threading.get_ident()
+        if not free:
+            self._acquire_flush()
         ride: Ride | None = None
         held = True
         try:
-            try:
-                self._ensure_row()
-                if self._doubt is not None:
-                    self._resolve()
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    self._on_error(exc)
-                held = False
-                self._release_flush()
-                return None  # the caller's transaction goes on without the journal
+            if self.pending_row is not None or self._doubt is not None:
+                try:
+                    self._ensure_row()
+                    if self._doubt is not None:
+                        self._resolve()
+                except Exception as exc:
+                    with contextlib.suppress(Exception):
+                        self._on_error(exc)
+                    held = False
+                    self._release_flush()
+                    return None  # the caller's transaction goes on without the journal
             with self.lock:
-                self._normalise()
-                self._materialize()
                 pending = self._pending
-                rows = [p.row for p in pending if p.row is not None]  # all built now
+                if pending and pending[0].row is not None:  # (a lazy first is alone: linked)
+                    self._normalise()
+                # The buffer's rows, chained from the stored prefix; the lazy last record
+                # is built and chained here (``_materialize``).
+                count, prev = self._stored
+                seq = count
+                rows: list[EventRow] = []
+                for p in pending:
+                    row = p.row
+                    if row is None and p.build is not None:
+                        header, content_json = p.build()  # if it raises, nothing changed
+                        row = _row(header, content_json, seq, prev, self.key)
+                        p.header, p.content_json = header, content_json
+                        p.row = row  # the one step that chains it
+                        p.build = None
+                    if row is not None:
+                        rows.append(row)
+                        seq, prev = seq + 1, row.hash
                 last: _Pending | None = None
                 if extra is not None:
                     header, content_json = extra
-                    seq, prev = self._tip()
                     row = _row(header, content_json, seq, prev, self.key)
                     last = _Pending(header, content_json, row)
                     rows.append(row)
@@ -545,13 +618,11 @@ class ChainWriter:
                     held = False
                     self._release_flush()
                     return None
-                count = self._stored[0]
-                op = AppendEvents(self.run_id, tuple(rows), count)
+                op = AppendEvents(self.run_id, tuple(rows), count, requires)
                 # In doubt from now until settled: an interruption anywhere leaves it so.
-                doubt = _Doubt(count, op.rows, last, keep=False, on_carried=on_carried)
-                ride = Ride(self, op, doubt)
+                ride = _OpenRide(self, op, last, on_carried)
                 self._ride = ride
-                self._doubt = doubt
+                self._doubt = ride
                 self._inflight = len(rows)
                 if last is not None:
                     pending.append(last)  # the extra record is chained
@@ -563,34 +634,30 @@ class ChainWriter:
                 self._release_flush()
             raise
 
-    def _settle(self, ride: Ride, appended: bool | BaseException, keep: bool) -> bool:
-        """Finish ``ride`` (flush lock held); return whether its extra record is carried."""
-        doubt = ride._doubt
-        doubt.keep = keep
-        extra = doubt.extra
-        self._doubt = doubt  # (set by ``ride`` already)
+    def _settle(self, ride: Ride, appended: bool | BaseException) -> bool:
+        """Finish ``ride`` (flush lock held; ``Ride.settle`` frees it); return whether its
+        extra record is carried."""
+        keep = ride.keep
+        extra = ride.extra
+        self._doubt = ride  # (set by ``ride`` already)
+        if appended is True:
+            self._resolved(landed=True)
+            return extra is not None
+        # Not reported stored: ask the store (a commit may land and still raise).
         try:
-            if appended is True:
-                self._resolved(landed=True)
-                return extra is not None
-            # Not reported stored: ask the store (a commit may land and still raise).
-            try:
-                landed = self._resolve()
-            except Exception as exc:
-                with contextlib.suppress(Exception):  # strict on_error raises: not here
-                    self._on_error(exc)
-                return extra is not None and keep  # in doubt: a later write settles it
-            try:
-                self._write_front()
-            except Exception as exc:
-                with self.lock:
-                    self._bound_pending()
-                with contextlib.suppress(Exception):
-                    self._on_error(exc)
-            return extra is not None and (keep or landed)
-        finally:
-            self._ride = None
-            self._release_flush()
+            landed = self._resolve()
+        except Exception as exc:
+            with contextlib.suppress(Exception):  # strict on_error raises: not here
+                self._on_error(exc)
+            return extra is not None and keep  # in doubt: a later write settles it
+        try:
+            self._write_front()
+        except Exception as exc:
+            with self.lock:
+                self._bound_pending()
+            with contextlib.suppress(Exception):
+                self._on_error(exc)
+        return extra is not None and (keep or landed)
 
     def _abandon(self, ride: Ride, *, release: bool = True) -> None:
         """A ride its caller never settled: its outcome is in doubt; free the flush lock."""
@@ -600,7 +667,7 @@ class ChainWriter:
             if ride._settled:
                 return  # (an interruption inside ``settle``: its doubt is set already)
             ride._settled = True
-            self._doubt = ride._doubt
+            self._doubt = ride
         if release:
             self._release_flush()
 
