@@ -360,10 +360,7 @@ def call(
     except InvalidArgumentError as exc:  # refused on its arguments: recorded, then raised
         refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
         raise
-    gen, req, done = begin(run, flow)
-    if done is not None:
-        return done
-    return drive_sync(run, flow, gen, req)
+    return drive_sync(run, flow, flow.run())
 
 
 async def acall(
@@ -882,14 +879,23 @@ async def _aask(call: Call, request: ApprovalRequest) -> Any:
     return answer
 
 
-def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutcome:
-    """Perform ``flow``'s requests, from ``req`` on, until it ends; return its outcome."""
+def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any = None) -> ToolOutcome:
+    """Perform ``flow``'s requests, from ``req`` on (``None``: from the flow's start),
+    until it ends; return its outcome."""
     shield: DeferSigint | None = None
     call = flow.call
-    reply: Any
+    reply: Any = None
+    send = gen.send
     try:
         while True:
-            send = gen.send
+            if req is None:
+                try:
+                    req = send(reply)  # the first ``send(None)`` starts the flow
+                except StopIteration as stop:
+                    outcome: ToolOutcome = stop.value
+                    finish(run, flow, outcome, None)
+                    return outcome
+                send = gen.send
             kind = type(req)
             if kind is Execute:
                 ctx = _execute_context(run, flow, req)
@@ -911,12 +917,7 @@ def drive_sync(run: GuardedRun, flow: CallFlow, gen: Any, req: Any) -> ToolOutco
                     reply = perform(run, flow, req)
                 except StoreError as exc:
                     send, reply = gen.throw, exc
-            try:
-                req = send(reply)
-            except StopIteration as stop:
-                outcome: ToolOutcome = stop.value
-                finish(run, flow, outcome, None)
-                return outcome
+            req = None
     except BaseException as exc:
         finish(run, flow, None, exc)
         raise

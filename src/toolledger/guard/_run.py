@@ -259,6 +259,11 @@ class Run(JournalRun):
         if isinstance(outcome, ToolOutcome) and outcome.status == _COMPLETED:
             with self._owed_lock:  # owed a delivery until run.deliver/mark_seen/mark_posted
                 self._owed[outcome.call_id] = None
+        if self._controller is not None:
+            self._served(outcome)
+
+    def _served(self, outcome: Any) -> None:
+        """Tell the replay controller a recorded call was served from its checkpoint."""
         ctl = self._controller
         if (
             ctl is not None
@@ -315,7 +320,11 @@ class Run(JournalRun):
             on_error=on_error,
             **gate,
         )
-        self._after_call(outcome)
+        if outcome.status == _COMPLETED:
+            with self._owed_lock:  # owed a delivery until run.deliver/mark_seen/mark_posted
+                self._owed[outcome.call_id] = None
+        if self._controller is not None:  # replaying a recorded run
+            self._served(outcome)
         return outcome
 
     async def acall(
