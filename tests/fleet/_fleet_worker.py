@@ -3,7 +3,9 @@
 Each worker leases released calls from a durable queue table (a lease expires after
 ``LEASE_SECONDS``, so a killed worker's call is picked up again), runs each through the
 guard (``toolledger.run(...).call(...)`` then ``run.deliver``), and marks it done when it
-is delivered or left in a reconcile state (``OUTCOME_UNKNOWN``, ``DELIVERY_UNCERTAIN``).
+is delivered or left in a reconcile state (``OUTCOME_UNKNOWN``, ``DELIVERY_UNCERTAIN``);
+an ``OUTCOME_UNKNOWN`` for a call a live attempt holds is not an end: the lease expires
+and the call is asked again (the holder may give its claim back, leaving it ``ready``).
 The tool's side effect is a row in ``effects`` (one per call id, with a count), written
 through a separate connection: the outside world. ``recover`` looks the effect up there,
 as a real tool would look an order up by the id it journaled.
@@ -158,7 +160,14 @@ def worker(dsn: str, schema: str, index: int, log_path: str) -> None:
                     done(item, "delivered")
                 except tl.OutcomeUnknownError as exc:
                     log.write(f"{exc.code}\n")
-                    done(item, "outcome-unknown")
+                    if exc.details.get("live_attempt"):
+                        # Held by a live attempt: not settled yet ("call again later"). If
+                        # that attempt gives the claim back (its execute failed before the
+                        # effect), the call is ready again: the lease expires, and a
+                        # worker calls again.
+                        time.sleep(rng.uniform(0.02, 0.1))
+                    else:
+                        done(item, "outcome-unknown")
                 except tl.DeliveryUncertainError as exc:
                     log.write(f"{exc.code}\n")
                     done(item, "delivery-uncertain")
