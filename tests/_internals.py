@@ -16,7 +16,7 @@ from toolledger.checkpoint._json import _walk_types
 from toolledger.checkpoint._json import check_types as check_types
 from toolledger.checkpoint._json import compact_json as compact_json
 from toolledger.checkpoint._json import copy_json as copy_json
-from toolledger.checkpoint.model import _KNOWN_VALID
+from toolledger.checkpoint._json import take_proof as take_proof
 from toolledger.cli._common import clean as clean
 from toolledger.cli._common import json_line as json_line
 from toolledger.guard import _call as _guard_call
@@ -99,8 +99,6 @@ store_search = _store_search
 TELEMETRY_DEFAULTS = _TELEMETRY_DEFAULTS
 #: The journal's registry of live writers (the flusher lists it; tests fill it).
 LIVE_WRITERS = _LIVE_WRITERS
-#: The registry of records known valid (``checkpoint.model.remember_valid``): id -> weakref.
-KNOWN_VALID = _KNOWN_VALID
 #: The guard's one constructor of a ``ToolOutcome`` from a checkpoint record.
 outcome_of = _outcome
 #: The module of the frozen ``Call`` a guard flow (``CallFlow``) runs over and of the

@@ -284,3 +284,77 @@ def test_payload_shape_of_shared_subtrees_is_exact() -> None:
     copied = json.loads(json.dumps(shared))
     assert check_types(shared) == check_types(copied)
     assert check_types(copied).depth == 6
+
+
+class TestProvenResult:
+    """A result ``stored_result`` proved is stored from its proof; any other is checked."""
+
+    def test_proven_result_is_stored_as_proven(self) -> None:
+        """The stored payload is a private copy equal to the result at its proof, with the
+        shape a full walk measures."""
+        from .._internals import check_types, stored_result
+
+        value = {"ok": True, "items": [1, 2.5, "é", {"k": None}]}
+        payload, _ = stored_result(value, False)
+        assert payload is value
+        t = _complete(payload)
+        assert t.next.result is not None
+        assert t.next.result.payload == {"ok": True, "items": [1, 2.5, "é", {"k": None}]}
+        assert t.next.result.payload is not value
+        assert check_types(value) == check_types(t.next.result.payload)
+
+    def test_result_changed_after_its_proof_is_stored_as_proven(self) -> None:
+        """A change made after the proof (a set, a NaN) reaches neither the check nor the
+        stored payload: what is stored is valid exact JSON, as proven."""
+        from .._internals import stored_result
+
+        value: dict[str, Any] = {"n": [1]}
+        payload, _ = stored_result(value, False)
+        value["bad"] = {1, 2}
+        value["n"].append(float("nan"))
+        t = _complete(payload)
+        assert t.next.result is not None
+        assert t.next.result.payload == {"n": [1]}
+
+    def test_proof_is_used_once_then_the_result_is_checked(self) -> None:
+        """A second transition with the same object walks it again: a change fails there."""
+        from .._internals import stored_result
+
+        value: dict[str, Any] = {"n": 1}
+        payload, _ = stored_result(value, False)
+        _complete(payload)
+        value["bad"] = (1, 2)
+        assert _code(payload) == "INVALID_ARGUMENT"
+
+    @pytest.mark.parametrize(
+        ("limit", "code"), [(None, None), (8, "PAYLOAD_LIMIT")], ids=["within", "over"]
+    )
+    def test_proven_result_bytes_are_bounded(self, limit: int | None, code: str | None) -> None:
+        """The byte bound applies to a proven result as to any other."""
+        from .._internals import stored_result
+
+        payload, _ = stored_result({"message": "x" * 20}, False)
+        if code is None:
+            assert _complete(payload, max_payload_bytes=limit).next.result is not None
+        else:
+            assert _code(payload, max_payload_bytes=limit) == code
+
+    def test_proven_result_depth_and_values_are_bounded(self) -> None:
+        """Depth and value count are bounded for a proven result too."""
+        from .._internals import stored_result
+
+        deep: Any = 0
+        for _ in range(40):
+            deep = [deep]
+        payload, _ = stored_result(deep, False)
+        assert _code(payload) == "PAYLOAD_LIMIT"
+        payload, _ = stored_result(list(range(10_001)), False)
+        assert _code(payload) == "PAYLOAD_LIMIT"
+
+    @pytest.mark.parametrize("value", [None, True, 0, -(2**53) + 1, 1.5, "x", "é", [], {}])
+    def test_proven_scalar_or_empty_result_measures_as_check_types(self, value: Any) -> None:
+        """A proof's shape is check_types' own, scalars and empty containers included."""
+        from .._internals import check_types, stored_result, take_proof
+
+        payload, _ = stored_result(value, False)
+        assert take_proof(payload) == check_types(value)

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from ._json import EXACT_DEPTH, exact_shape
+from ._json import EXACT_DEPTH, exact_shape, prove_exact
 
 __all__ = [
     "MAX_DEPTH",
@@ -88,6 +88,11 @@ def encode_result(value: Any) -> tuple[Any, str | None]:
     """
     if exact_floats(value) is not None:
         return value, None
+    return _encoded(value)
+
+
+def _encoded(value: Any) -> tuple[Any, str | None]:
+    """``encode_result`` for a value that is not exact JSON as it is."""
     walk = _Walk(strict=True)
     out = _convert(value, walk, 0)
     if walk.problems:
@@ -108,8 +113,12 @@ def stored_result(value: Any, is_error: bool) -> tuple[Any, bool]:
 
     The encoded value with ``is_error`` as given, or, when no rule carries it,
     ``unencodable_result(problem)`` with ``is_error=True``: the call completes either way.
+    Exact JSON is returned as it is, proven (``prove_exact``): the transition that stores
+    it next checks its types and measures it from that proof, not by another walk.
     """
-    encoded, problem = encode_result(value)
+    if prove_exact(value):
+        return value, is_error
+    encoded, problem = _encoded(value)
     if problem is None:
         return encoded, is_error
     return unencodable_result(problem), True

@@ -15,13 +15,15 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, PayloadLimitError
 
 __all__ = [
     "copy_json",
+    "prove_exact",
+    "take_proof",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "HARD_MAX_PAYLOAD_BYTES",
     "EXACT_DEPTH",
@@ -50,6 +52,9 @@ class PayloadShape:
     depth: int
     values: int
     floats: bool = False  # whether a float occurs (canonical_json's fast path needs none)
+    #: The payload's compact JSON when ``prove_exact`` made this shape (``check_bounds``
+    #: then measures it instead of encoding the payload again).
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 def check_types(value: Any, *, what: str = "payload") -> PayloadShape:
@@ -121,6 +126,53 @@ def exact_shape(node: Any, depth: int, max_values: int | None) -> tuple[int, int
             return None
         values += 1
     return values, deepest, floats
+
+
+#: Values proven exact JSON by ``prove_exact`` and not used since: id -> (value, shape).
+#: An entry holds its value, so no other object has its id while it lasts. Used up by
+#: ``take_proof``; a few at most are waiting (a result is proven just before its
+#: transition stores it), the bound only drops proofs nobody came for.
+_PROVEN: dict[int, tuple[Any, PayloadShape]] = {}
+_PROVEN_MAX = 64
+
+
+def prove_exact(value: Any) -> bool:
+    """Return whether ``value`` is exact JSON, and if so remember the proof for ``check_types``.
+
+    The proof is ``value``'s shape and compact JSON as they are now: ``take_proof(value)``
+    returns that shape (``check_types``' own answer) once, and ``check_bounds`` measures
+    its text instead of encoding the value. A transition that takes the proof stores that
+    text: a value someone changes after its proof is stored as it was proven. Never raises
+    for a value's content.
+    """
+    tp = type(value)
+    if tp is dict or tp is list:
+        measured = exact_shape(value, 1, None)
+        wrapped = 0
+    else:  # checked as the item of a list around it, which is not counted
+        measured = exact_shape([value], 0, None)
+        wrapped = 1
+    if measured is None:
+        return False
+    try:
+        text = compact_json(value)
+    except (TypeError, ValueError):  # pragma: no cover (changed by another thread meanwhile)
+        return False
+    if len(_PROVEN) >= _PROVEN_MAX:
+        _PROVEN.clear()
+    shape = PayloadShape(
+        depth=measured[1], values=measured[0] - wrapped, floats=measured[2], text=text
+    )
+    _PROVEN[id(value)] = (value, shape)
+    return True
+
+
+def take_proof(value: Any) -> PayloadShape | None:
+    """Return the shape ``prove_exact`` proved for this very ``value`` and forget it, or
+    ``None`` (then check it with ``check_types``). The shape carries the proven text: store
+    what ``check_bounds`` returns for it, not ``value``."""
+    proven = _PROVEN.pop(id(value), None)
+    return None if proven is None else proven[1]
 
 
 def _encodes(s: str) -> bool:
@@ -237,9 +289,6 @@ def _type_error(what: str, path: Any, why: str) -> InvalidArgumentError:
     )
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def copy_json(value: Any) -> Any:
     """Return a private copy of exact JSON: its dicts and lists copied, scalars shared.
 
@@ -264,11 +313,6 @@ def copy_json(value: Any) -> Any:
     return value
 
 
-def compact_json(value: Any) -> str:
-    """Encode ``value`` as compact JSON, key order kept, non-ASCII kept (the stored form)."""
-    return _COMPACT.encode(value)
-
-
 def check_bounds(
     value: Any,
     shape: PayloadShape,
@@ -282,7 +326,7 @@ def check_bounds(
     """Check ``value``'s bounds and return its compact JSON.
 
     ``size_known``: the caller proved the byte bound already; only depth and value count
-    are checked and ``""`` is returned.
+    are checked and ``""`` is returned. A shape ``prove_exact`` made carries the text.
 
     Raises:
         PayloadLimitError: ``PAYLOAD_LIMIT`` for depth, value count or byte size.
@@ -299,7 +343,7 @@ def check_bounds(
         )
     if size_known:
         return ""
-    text = compact_json(value)
+    text = compact_json(value) if shape.text is None else shape.text
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadLimitError(
@@ -321,8 +365,7 @@ def canonical_json(value: object) -> str:
         # the type walk below would prove nothing more, and the C encoder's text is the
         # canonical one (ASCII keys sort the same by code point and by UTF-16 unit). Its
         # values are scalars, so it holds no cycle: the encoder made once serves it.
-        flat: str = sorted_dumps_acyclic(value)
-        return flat
+        return sorted_dumps_acyclic(value)
     shape = check_types(value, what="value")
     if shape.depth > 512:
         raise PayloadLimitError(
@@ -357,32 +400,31 @@ def _flat_ascii(value: dict[Any, Any]) -> bool:
     return True
 
 
-_SORTED = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-_SORTED_ACYCLIC = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-)
-
-
 def _not_json(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _make_sorted_dumps(*, check_circular: bool = True) -> Any:
-    """``_SORTED.encode`` without building a C encoder per call, when CPython has one.
+def _make_dumps(*, sort_keys: bool = True, check_circular: bool = True) -> Any:
+    """``JSONEncoder.encode`` (compact, non-ASCII kept, no NaN) in one Python frame.
 
-    ``JSONEncoder.encode`` makes a new ``c_make_encoder`` per call; one made per call with
-    the arguments ``JSONEncoder.iterencode`` passes and a fresh ``markers`` dict (so a
-    cycle still raises) writes the same text. ``check_circular=False``: one encoder made
-    once, without markers, for values that cannot hold a cycle.
+    ``JSONEncoder.encode`` runs ``encode`` and ``iterencode`` and makes a new
+    ``c_make_encoder`` per call; one made per call with the arguments ``iterencode`` passes
+    and a fresh ``markers`` dict (so a cycle still raises) writes the same text.
+    ``check_circular=False``: one encoder made once, without markers, for values that
+    cannot hold a cycle.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover (no C accelerator: PyPy, some builds)
-        return _SORTED.encode if check_circular else _SORTED_ACYCLIC.encode
+        return json.JSONEncoder(
+            sort_keys=sort_keys,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+            check_circular=check_circular,
+        ).encode
     escape = json.encoder.encode_basestring
     if not check_circular:
-        encode_acyclic = make(None, _not_json, escape, None, ":", ",", True, False, False)
+        encode_acyclic = make(None, _not_json, escape, None, ":", ",", sort_keys, False, False)
 
         def dumps_acyclic(value: Any) -> str:
             if type(value) is str:
@@ -394,19 +436,21 @@ def _make_sorted_dumps(*, check_circular: bool = True) -> Any:
     def dumps(value: Any) -> str:
         if type(value) is str:
             return str(escape(value))
-        encode = make({}, _not_json, escape, None, ":", ",", True, False, False)
+        encode = make({}, _not_json, escape, None, ":", ",", sort_keys, False, False)
         return "".join(encode(value, 0))
 
     return dumps
 
 
+#: Encode ``value`` as compact JSON, key order kept, non-ASCII kept (the stored form).
+compact_json: Callable[[Any], str] = _make_dumps(sort_keys=False)
 #: Compact JSON with sorted keys, non-ASCII kept, no NaN (the canonical text of exact JSON
 #: without floats or non-BMP characters).
-sorted_dumps: Callable[[Any], str] = _make_sorted_dumps()
+sorted_dumps: Callable[[Any], str] = _make_dumps()
 #: ``sorted_dumps`` of a value that holds no cycle (fresh containers of bounded depth, as
 #: ``journal._values.to_json`` returns): no cycle bookkeeping (a cycle would recurse until
 #: ``RecursionError``).
-sorted_dumps_acyclic: Callable[[Any], str] = _make_sorted_dumps(check_circular=False)
+sorted_dumps_acyclic: Callable[[Any], str] = _make_dumps(check_circular=False)
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 

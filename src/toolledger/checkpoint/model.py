@@ -11,12 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from functools import partial
 from typing import Any, TypeGuard
 
 from ..errors import InvalidArgumentError
@@ -40,7 +38,9 @@ __all__ = [
     "fingerprint",
     "parse_age",
     "format_time",
+    "is_identifier",
     "is_known_valid",
+    "mark_valid",
     "parse_time",
     "remember_valid",
     "replaced_record",
@@ -51,6 +51,8 @@ SCHEMA_VERSION = 1
 
 # Explicit ASCII classes with fullmatch: no \w (Unicode digits) and no $ (matches before "\n").
 _IDENTIFIER = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+#: Whether a str passes ``check_identifier`` (a match, else ``None``), without a Python frame.
+is_identifier = _IDENTIFIER.fullmatch
 _FINGERPRINT = re.compile(r"[A-Za-z0-9._:+/=-]{1,256}")
 # A binding's five fields at once, joined by NUL (in neither class, so each field is
 # matched alone, whole): it matches exactly when each field passes its check_identifier.
@@ -204,8 +206,21 @@ def fingerprint(value: object) -> str:
     return f"sha256:{digest}"
 
 
+class _Keyed:
+    """A binding's ``key`` slot, outside its dataclass fields: equality, ``repr`` and the
+    stored form are the five fields; ``__post_init__`` sets it."""
+
+    __slots__ = ("key",)
+    #: The store key, ``(namespace, call_id)``: read at every step of a call, so it is made
+    #: once (a property ran a Python frame per read).
+    key: tuple[str, str]
+
+
+_SET_KEY = vars(_Keyed)["key"].__set__
+
+
 @dataclass(frozen=True, slots=True)
-class Binding:
+class Binding(_Keyed):
     """What a checkpoint is for: the key ``(namespace, call_id)`` and what it must match.
 
     A record found under the key whose binding differs in any field is a
@@ -222,6 +237,7 @@ class Binding:
     input_fingerprint: str
 
     def __post_init__(self) -> None:
+        _SET_KEY(self, (self.namespace, self.call_id))
         fields = (
             self.namespace,
             self.call_id,
@@ -246,10 +262,19 @@ class Binding:
         # The joined match fails only where a check above raises.
         raise AssertionError("a field passed alone but not joined")  # pragma: no cover
 
-    @property
-    def key(self) -> tuple[str, str]:
-        """The store key, ``(namespace, call_id)``."""
-        return (self.namespace, self.call_id)
+    def __reduce__(self) -> tuple[type[Binding], tuple[str, str, str, str, str]]:
+        # Copies and pickles go through __init__, so they get their key (the dataclass's
+        # own state would restore the five fields only).
+        return (
+            Binding,
+            (
+                self.namespace,
+                self.call_id,
+                self.tool_name,
+                self.tool_revision,
+                self.input_fingerprint,
+            ),
+        )
 
     def to_dict(self) -> dict[str, str]:
         """Return the JSON-ready form."""
@@ -322,14 +347,15 @@ class Resolution:
         }
 
 
-class _WeakReferenceable:
-    """Lets slotted records be weakly referenced (for the known-valid registry below)."""
+class _Provable:
+    """A record's known-valid mark (see ``remember_valid``), a slot outside its dataclass
+    fields: no copy, ``replace`` or pickle carries it. Records stay weakly referenceable."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "_known_valid")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointRecord(_WeakReferenceable):
+class CheckpointRecord(_Provable):
     """One tool call's persisted checkpoint, schema version 1.
 
     Build one with ``create_checkpoint``; change it only with the transition functions.
@@ -498,39 +524,24 @@ class Transition:
     name: str
 
 
-# Records toolledger itself built or validated and whose contents nobody else holds: the
-# output of a transition (built from a valid record and checked arguments, with a private
-# copy of the result payload), a record loaded from a store, a validated payload-free
-# record (all of its fields are immutable). ``validate_checkpoint`` skips the walk for
-# them, so the hot path (get -> transition -> CAS) validates each record once. Keyed by
-# id(), each entry a weak reference to its record: a hit is only the very object (the
-# reference still leads to it), so an id is never confused with a later object's, and an
-# entry is dropped when its record dies. (``WeakValueDictionary`` does the same with a
-# Python-level ``KeyedRef`` per entry, about three times the cost.)
-_KNOWN_VALID: dict[int, weakref.ReferenceType[CheckpointRecord]] = {}
-
-
-def _forget(
-    key: int,
-    ref: weakref.ReferenceType[CheckpointRecord],
-    known: dict[int, weakref.ReferenceType[CheckpointRecord]] = _KNOWN_VALID,
-) -> None:
-    # The record died. A later record with the same id may have its own entry by now:
-    # keep it. (Should a thread swap the entry in between, the newer one is dropped: that
-    # record is only validated again, never taken for valid unchecked.) ``known`` is bound
-    # here so a record dying while the interpreter clears this module still finds it.
-    if known.get(key) is ref:
-        known.pop(key, None)
+# Records toolledger itself built or validated and whose contents nobody else holds carry a
+# mark: the output of a transition (built from a valid record and checked arguments, with a
+# private copy of the result payload), a record loaded from a store, a validated
+# payload-free record (all of its fields are immutable). ``validate_checkpoint`` skips the
+# walk for them, so the hot path (get -> transition -> CAS) validates each record once. The
+# mark is on the very object: an equal copy (``replace``, ``copy``, pickle, the record
+# builders above) is checked again, and the mark dies with its record.
+#: ``mark_valid(record, True)``: ``remember_valid`` without a Python frame (the slot's own
+#: setter), for the transitions, which mark every record they make.
+mark_valid: Callable[[CheckpointRecord, bool], None] = vars(_Provable)["_known_valid"].__set__
 
 
 def remember_valid(record: CheckpointRecord) -> CheckpointRecord:
-    """Mark ``record`` as valid (see ``_KNOWN_VALID``) and return it."""
-    key = id(record)
-    _KNOWN_VALID[key] = weakref.ref(record, partial(_forget, key))
+    """Mark ``record`` as valid (see above) and return it."""
+    mark_valid(record, True)
     return record
 
 
 def is_known_valid(record: object) -> TypeGuard[CheckpointRecord]:
     """Return whether ``record`` itself (not an equal copy) was marked valid."""
-    known = _KNOWN_VALID.get(id(record))
-    return known is not None and known() is record
+    return isinstance(record, CheckpointRecord) and getattr(record, "_known_valid", False) is True

@@ -25,16 +25,24 @@ rule: stores tell them apart by the new record's ``resolution``
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from ..errors import (
     BindingConflictError,
+    CheckpointError,
     FenceConflictError,
     InvalidArgumentError,
     InvalidTransitionError,
 )
-from ._json import DEFAULT_MAX_PAYLOAD_BYTES, HARD_MAX_PAYLOAD_BYTES, check_bounds, check_types
+from ._json import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    HARD_MAX_PAYLOAD_BYTES,
+    check_bounds,
+    check_types,
+    take_proof,
+)
 from .model import (
     Action,
     Binding,
@@ -47,8 +55,9 @@ from .model import (
     check_identifier,
     check_reason,
     check_time,
+    is_identifier,
     is_known_valid,
-    remember_valid,
+    mark_valid,
     replaced_record,
 )
 from .validate import validate_checkpoint
@@ -185,12 +194,12 @@ def create_checkpoint(binding: Binding, *, at: datetime) -> CheckpointRecord:
     """
     if not isinstance(binding, Binding):
         raise InvalidArgumentError(message="binding must be a Binding")
-    when = check_time(at)
-    return remember_valid(
-        CheckpointRecord(
-            binding=binding, status=Status.READY, revision=0, created_at=when, updated_at=when
-        )
+    when = at if type(at) is datetime and at.tzinfo is timezone.utc else check_time(at)
+    new = CheckpointRecord(
+        binding=binding, status=Status.READY, revision=0, created_at=when, updated_at=when
     )
+    mark_valid(new, True)
+    return new
 
 
 def decide_checkpoint(record: CheckpointRecord, binding: Binding) -> Decision:
@@ -249,9 +258,9 @@ def claim_execution(record: CheckpointRecord, *, attempt_id: str, at: datetime) 
             for the same ``attempt_id``).
         InvalidTransitionError: ``INVALID_TRANSITION`` from any other status.
     """
-    rec, when = _begin(record, at)
-    check_identifier(attempt_id, "attempt_id")
-    _check_status(rec, "claim_execution")
+    rec, when = _begin(record, at, attempt_id, "attempt_id")
+    if rec.status not in TRANSITIONS["claim_execution"].sources:
+        raise _status_error(rec, "claim_execution")
     return _move(
         rec,
         "claim_execution",
@@ -281,23 +290,29 @@ def complete_execution(
         InvalidTransitionError, FenceConflictError: wrong status or not the owner.
         PayloadLimitError: ``PAYLOAD_LIMIT`` when the payload exceeds its bounds.
     """
-    rec, when = _begin(record, at)
-    check_identifier(attempt_id, "attempt_id")
-    limit = _payload_limit(max_payload_bytes)
+    rec, when = _begin(record, at, attempt_id, "attempt_id")
+    limit = (
+        DEFAULT_MAX_PAYLOAD_BYTES
+        if max_payload_bytes is None
+        else _payload_limit(max_payload_bytes)
+    )
     if type(is_error) is not bool:
         raise InvalidArgumentError(message="is_error must be a bool")
-    shape = check_types(result, what="result")
-    _check_status(rec, "complete_execution")
-    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    shape = take_proof(result) or check_types(result, what="result")
+    if rec.status not in TRANSITIONS["complete_execution"].sources:
+        raise _status_error(rec, "complete_execution")
+    if rec.execution_fence != attempt_id:
+        raise _fence_error("execution", rec)
     text = check_bounds(result, shape, max_bytes=limit, what="result")
     # Keep a private copy (exact: the JSON round trip of exact JSON is the identity), so a
-    # caller mutating its object later cannot change what is stored and re-delivered.
+    # caller mutating its object later cannot change what is stored and re-delivered. (A
+    # result stored_result proved: its text as proven; nothing walks or encodes it again.)
     return _move(
         rec,
         "complete_execution",
         when,
         uncertain_reason=None,
-        result=Result(payload=json.loads(text), is_error=is_error),
+        result=Result(payload=_parse_own(text, 0)[0], is_error=is_error),
         completed_at=when,
     )
 
@@ -311,11 +326,12 @@ def mark_execution_uncertain(
         InvalidArgumentError: ``reason`` is not a str of 1-1024 characters.
         InvalidTransitionError, FenceConflictError: wrong status or not the owner.
     """
-    rec, when = _begin(record, at)
-    check_identifier(attempt_id, "attempt_id")
+    rec, when = _begin(record, at, attempt_id, "attempt_id")
     check_reason(reason)
-    _check_status(rec, "mark_execution_uncertain")
-    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    if rec.status not in TRANSITIONS["mark_execution_uncertain"].sources:
+        raise _status_error(rec, "mark_execution_uncertain")
+    if rec.execution_fence != attempt_id:
+        raise _fence_error("execution", rec)
     return _move(rec, "mark_execution_uncertain", when, uncertain_reason=reason)
 
 
@@ -331,16 +347,17 @@ def release_execution(
         InvalidArgumentError: any other ``evidence``.
         InvalidTransitionError, FenceConflictError: wrong status or not the owner.
     """
-    rec, when = _begin(record, at)
-    check_identifier(attempt_id, "attempt_id")
+    rec, when = _begin(record, at, attempt_id, "attempt_id")
     if evidence != "journal-empty":
         raise InvalidArgumentError(
             message='release_execution needs evidence="journal-empty" (the operation journal '
             "proves the failure happened before any effect)",
             details={"argument": "evidence", "value": repr(evidence)[:100]},
         )
-    _check_status(rec, "release_execution")
-    _check_fence(rec.execution_fence, attempt_id, "execution", rec)
+    if rec.status not in TRANSITIONS["release_execution"].sources:
+        raise _status_error(rec, "release_execution")
+    if rec.execution_fence != attempt_id:
+        raise _fence_error("execution", rec)
     return _move(rec, "release_execution", when, execution_fence=None, execution_claimed_at=None)
 
 
@@ -351,9 +368,9 @@ def claim_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetime) 
         FenceConflictError: ``FENCE_CONFLICT`` when a delivery is already claimed.
         InvalidTransitionError: from any status other than completed.
     """
-    rec, when = _begin(record, at)
-    check_identifier(delivery_id, "delivery_id")
-    _check_status(rec, "claim_delivery")
+    rec, when = _begin(record, at, delivery_id, "delivery_id")
+    if rec.status not in TRANSITIONS["claim_delivery"].sources:
+        raise _status_error(rec, "claim_delivery")
     return _move(
         rec,
         "claim_delivery",
@@ -371,10 +388,11 @@ def release_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetime
     Raises:
         InvalidTransitionError, FenceConflictError: wrong status or not the owner.
     """
-    rec, when = _begin(record, at)
-    check_identifier(delivery_id, "delivery_id")
-    _check_status(rec, "release_delivery")
-    _check_fence(rec.delivery_fence, delivery_id, "delivery", rec)
+    rec, when = _begin(record, at, delivery_id, "delivery_id")
+    if rec.status not in TRANSITIONS["release_delivery"].sources:
+        raise _status_error(rec, "release_delivery")
+    if rec.delivery_fence != delivery_id:
+        raise _fence_error("delivery", rec)
     return _move(rec, "release_delivery", when, delivery_fence=None)
 
 
@@ -384,10 +402,11 @@ def complete_delivery(record: CheckpointRecord, *, delivery_id: str, at: datetim
     Raises:
         InvalidTransitionError, FenceConflictError: wrong status or not the owner.
     """
-    rec, when = _begin(record, at)
-    check_identifier(delivery_id, "delivery_id")
-    _check_status(rec, "complete_delivery")
-    _check_fence(rec.delivery_fence, delivery_id, "delivery", rec)
+    rec, when = _begin(record, at, delivery_id, "delivery_id")
+    if rec.status not in TRANSITIONS["complete_delivery"].sources:
+        raise _status_error(rec, "complete_delivery")
+    if rec.delivery_fence != delivery_id:
+        raise _fence_error("delivery", rec)
     return _move(rec, "complete_delivery", when, delivered_at=when)
 
 
@@ -447,7 +466,7 @@ def resolve_completed(
         raise InvalidArgumentError(message="is_error must be a bool")
     outcome = "failed" if is_error else "completed"
     limit = _payload_limit(max_payload_bytes)
-    shape = check_types(result, what="result")
+    shape = take_proof(result) or check_types(result, what="result")
     rec, when, resolution = _begin_resolve(
         record, "resolve_completed", at, by, reason, force, outcome
     )
@@ -457,7 +476,7 @@ def resolve_completed(
         "resolve_completed",
         when,
         uncertain_reason=None,
-        result=Result(payload=json.loads(text), is_error=is_error),
+        result=Result(payload=_parse_own(text, 0)[0], is_error=is_error),
         completed_at=when,
         resolution=resolution,
     )
@@ -477,7 +496,8 @@ def _begin_resolve(
     check_reason(reason)
     if type(force) is not bool:
         raise InvalidArgumentError(message="force must be a bool", details={"argument": "force"})
-    _check_status(rec, name)
+    if rec.status not in TRANSITIONS[name].sources:
+        raise _status_error(rec, name)
     if rec.status is Status.EXECUTING and not force:
         claimed = rec.execution_claimed_at
         raise FenceConflictError(
@@ -498,16 +518,28 @@ def _begin_resolve(
     return rec, when, Resolution(outcome=outcome, by=by, reason=reason, at=when, forced=forced)
 
 
-def _begin(record: CheckpointRecord, at: datetime) -> tuple[CheckpointRecord, datetime]:
-    rec = validate_checkpoint(record)
-    when = check_time(at)
+def _begin(
+    record: CheckpointRecord, at: datetime, fence: str | None = None, name: str = ""
+) -> tuple[CheckpointRecord, datetime]:
+    """Check the record, then ``at``, then the attempt or delivery id ``fence`` (``name``)."""
+    # A record this package made or checked is not walked again (see model.remember_valid).
+    rec = record if is_known_valid(record) else validate_checkpoint(record)
+    # An aware UTC time (what the guard passes) is what check_time would return.
+    when = at if type(at) is datetime and at.tzinfo is timezone.utc else check_time(at)
     if when < rec.updated_at:
         raise InvalidArgumentError(
             message=f"at ({when.isoformat()}) is earlier than the record's updated_at "
             f"({rec.updated_at.isoformat()})",
             details={"argument": "at"},
         )
+    if name and (type(fence) is not str or is_identifier(fence) is None):
+        check_identifier(fence, name)  # raises
     return rec, when
+
+
+#: ``json.loads`` of check_bounds' own compact JSON (it has no whitespace around it to skip,
+#: nothing after it to refuse): the C scanner straight, without loads' three Python frames.
+_parse_own: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
 
 
 def _payload_limit(max_payload_bytes: int | None) -> int:
@@ -521,10 +553,9 @@ def _payload_limit(max_payload_bytes: int | None) -> int:
     return max_payload_bytes
 
 
-def _check_status(rec: CheckpointRecord, name: str) -> None:
+def _status_error(rec: CheckpointRecord, name: str) -> CheckpointError:
+    """The error for transition ``name`` from a status not among its rule's sources."""
     rule = TRANSITIONS[name]
-    if rec.status in rule.sources:
-        return
     details = {
         "namespace": rec.binding.namespace,
         "call_id": rec.binding.call_id,
@@ -533,30 +564,30 @@ def _check_status(rec: CheckpointRecord, name: str) -> None:
         "revision": rec.revision,
     }
     if rec.status is rule.fenced:
-        raise FenceConflictError(
+        return FenceConflictError(
             message=f"{name}: call {rec.binding.namespace}/{rec.binding.call_id} is already "
             f"{rec.status.value} under another claim",
             details=details,
         )
     legal = ", ".join(sorted(s.value for s in rule.sources))
-    raise InvalidTransitionError(
+    return InvalidTransitionError(
         message=f"{name} is not allowed from {rec.status.value} (only from {legal})",
         details=details,
     )
 
 
-def _check_fence(held: str | None, claimed: str, kind: str, rec: CheckpointRecord) -> None:
-    if held != claimed:
-        raise FenceConflictError(
-            message=f"the {kind} of {rec.binding.namespace}/{rec.binding.call_id} is held by "
-            f"another {'attempt' if kind == 'execution' else 'delivery'}",
-            details={
-                "namespace": rec.binding.namespace,
-                "call_id": rec.binding.call_id,
-                "status": rec.status.value,
-                "revision": rec.revision,
-            },
-        )
+def _fence_error(kind: str, rec: CheckpointRecord) -> FenceConflictError:
+    """The error for a caller that does not hold the record's ``kind`` fence."""
+    return FenceConflictError(
+        message=f"the {kind} of {rec.binding.namespace}/{rec.binding.call_id} is held by "
+        f"another {'attempt' if kind == 'execution' else 'delivery'}",
+        details={
+            "namespace": rec.binding.namespace,
+            "call_id": rec.binding.call_id,
+            "status": rec.status.value,
+            "revision": rec.revision,
+        },
+    )
 
 
 def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> Transition:
@@ -570,5 +601,5 @@ def _move(rec: CheckpointRecord, name: str, when: datetime, **changes: Any) -> T
     # Valid by construction (a valid record, checked arguments, the table's move). Its
     # result payload is private when it is new or comes from a known-valid record.
     if "result" in changes or rec.result is None or is_known_valid(rec):
-        remember_valid(nxt)
+        mark_valid(nxt, True)
     return Transition(action=rule.action, expected_revision=rec.revision, next=nxt, name=name)
