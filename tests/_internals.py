@@ -32,6 +32,7 @@ from toolledger.journal._content import new_id as _journal_new_id
 from toolledger.journal._content import now as _journal_now
 from toolledger.journal._header import PHASES as PHASES
 from toolledger.journal._header import HeaderFormat as HeaderFormat
+from toolledger.journal._header import point_event as point_event
 from toolledger.journal._header import record_header as record_header
 from toolledger.journal._recorder import MAX_ERRORS as MAX_ERRORS
 from toolledger.journal._records import FORMAT_VERSION as FORMAT_VERSION

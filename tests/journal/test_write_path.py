@@ -23,6 +23,7 @@ from .._internals import (
     header_json,
     journal_new_id,
     journal_now,
+    point_event,
     record_header,
     stored_header,
     to_json,
@@ -113,21 +114,9 @@ class TestHeaderFormat:
         """The header text equals ``canonical_json`` of the dict the journal's layout names."""
         source, missing = why if why is not None else (None, False)
         trace_id, span_id = span if span is not None else (None, None)
+        event = point_event((event_id, parent_id, kind, name, trace_id, span_id))
         header = HeaderFormat(run_id).header(
-            event_id,
-            parent_id,
-            kind,
-            name,
-            status,
-            phase,
-            at,
-            digest,
-            checkpoint,
-            source,
-            missing,
-            trace_id,
-            span_id,
-            run_end,
+            event, status, phase, at, digest, checkpoint, source, missing, run_end=run_end
         )
         doc = {
             "v": FORMAT_VERSION,
@@ -183,7 +172,8 @@ class TestCheckpointLink:
     )
     def test_link_text_is_the_canonical_json_of_any_link(self, link):
         """Links of other shapes or values go through ``canonical``: the same text."""
-        header = HeaderFormat("r").header("e" * 32, None, "k", "n", "s", "end", "t", "0", link)
+        event = point_event(("e" * 32, None, "k", "n", None, None))
+        header = HeaderFormat("r").header(event, "s", "end", "t", "0", link)
         assert header.stored == canonical_json(
             {"checkpoint": link, "content_sha256": "0", "phase": "end", "v": FORMAT_VERSION}
         )

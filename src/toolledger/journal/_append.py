@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, NotFoundError
 from ..store.base import EventRow, Store, event_row_of
 from ._content import new_id, now
-from ._header import HeaderFormat
+from ._header import HeaderFormat, point_event
 from ._records import canonical, chain_hash, journal_key, key_id
 from ._values import to_json
 
@@ -115,7 +115,12 @@ def point_row(
     digest = hashlib.sha256(content_json.encode("utf-8")).hexdigest()
     link = None if checkpoint is None else dict(checkpoint)
     head = HeaderFormat(run_id).header(
-        new_id(), parent_id, kind, name, status, "point", now(), digest, checkpoint=link
+        point_event((new_id(), parent_id, kind, name, None, None)),
+        status,
+        "point",
+        now(),
+        digest,
+        checkpoint=link,
     )
     count = run.event_count
     prev = (run.head_hash or genesis) if count else genesis

@@ -21,13 +21,14 @@ Rules this module keeps:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, NamedTuple, Protocol, cast
 
 from ._content import JUSTIFICATION_MISSING
 from ._records import FORMAT_VERSION, canonical, header_json
 
-__all__ = ["PHASES", "HeaderFormat", "RecordHeader", "record_header"]
+__all__ = ["PHASES", "EventFields", "HeaderFormat", "PointEvent", "RecordHeader", "record_header"]
 
 #: A record's ``phase``: a step's start or end record, or a one-record event (which, with
 #: ``ended_at`` in its header, began at its ``at`` and ended then).
@@ -36,6 +37,44 @@ PHASES = ("start", "end", "point")
 _esc = json.encoder.encode_basestring  # the escaping canonical_json uses for strings
 _new_header = object.__new__
 _MAX_SAFE_INT = 2**53 - 1
+
+
+class EventFields(Protocol):
+    """What every record of one event shares in its header: a live ``EventHandle`` is
+    one (its start and end records pass it as it is); ``point_event`` makes one for an
+    event written as one record at once."""
+
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def trace_id(self) -> str | None: ...
+    @property
+    def span_id(self) -> str | None: ...
+
+
+class PointEvent(NamedTuple):
+    """``EventFields`` of an event without a live handle (made by ``point_event``)."""
+
+    event_id: str
+    parent_id: str | None
+    kind: str
+    name: str
+    trace_id: str | None
+    span_id: str | None
+
+
+#: ``point_event((event_id, parent_id, kind, name, trace_id, span_id))``: a ``PointEvent``
+#: made without its Python ``__new__`` (a C call: no frame on a replay's record).
+point_event = cast(
+    Callable[[tuple[str, str | None, str, str, str | None, str | None]], PointEvent],
+    partial(tuple.__new__, PointEvent),
+)
 
 
 class RecordHeader:
@@ -94,10 +133,7 @@ class HeaderFormat:
 
     def header(
         self,
-        event_id: str,
-        parent_id: str | None,
-        kind: str,
-        name: str,
+        event: EventFields,
         status: str,
         phase: str,
         at: str,
@@ -105,24 +141,23 @@ class HeaderFormat:
         checkpoint: dict[str, Any] | None = None,
         justification_source: str | None = None,
         justification_missing: bool = False,
-        trace_id: str | None = None,
-        span_id: str | None = None,
+        *,
         run_end: bool = False,
         ended_at: str | None = None,
     ) -> RecordHeader:
-        """Return the header of one record.
+        """Return the header of one record of ``event``.
 
         Args:
-            event_id, parent_id: Ids made by ``new_id`` (``parent_id`` ``None``: top level).
-            kind, name, status: Checked strings.
+            event: What the event's records share: ids made by ``new_id``
+                (``parent_id`` ``None``: top level), checked ``kind`` and ``name``, the
+                span's ids (``span_id`` is kept with a ``trace_id`` only) or ``None``.
+            status: A checked string.
             phase: One of ``PHASES``.
             at: A time made by ``now``.
             content_sha256: The hex SHA-256 of the record's canonical content.
             checkpoint: The checkpoint link, or ``None`` (no ``checkpoint`` key).
             justification_source: ``developer``/``model`` with ``justification_missing``,
                 or ``None`` (neither key).
-            trace_id, span_id: The event span's ids (``span_id`` is kept with a
-                ``trace_id`` only), or ``None``.
             run_end: Whether this is the run's closing record (``run_end: true``).
             ended_at: A ``point`` record of an event that began at ``at`` and ended
                 later: its end time (made by ``now``), or ``None`` (no ``ended_at`` key).
@@ -157,9 +192,12 @@ class HeaderFormat:
                 f'"justification_source":{_esc(justification_source)},'
             )
         end = '"run_end":true,' if run_end else ""
+        event_id, parent_id, kind, name = event.event_id, event.parent_id, event.kind, event.name
+        trace_id = event.trace_id
         span = trace = ""
         if trace_id is not None:
             trace = '"trace_id":' + _esc(trace_id) + ","
+            span_id = event.span_id
             if span_id is not None:
                 span = '"span_id":' + _esc(span_id) + ","
         parent = "null" if parent_id is None else '"' + parent_id + '"'

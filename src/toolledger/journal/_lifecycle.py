@@ -55,7 +55,7 @@ from ._content import (
     new_id,
     now,
 )
-from ._header import HeaderFormat, RecordHeader
+from ._header import HeaderFormat, RecordHeader, point_event
 from ._records import content_json
 from ._values import encoded_json, exact_floats, to_json
 
@@ -124,6 +124,7 @@ class RecordSink(Protocol):
 _STACK: ContextVar[tuple[EventHandle, ...]] = ContextVar("toolledger_event_stack", default=())
 
 _NOOP_SPAN = NoopSpan()
+_new = object.__new__
 
 #: What an event's start record holds, fixed when the event began: (content, floats, at,
 #: checkpoint link, justification source, justification missing). While that record is
@@ -137,7 +138,10 @@ def current_stack() -> tuple[EventHandle, ...]:
 
 
 class PreparedEnd:
-    """An event's end record built ahead of time (``Events.prepare_end``); read-only.
+    """An event's end record built ahead of time; read-only.
+
+    Made by ``Events.prepare_end`` only, which fills its slots (no ``__init__``: one call
+    less per carried end).
 
     Attributes:
         on_carried: Call it once the chain holds this record: a later ``end`` of its
@@ -157,27 +161,15 @@ class PreparedEnd:
         "outputs",
     )
 
-    def __init__(
-        self,
-        handle: EventHandle,
-        ended_at: str,
-        header: RecordHeader,
-        content_json: str,
-        outputs: dict[str, Any],
-        meta: dict[str, Any],
-        link: dict[str, Any],
-        floats: bool,
-    ) -> None:
-        self.handle = handle
-        self.ended_at = ended_at
-        self.header = header
-        self.content_json = content_json
-        self.outputs = outputs  # the event's outputs, meta and link once ended (converted)
-        self.meta = meta
-        self.link = link
-        self.floats = floats
-        # A C callable (no Python frame); once the event ended nothing reads the attribute.
-        self.on_carried: Callable[[], None] = partial(setattr, handle, "_carried_end", self)
+    handle: EventHandle
+    ended_at: str
+    header: RecordHeader
+    content_json: str
+    outputs: dict[str, Any]  # the event's outputs, meta and link once ended (converted)
+    meta: dict[str, Any]
+    link: dict[str, Any]
+    floats: bool
+    on_carried: Callable[[], None]
 
 
 class EventHandle:
@@ -191,6 +183,9 @@ class EventHandle:
         trace_id, span_id: The span's ids its records keep (``span_ids``), or ``None``.
         events: The run's ``Events`` the event belongs to.
         ended: Whether ``end`` was called (set by ``end`` only).
+
+    Made by ``Events.begin`` only, which fills its slots (no ``__init__``: one call less
+    per event).
     """
 
     __slots__ = (
@@ -214,38 +209,29 @@ class EventHandle:
         "trace_id",
     )
 
-    def __init__(
-        self,
-        events: Events,
-        event_id: str,
-        kind: str,
-        name: str,
-        parent_id: str | None,
-        start: _StartRecord,
-    ) -> None:
-        self.events = events
-        self.event_id = event_id
-        self.kind = kind
-        self.name = name
-        self.parent_id = parent_id
-        # The event dict telemetry sees, completed at the end (``None`` without telemetry).
-        self._event: dict[str, Any] | None = None
-        self.span: SpanHandle = _NOOP_SPAN
-        self.trace_id: str | None = None
-        self.span_id: str | None = None
-        self.started = time.monotonic()
-        self._outputs: dict[str, Any] = {}
-        self._meta: dict[str, Any] = {}
-        self._start = start
-        self._link = start[3]
-        self._floats = start[1]
-        self.ended = False
-        # The start record's writer token while it may still be buffered (its end may then
-        # take its place); ``None`` once the event ended.
-        self._first: object = None
-        # The end record a caller's transaction put in the chain (``Run.prepare_end``),
-        # set by the writer the moment that is known, before the caller hears of it.
-        self._carried_end: PreparedEnd | None = None
+    events: Events
+    event_id: str
+    kind: str
+    name: str
+    parent_id: str | None
+    span: SpanHandle
+    trace_id: str | None
+    span_id: str | None
+    started: float
+    ended: bool
+    # The event dict telemetry sees, completed at the end (``None`` without telemetry).
+    _event: dict[str, Any] | None
+    _outputs: dict[str, Any]
+    _meta: dict[str, Any]
+    _start: _StartRecord
+    _link: dict[str, Any] | None
+    _floats: bool
+    # The start record's writer token while it may still be buffered (its end may then
+    # take its place); ``None`` once the event ended.
+    _first: object
+    # The end record a caller's transaction put in the chain (``Run.prepare_end``), set by
+    # the writer the moment that is known, before the caller hears of it.
+    _carried_end: PreparedEnd | None
 
     def update(
         self,
@@ -388,19 +374,7 @@ class EventHandle:
         content, floats, at, link, source, missing = self._start
         text, digest = content_json(content, floats, True)
         header = self.events.headers.header(
-            self.event_id,
-            self.parent_id,
-            self.kind,
-            self.name,
-            "running",
-            "start",
-            at,
-            digest,
-            link,
-            source,
-            missing,
-            self.trace_id,
-            self.span_id,
+            self, "running", "start", at, digest, link, source, missing
         )
         return header, text
 
@@ -410,13 +384,11 @@ class EventHandle:
         err: dict[str, Any] | None,
         ended_at: str,
         whole: bool,
-        end: tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, bool] | None = None,
     ) -> tuple[RecordHeader, str]:
         """The event's end record; ``whole``: the record of the whole event that may take
         the start record's place (a ``point`` record at the start's time with
-        ``ended_at``, holding both contents). ``end``: the outputs, meta, link and floats
-        to end with (the handle's by default)."""
-        outputs, meta, link, floats = end or (self._outputs, self._meta, self._link, self._floats)
+        ``ended_at``, holding both contents)."""
+        outputs, meta, link, floats = self._outputs, self._meta, self._link, self._floats
         start = self._start
         content: dict[str, Any] = {}
         if whole:
@@ -430,10 +402,7 @@ class EventHandle:
         text, digest = content_json(content, floats, True)
         if whole:  # the event's one record: a point at the start's time, ``ended_at``
             header = self.events.headers.header(
-                self.event_id,
-                self.parent_id,
-                self.kind,
-                self.name,
+                self,
                 status,
                 "point",
                 start[2],
@@ -441,26 +410,10 @@ class EventHandle:
                 link,
                 start[4],
                 start[5],
-                self.trace_id,
-                self.span_id,
                 ended_at=ended_at,
             )
         else:
-            header = self.events.headers.header(
-                self.event_id,
-                self.parent_id,
-                self.kind,
-                self.name,
-                status,
-                "end",
-                ended_at,
-                digest,
-                link,
-                None,
-                False,
-                self.trace_id,
-                self.span_id,
-            )
+            header = self.events.headers.header(self, status, "end", ended_at, digest, link)
         return header, text
 
 
@@ -547,16 +500,24 @@ class Events:
         stamp = now()
         # ``justification_missing``'s rule, inline: the model made the call and gave none.
         missing = justification is None and justification_source == "model"
-        handle = EventHandle(
-            self,
-            new_id(),
-            kind,
-            name,
-            None if parent is None else parent.event_id,
-            (content, floats, stamp, link, justification_source, missing),
-        )
-        if meta_value:
-            handle._meta.update(meta_value)
+        handle = _new(EventHandle)
+        handle.events = self
+        handle.event_id = new_id()
+        handle.kind = kind
+        handle.name = name
+        handle.parent_id = None if parent is None else parent.event_id
+        handle._event = None
+        handle.span = _NOOP_SPAN
+        handle.trace_id = handle.span_id = None
+        handle.started = time.monotonic()
+        handle._outputs = {}
+        handle._meta = dict(meta_value)
+        handle._start = (content, floats, stamp, link, justification_source, missing)
+        handle._link = link
+        handle._floats = floats
+        handle.ended = False
+        handle._first = None
+        handle._carried_end = None
         if sink.telemetry is not NOOP_TELEMETRY:
             event, span = self._started(
                 handle.event_id, parent, kind, name, "running", stamp, justification,
@@ -652,8 +613,26 @@ class Events:
         floats |= f2 | handle._floats
         link = checkpoint_link(checkpoint)
         ended_at = now()
-        header, text = handle._end_record(status, None, ended_at, False, (out, met, link, floats))
-        return PreparedEnd(handle, ended_at, header, text, out, met, link, floats)
+        # ``handle._end_record``'s end record of these values, inline.
+        content: dict[str, Any] = {}
+        if out:
+            content["outputs"] = out
+        if met:
+            content["meta"] = met
+        text, digest = content_json(content, floats, True)
+        header = self.headers.header(handle, status, "end", ended_at, digest, link)
+        prepared = _new(PreparedEnd)
+        prepared.handle = handle
+        prepared.ended_at = ended_at
+        prepared.header = header
+        prepared.content_json = text
+        prepared.outputs = out
+        prepared.meta = met
+        prepared.link = link
+        prepared.floats = floats
+        # A C callable (no Python frame); once the event ended nothing reads the attribute.
+        prepared.on_carried = partial(setattr, handle, "_carried_end", prepared)
+        return prepared
 
     # -- one-record events ---------------------------------------------------------------
 
@@ -721,21 +700,8 @@ class Events:
             )
         text_json, digest = content_json(content, False)
         trace_id, span_id = span_ids(span)
-        header = self.headers.header(
-            event["event_id"],
-            event["parent_id"],
-            kind,
-            name,
-            status,
-            "point",
-            stamp,
-            digest,
-            checkpoint,
-            None,
-            False,
-            trace_id,
-            span_id,
-        )
+        fields = point_event((event["event_id"], event["parent_id"], kind, name, trace_id, span_id))
+        header = self.headers.header(fields, status, "point", stamp, digest, checkpoint)
         sink.append(header, text_json)
         sink.safe_telemetry(span.end, event, error)
         return str(event["event_id"])
@@ -796,11 +762,9 @@ class Events:
             )  # fmt: skip
             trace_id, span_id = span_ids(span)
         text, digest = content_json(content, floats, True)
+        parent_id = None if parent is None else parent.event_id
         header = self.headers.header(
-            event_id,
-            None if parent is None else parent.event_id,
-            kind,
-            name,
+            point_event((event_id, parent_id, kind, name, trace_id, span_id)),
             status,
             "point",
             stamp,
@@ -808,8 +772,6 @@ class Events:
             link,
             justification_source,
             missing,
-            trace_id,
-            span_id,
         )
         sink.append(header, text)
         if event is None:
@@ -878,11 +840,9 @@ class Events:
         stamp = now()
         event_id = new_id()
         text, digest = content_json(content, floats, True)
+        parent_id = None if parent is None else parent.event_id
         header = self.headers.header(
-            event_id,
-            None if parent is None else parent.event_id,
-            kind,
-            name,
+            point_event((event_id, parent_id, kind, name, None, None)),
             status,
             "point",
             stamp,

@@ -51,7 +51,7 @@ from ._content import (
     now,
 )
 from ._facts import TAIL, find_end
-from ._header import HeaderFormat
+from ._header import HeaderFormat, point_event
 from ._lifecycle import EventHandle, Events
 from ._recorder import Recorder
 from ._records import (
@@ -460,16 +460,9 @@ class Run(Recorder):
         """
         err = error_info(error)
         text, digest = content_json({} if err is None else {"error": err}, False, True)
+        event = point_event((self._finished or new_id(), None, "finish", "finish", None, None))
         header = self.events.headers.header(
-            self._finished or new_id(),
-            None,
-            "finish",
-            "finish",
-            status,
-            "end" if self._finished else "point",
-            ended,
-            digest,
-            run_end=True,
+            event, status, "end" if self._finished else "point", ended, digest, run_end=True
         )
         self.append(header, text)
 

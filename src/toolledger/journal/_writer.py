@@ -104,25 +104,20 @@ class _Pending:
     """A buffered record; a lazy one (``row`` is ``None``) is not built or chained yet.
 
     Only the buffer's last record can be lazy. ``row`` is set last when it is built, so
-    a record is either lazy or whole.
+    a record is either lazy or whole. Its slots are filled where it is made (no
+    ``__init__``: one call less per record); it is buffered only once whole.
     """
 
     __slots__ = ("build", "content_json", "header", "row")
 
-    def __init__(
-        self,
-        header: RecordHeader | None,
-        content_json: str,
-        row: EventRow | None,
-        build: Callable[[], tuple[RecordHeader, str]] | None = None,
-    ) -> None:
-        self.header = header
-        self.content_json = content_json
-        self.row = row
-        self.build = build
+    header: RecordHeader | None
+    content_json: str
+    row: EventRow | None
+    build: Callable[[], tuple[RecordHeader, str]] | None
 
 
 _sha256 = hashlib.sha256
+_new = object.__new__
 
 
 def _row(
@@ -161,6 +156,9 @@ class Ride:
             with; ``requires`` may gate it on one of them).
         carried: After ``settle``: whether the extra record is in the chain (stored, or
             buffered to be written); ``False`` when it was withdrawn or is in doubt.
+
+    Made by ``ChainWriter.ride`` only, which fills its slots (no ``__init__``: one call
+    less per ride).
     """
 
     __slots__ = (
@@ -175,22 +173,15 @@ class Ride:
         "rows",
     )
 
-    def __init__(
-        self,
-        writer: ChainWriter,
-        op: AppendEvents,
-        extra: _Pending | None,
-        on_carried: Callable[[], None] | None,
-    ) -> None:
-        self._writer = writer
-        self.op = op
-        self.count = op.expected_count  # the stored count the ride's append expected
-        self.rows = op.rows
-        self.extra = extra
-        self.keep = False  # the op ``extra`` describes won: it stays in the chain
-        self.on_carried = on_carried  # told once ``extra`` is known to be in the chain
-        self.carried = False
-        self._settled = False
+    _writer: ChainWriter
+    _settled: bool
+    op: AppendEvents
+    count: int  # the stored count the ride's append expected
+    rows: Sequence[EventRow]
+    extra: _Pending | None
+    keep: bool  # the op ``extra`` describes won: it stays in the chain
+    on_carried: Callable[[], None] | None  # told once ``extra`` is known to be in the chain
+    carried: bool
 
     def settle(self, appended: bool | BaseException, *, keep_extra: bool = True) -> None:
         """Report the transaction: ``True`` when it committed with the append applied.
@@ -257,8 +248,9 @@ class _OpenRide(Ride):
     __slots__ = ()
 
     def __del__(self) -> None:
-        # A ride an interruption left unsettled (or half-made: then it holds nothing).
-        if not getattr(self, "_settled", True):
+        # A ride an interruption left unsettled; one half-made (not its writer's ride yet)
+        # holds nothing: ``ride``'s own handler freed the lock.
+        if not getattr(self, "_settled", True) and self._writer._ride is self:
             with contextlib.suppress(Exception):
                 self._writer._abandon(self)
 
@@ -362,9 +354,9 @@ class ChainWriter:
             if buffered and buffered[-1].row is None:
                 self._materialize()
             seq, prev = self._tip()
-            pending = _Pending(
-                header, content_json, _row(header, content_json, seq, prev, self.key)
-            )
+            pending = _new(_Pending)
+            pending.header, pending.content_json, pending.build = header, content_json, None
+            pending.row = _row(header, content_json, seq, prev, self.key)
             if not self._pending:
                 self._oldest = time.monotonic()
             self._pending.append(pending)  # the one step that chains it
@@ -391,7 +383,9 @@ class ChainWriter:
             buffered = self._pending
             if buffered and buffered[-1].row is None:
                 self._materialize()
-            pending = _Pending(None, "", None, build)
+            pending = _new(_Pending)
+            pending.header, pending.content_json, pending.row = None, "", None
+            pending.build = build
             now = time.monotonic()
             if not self._pending:
                 self._oldest = now
@@ -450,9 +444,10 @@ class ChainWriter:
                 seq, prev = before.seq + 1, before.hash
             else:
                 seq, prev = self._stored
-            pending[i] = _Pending(
-                header, content_json, _row(header, content_json, seq, prev, self.key)
-            )
+            record = _new(_Pending)
+            record.header, record.content_json, record.build = header, content_json, None
+            record.row = _row(header, content_json, seq, prev, self.key)
+            pending[i] = record
         return True
 
     def maybe_flush(self) -> None:
@@ -612,7 +607,9 @@ class ChainWriter:
                 if extra is not None:
                     header, content_json = extra
                     row = _row(header, content_json, seq, prev, self.key)
-                    last = _Pending(header, content_json, row)
+                    last = _new(_Pending)
+                    last.header, last.content_json, last.build = header, content_json, None
+                    last.row = row
                     rows.append(row)
                 if not rows:
                     held = False
@@ -620,7 +617,16 @@ class ChainWriter:
                     return None
                 op = AppendEvents(self.run_id, tuple(rows), count, requires)
                 # In doubt from now until settled: an interruption anywhere leaves it so.
-                ride = _OpenRide(self, op, last, on_carried)
+                made = _new(_OpenRide)  # (``ride`` once it is whole)
+                made._writer = self
+                made.op = op
+                made.count = count
+                made.rows = op.rows
+                made.extra = last
+                made.keep = False
+                made.on_carried = on_carried
+                made.carried = made._settled = False
+                ride = made
                 self._ride = ride
                 self._doubt = ride
                 self._inflight = len(rows)
