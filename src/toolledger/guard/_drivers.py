@@ -78,7 +78,7 @@ from ..errors import (
     StoreError,
 )
 from ..journal import EventHandle, check_source, check_text
-from ..store.base import AppendEvents, approval_reader, capabilities_of
+from ..store.base import AppendEvents, capabilities_of
 from ..telemetry import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
@@ -228,14 +228,15 @@ def start(
     binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
     # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
     effect = conversation = None
+    caps = capabilities_of(run.store)
     if tool.effect_key is not None:
         effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
-    elif not tool.independent and capabilities_of(run.store).effect_keys:
+    elif not tool.independent and caps.effect_keys:
         # The same action under a new id (see ``_flow``): blocked while the namespace's
         # latest call of it is unknown; served while the conversation's is unseen. The
         # conversation: the run's, else the run itself (a resumed run id is the same one).
         conversation = getattr(run, "conversation_id", None) or run.run_id
-    if effect is not None and not capabilities_of(run.store).effect_keys:
+    if effect is not None and not caps.effect_keys:
         raise InvalidArgumentError(
             message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
             "not store effect keys (Capabilities.effect_keys); refusing to run it without them",
@@ -257,7 +258,7 @@ def start(
             None if approval is None else getattr(run, "conversation_id", None) or run.run_id
         ),
     )
-    return CallFlow(call)
+    return CallFlow(call, store_capabilities=caps)
 
 
 def start_item(
@@ -422,10 +423,10 @@ def perform(run: GuardedRun, flow: CallFlow, req: Any) -> Any:
             return _commit_with_end(run, flow, req)
         return store.apply(list(req.ops), durable=req.durable)
     if kind is ReadGate:
-        read_both = approval_reader(store)
-        if read_both is None:
-            return store.get(*req.key), None
-        return read_both(*req.key)
+        if flow.store_capabilities.read_with_approval:  # declared: it has the method
+            reads_both: Any = store
+            return reads_both.get_with_approval(*req.key)
+        return store.get(*req.key), None
     if kind is Open:
         return _open_event(run, flow)
     if kind is ReadOperation:
@@ -530,7 +531,11 @@ def _commit_with_end(run: GuardedRun, flow: CallFlow, req: Commit) -> Any:
     prepared = None
     handle = flow.handle
     store = run.store
-    if capabilities_of(store).gated_append and isinstance(handle, EventHandle) and not handle.ended:
+    if (
+        flow.store_capabilities.gated_append
+        and isinstance(handle, EventHandle)
+        and not handle.ended
+    ):
         try:
             prepared = run.prepare_end(
                 handle,

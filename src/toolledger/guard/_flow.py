@@ -72,7 +72,14 @@ from ..errors import (
     TombstonedError,
 )
 from ..store import tombstoned_error
-from ..store.base import ClaimEffectKey, CreateCheckpoint, RemoveOperation, SwapCheckpoint
+from ..store.base import (
+    NO_CAPABILITIES,
+    Capabilities,
+    ClaimEffectKey,
+    CreateCheckpoint,
+    RemoveOperation,
+    SwapCheckpoint,
+)
 from ..tools import NotRecovered, Recovered, ToolOutcome
 from ._approval_flow import GateFlow
 from ._call import (
@@ -135,6 +142,7 @@ class CallFlow:
             given for a holder's reconciliation).
         span: The span transitions are reported to (``Open`` sets it).
         journaled: Whether completions carry the call's journal end record.
+        store_capabilities: What the store declares (``start`` reads it once per call).
 
     What the flow found, read by the driver when the call ends: ``last`` (the record it
     ended on), ``link`` (the claiming span of another attempt's claim it found),
@@ -144,9 +152,17 @@ class CallFlow:
     """
 
     def __init__(
-        self, call: Call, *, attempt_id: str = "", span: Any = None, journaled: bool = True
+        self,
+        call: Call,
+        *,
+        attempt_id: str = "",
+        span: Any = None,
+        journaled: bool = True,
+        store_capabilities: Capabilities = NO_CAPABILITIES,
     ) -> None:
         self.call = call
+        #: What the store declares (``Capabilities``), for the drivers performing requests.
+        self.store_capabilities = store_capabilities
         self.binding = call.binding
         self.key = call.binding.key  # (namespace, call id): a property, read once
         self.attempt_id = attempt_id
@@ -533,7 +549,13 @@ class CallFlow:
         holder_call = dataclasses.replace(
             self.call, binding=rec.binding, input=None, effect=None, conversation=None
         )
-        sub = CallFlow(holder_call, attempt_id=self.attempt_id, span=self.span, journaled=False)
+        sub = CallFlow(
+            holder_call,
+            attempt_id=self.attempt_id,
+            span=self.span,
+            journaled=False,
+            store_capabilities=self.store_capabilities,
+        )
         try:
             done = yield from sub.reconcile()
         except OutcomeUnknownError as exc:
