@@ -182,83 +182,91 @@ def start(
     on_error: str | None,
     extra: Mapping[str, Any],
     sync: bool,
+    record_refusal: bool = False,
 ) -> CallFlow:
     """Validate a call and build its flow; nothing is written yet.
 
     ``extra`` may hold the call's ``approval`` and ``approver`` (they win over the tool's).
+    With ``record_refusal``, a call refused on its arguments is recorded (``refuse``), then
+    raised.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad tool, option, id or
             justification (before anything is stored or asked).
     """
-    if not isinstance(tool, Tool):
-        raise InvalidArgumentError(
-            message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
-            f"{type(tool).__name__}"
+    try:
+        if not isinstance(tool, Tool):
+            raise InvalidArgumentError(
+                message=f"tool must be a toolledger.Tool (see toolledger.tool); got "
+                f"{type(tool).__name__}"
+            )
+        unknown = set(extra) - _GATE_OPTIONS if extra else None
+        if unknown:
+            raise InvalidArgumentError(
+                message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
+                details={"arguments": sorted(unknown)},
+            )
+        if extra or tool.approval is not None or tool.approver is not None:
+            approval, approver = gate_options(tool, extra)
+        else:
+            approval, approver = None, None
+        mode = tool.on_error if on_error is None else on_error
+        if mode not in _ON_ERROR:
+            raise InvalidArgumentError(
+                message='on_error must be "raise" or "result"',
+                details={"argument": "on_error", "value": repr(on_error)[:100]},
+            )
+        hit = ASYNC_TOOLS.get(id(tool)) if sync else None
+        if sync and (hit[1] if hit is not None and hit[0] is tool else _is_async(tool)):
+            raise InvalidArgumentError(
+                message=f"tool {tool.name} has an async execute/recover; use run.acall",
+                details={"tool": tool.name},
+            )
+        # The journal event opens only once the gate lets the call proceed: check what it
+        # would refuse now, before the gate stores or asks anything.
+        if justification is not None:
+            check_text(justification, "justification")
+        if justification_source != "developer":
+            check_source(justification_source)
+        run.require_running()
+        binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
+        # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
+        effect = conversation = None
+        caps = capabilities_of(run.store)
+        if tool.effect_key is not None:
+            effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
+        elif not tool.independent and caps.effect_keys:
+            # The same action under a new id (see ``_flow``): blocked while the namespace's
+            # latest call of it is unknown; served while the conversation's is unseen. The
+            # conversation: the run's, else the run itself (a resumed run id is the same one).
+            conversation = getattr(run, "conversation_id", None) or run.run_id
+        if effect is not None and not caps.effect_keys:
+            raise InvalidArgumentError(
+                message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
+                "not store effect keys (Capabilities.effect_keys); refusing to run it without them",
+                details={"tool": tool.name},
+            )
+        call = Call(
+            tool=tool,
+            binding=binding,
+            input=input,
+            on_error=mode,
+            run_id=run.run_id,
+            justification=justification,
+            justification_source=justification_source,
+            approval=approval,
+            approver=approver,
+            effect=effect,
+            conversation=conversation,
+            approval_scope=(
+                None if approval is None else getattr(run, "conversation_id", None) or run.run_id
+            ),
         )
-    unknown = set(extra) - _GATE_OPTIONS if extra else None
-    if unknown:
-        raise InvalidArgumentError(
-            message=f"unexpected keyword arguments: {', '.join(sorted(unknown))}",
-            details={"arguments": sorted(unknown)},
-        )
-    if extra or tool.approval is not None or tool.approver is not None:
-        approval, approver = gate_options(tool, extra)
-    else:
-        approval, approver = None, None
-    mode = tool.on_error if on_error is None else on_error
-    if mode not in _ON_ERROR:
-        raise InvalidArgumentError(
-            message='on_error must be "raise" or "result"',
-            details={"argument": "on_error", "value": repr(on_error)[:100]},
-        )
-    hit = ASYNC_TOOLS.get(id(tool)) if sync else None
-    if sync and (hit[1] if hit is not None and hit[0] is tool else _is_async(tool)):
-        raise InvalidArgumentError(
-            message=f"tool {tool.name} has an async execute/recover; use run.acall",
-            details={"tool": tool.name},
-        )
-    # The journal event opens only once the gate lets the call proceed: check what it
-    # would refuse now, before the gate stores or asks anything.
-    if justification is not None:
-        check_text(justification, "justification")
-    if justification_source != "developer":
-        check_source(justification_source)
-    run.require_running()
-    binding = Binding(run.namespace, call_id, tool.name, tool.revision, fingerprint(input))
-    # Scoped by the run's conversation when it has one (``toolledger.run(conversation_id=)``).
-    effect = conversation = None
-    caps = capabilities_of(run.store)
-    if tool.effect_key is not None:
-        effect = effect_key_for(tool, binding, input, getattr(run, "conversation_id", None))
-    elif not tool.independent and caps.effect_keys:
-        # The same action under a new id (see ``_flow``): blocked while the namespace's
-        # latest call of it is unknown; served while the conversation's is unseen. The
-        # conversation: the run's, else the run itself (a resumed run id is the same one).
-        conversation = getattr(run, "conversation_id", None) or run.run_id
-    if effect is not None and not caps.effect_keys:
-        raise InvalidArgumentError(
-            message=f"tool {tool.name} has an effect key but {type(run.store).__name__} does "
-            "not store effect keys (Capabilities.effect_keys); refusing to run it without them",
-            details={"tool": tool.name},
-        )
-    call = Call(
-        tool=tool,
-        binding=binding,
-        input=input,
-        on_error=mode,
-        run_id=run.run_id,
-        justification=justification,
-        justification_source=justification_source,
-        approval=approval,
-        approver=approver,
-        effect=effect,
-        conversation=conversation,
-        approval_scope=(
-            None if approval is None else getattr(run, "conversation_id", None) or run.run_id
-        ),
-    )
-    return CallFlow(call, store_capabilities=caps)
+        return CallFlow(call, store_capabilities=caps)
+    except InvalidArgumentError as exc:
+        if record_refusal:
+            refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
+        raise
 
 
 def start_item(
@@ -346,21 +354,18 @@ def call(
         ApprovalDeniedError: ``APPROVAL_DENIED``: a gated call was denied (a call waiting for
             a decision returns ``status="awaiting_approval"``; see ``toolledger.approvals``).
     """
-    try:
-        flow = start(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            justification_source=justification_source,
-            on_error=on_error,
-            extra=kw,
-            sync=True,
-        )
-    except InvalidArgumentError as exc:  # refused on its arguments: recorded, then raised
-        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
-        raise
+    flow = start(
+        run,
+        tool,
+        call_id=call_id,
+        input=input,
+        justification=justification,
+        justification_source=justification_source,
+        on_error=on_error,
+        extra=kw,
+        sync=True,
+        record_refusal=True,
+    )
     return drive_sync(run, flow, flow.run())
 
 
@@ -381,21 +386,18 @@ async def acall(
     has returned, the completion commit happens before a cancellation can propagate
     (there is no ``await`` in between). Same arguments, returns and errors as ``call``.
     """
-    try:
-        flow = start(
-            run,
-            tool,
-            call_id=call_id,
-            input=input,
-            justification=justification,
-            justification_source=justification_source,
-            on_error=on_error,
-            extra=kw,
-            sync=False,
-        )
-    except InvalidArgumentError as exc:  # refused on its arguments: recorded, then raised
-        refuse(run, None, exc, tool=tool, call_id=call_id, input=input)
-        raise
+    flow = start(
+        run,
+        tool,
+        call_id=call_id,
+        input=input,
+        justification=justification,
+        justification_source=justification_source,
+        on_error=on_error,
+        extra=kw,
+        sync=False,
+        record_refusal=True,
+    )
     gen, req, done = begin(run, flow, sync=False)
     if done is not None:
         return done
