@@ -80,7 +80,7 @@ class LogStore(SQLiteStore):
             return super().apply(ops, durable=durable)
         if any(type(op) is AppendEvents and not op.rows for op in ops):
             return super().apply(ops, durable=durable)
-        prepared = prepare_ops(ops, with_prior=True)
+        prepared = prepare_ops(ops)
 
         def run(conn: Any) -> list[Any]:
             out: list[Any] = []
@@ -105,7 +105,7 @@ class LogStore(SQLiteStore):
                     assert cur.rowcount == 1, "prototype: uncontended keys only"
                     out.append(True)
                 elif type(op) is CreateCheckpoint:
-                    swap, (text, _) = prepared[i + 1]
+                    swap, (text, _, _) = prepared[i + 1]
                     assert type(swap) is SwapCheckpoint
                     assert swap.expected_revision == 0
                     nxt = swap.next
@@ -123,7 +123,7 @@ class LogStore(SQLiteStore):
                     i += 2
                     continue
                 elif type(op) is SwapCheckpoint:
-                    text, _ = extra
+                    text, _, _ = extra
                     nxt = op.next
                     key, revision, record = nxt.key, nxt.revision, text
                     cur = conn.execute(

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ..checkpoint.model import format_time
 from ..checkpoint.transitions import TRANSITIONS
 from ._pg_search import event_index_params
 from ._rows import op_table
@@ -392,19 +391,21 @@ def encode_ops(prepared: Sequence[tuple[Op, Any]]) -> str:
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
-def _create(op: CreateCheckpoint, extra: str) -> dict[str, Any]:
+def _create(op: CreateCheckpoint, prepared: tuple[str, str]) -> dict[str, Any]:
     rec = op.record
+    extra, at = prepared
     return {
         "k": "create",
         "ns": rec.binding.namespace,
         "cid": rec.binding.call_id,
         "tool": rec.binding.tool_name,
-        "at": format_time(rec.updated_at),
+        "at": at,
         "rec": extra,
     }
 
 
-def _swap(op: SwapCheckpoint, extra: str) -> dict[str, Any]:
+def _swap(op: SwapCheckpoint, prepared: tuple[str, str, Any]) -> dict[str, Any]:
+    extra, at, _prior = prepared
     nxt = op.next
     return {
         "k": "swap",
@@ -413,7 +414,7 @@ def _swap(op: SwapCheckpoint, extra: str) -> dict[str, Any]:
         "exp": op.expected_revision,
         "rev": nxt.revision,
         "status": nxt.status.value,
-        "at": format_time(nxt.updated_at),
+        "at": at,
         "rec": extra,
         "edges": (_EDGES if nxt.resolution is None else _DECISION_EDGES).get(nxt.status.value, {}),
     }
@@ -427,8 +428,11 @@ def _remove_operation(op: RemoveOperation, _extra: None) -> dict[str, Any]:
     return {"k": "op_remove", "ns": op.namespace, "cid": op.call_id}
 
 
-def _effect_key(kind: str, op: ClaimEffectKey | ReleaseEffectKey, _extra: None) -> dict[str, Any]:
-    return {"k": kind, "ns": op.namespace, "key": op.key, "cid": op.call_id, "at": now_text()}
+def _effect_key(
+    kind: str, op: ClaimEffectKey | ReleaseEffectKey, stamp: str | None
+) -> dict[str, Any]:
+    """A claim's item carries the batch's stamp (``claimed_at``); a release has none."""
+    return {"k": kind, "ns": op.namespace, "key": op.key, "cid": op.call_id, "at": stamp}
 
 
 def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] | None:
@@ -441,10 +445,11 @@ def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] |
     """
     if i + 1 >= len(prepared):
         return None
-    create, (swap, text) = prepared[i][0], prepared[i + 1]
+    create, (swap, swapped) = prepared[i][0], prepared[i + 1]
     assert isinstance(create, CreateCheckpoint)
     if not isinstance(swap, SwapCheckpoint) or swap.expected_revision != 0:
         return None
+    text, at, _prior = swapped
     nxt = swap.next
     edge = _EDGES.get(nxt.status.value, {}).get("ready")
     if (
@@ -456,7 +461,7 @@ def _fused_claim(prepared: Sequence[tuple[Op, Any]], i: int) -> dict[str, Any] |
     return {
         "rev": nxt.revision,
         "status": nxt.status.value,
-        "at": format_time(nxt.updated_at),
+        "at": at,
         "rec": text,
         "edge": edge,
     }

@@ -26,7 +26,7 @@ from typing import Any
 
 from psycopg import Cursor
 
-from ..checkpoint.model import CheckpointRecord, Status, format_time
+from ..checkpoint.model import CheckpointRecord, Status
 from ..checkpoint.transitions import TRANSITIONS, transition_between
 from ..errors import NotFoundError
 from ._pg_schema import qualify
@@ -198,7 +198,8 @@ def execute_op(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> Any:
     return HANDLERS[type(op)](cur, q, op, extra)
 
 
-def _swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
+def _swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, prepared: tuple[str, str, Any]) -> bool:
+    extra, at, _prior = prepared
     nxt = op.next
     ns, cid = nxt.key
     decision = nxt.resolution is not None
@@ -210,7 +211,7 @@ def _swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
             "exp": op.expected_revision,
             "rev": nxt.revision,
             "status": nxt.status.value,
-            "at": format_time(nxt.updated_at),
+            "at": at,
             "rec": extra,
         },
     )
@@ -224,10 +225,6 @@ def _swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
         transition_between(Status(row[0]), nxt.status, decision=decision)  # raises
         raise AssertionError("unreachable: the edge table and transition_between disagree")
     return False
-
-
-def _create_op(cur: Cursor[Any], q: Queries, op: CreateCheckpoint, extra: str) -> Any:
-    return _create(cur, q, op.record, extra)
 
 
 def _write_operation(cur: Cursor[Any], q: Queries, op: WriteOperation, extra: str) -> None:
@@ -244,16 +241,12 @@ def _release_effect_key(cur: Cursor[Any], q: Queries, op: ReleaseEffectKey, _ext
     return cur.rowcount == 1
 
 
-def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _extra: None) -> bool:
+def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, stamp: str) -> bool:
     if op.replaces is not None:  # take the key over from the call named, if it holds it
-        cur.execute(
-            q["effect_replace"], (op.call_id, now_text(), op.namespace, op.key, op.replaces)
-        )
+        cur.execute(q["effect_replace"], (op.call_id, stamp, op.namespace, op.key, op.replaces))
         if cur.rowcount == 1:
             return True
-
-    now = now_text()
-    cur.execute(q["effect_claim"], (op.namespace, op.key, op.call_id, now))
+    cur.execute(q["effect_claim"], (op.namespace, op.key, op.call_id, stamp))
     if cur.rowcount == 1:
         return True
     # A new statement, a fresh snapshot: it sees the claim that made ours conflict.
@@ -263,16 +256,12 @@ def _claim_effect_key(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _extra: 
 
 
 def _create(
-    cur: Cursor[Any], q: Queries, rec: CheckpointRecord, extra: str
+    cur: Cursor[Any], q: Queries, op: CreateCheckpoint, prepared: tuple[str, str]
 ) -> tuple[bool, CheckpointRecord]:
+    rec = op.record
+    extra, at = prepared
     ns, cid = rec.key
-    params = {
-        "ns": ns,
-        "cid": cid,
-        "tool": rec.binding.tool_name,
-        "at": format_time(rec.updated_at),
-        "rec": extra,
-    }
+    params = {"ns": ns, "cid": cid, "tool": rec.binding.tool_name, "at": at, "rec": extra}
     cur.execute(q["create"], params)
     row = cur.fetchone()
     assert row is not None
@@ -332,11 +321,12 @@ def _append(cur: Cursor[Any], q: Queries, op: AppendEvents, _extra: None) -> boo
     return False
 
 
-#: The PostgreSQL op table: ``execute_op`` runs ``HANDLERS[type(op)](cur, q, op, prepared)``.
+#: The PostgreSQL op table: ``run_ops`` (and ``execute_op``) run
+#: ``HANDLERS[type(op)](cur, q, op, prepared)``.
 HANDLERS: dict[type[Any], Callable[[Cursor[Any], Queries, Any, Any], Any]] = op_table(
     "PostgreSQL",
     {
-        CreateCheckpoint: _create_op,
+        CreateCheckpoint: _create,
         SwapCheckpoint: _swap,
         WriteOperation: _write_operation,
         RemoveOperation: _remove_operation,
@@ -392,9 +382,9 @@ def probe(
     weak: bool | None = None
     for (op, extra), outcome in zip(prepared, results, strict=True):
         if isinstance(op, CreateCheckpoint) and won(outcome):
-            return _history_is(cur, q, op.record, 0, extra)
+            return _history_is(cur, q, op.record, 0, extra[0])
         if isinstance(op, SwapCheckpoint) and outcome:
-            return _history_is(cur, q, op.next, op.next.revision, extra)
+            return _history_is(cur, q, op.next, op.next.revision, extra[0])
         if isinstance(op, AppendEvents) and outcome and op.rows:
             last = op.rows[-1]
             cur.execute(q["probe_event"], (last.run_id, last.seq))
@@ -442,12 +432,16 @@ def probe_one(cur: Cursor[Any], q: Queries, op: Op, extra: Any) -> bool:
     return _PROBES[type(op)](cur, q, op, extra)
 
 
-def _probe_create(cur: Cursor[Any], q: Queries, op: CreateCheckpoint, extra: str) -> bool:
-    return _history_is(cur, q, op.record, 0, extra)
+def _probe_create(
+    cur: Cursor[Any], q: Queries, op: CreateCheckpoint, prepared: tuple[str, str]
+) -> bool:
+    return _history_is(cur, q, op.record, 0, prepared[0])
 
 
-def _probe_swap(cur: Cursor[Any], q: Queries, op: SwapCheckpoint, extra: str) -> bool:
-    return _history_is(cur, q, op.next, op.next.revision, extra)
+def _probe_swap(
+    cur: Cursor[Any], q: Queries, op: SwapCheckpoint, prepared: tuple[str, str, Any]
+) -> bool:
+    return _history_is(cur, q, op.next, op.next.revision, prepared[0])
 
 
 def _probe_append(cur: Cursor[Any], q: Queries, op: AppendEvents, _extra: None) -> bool:
@@ -460,7 +454,7 @@ def _probe_append(cur: Cursor[Any], q: Queries, op: AppendEvents, _extra: None) 
 
 
 # Effect-key ops are idempotent: "landed" when the key is in the state the op leaves it in.
-def _probe_claim(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _extra: None) -> bool:
+def _probe_claim(cur: Cursor[Any], q: Queries, op: ClaimEffectKey, _stamp: str) -> bool:
     cur.execute(q["effect_holder"], (op.namespace, op.key))
     row = cur.fetchone()
     return row is not None and row[0] == op.call_id

@@ -4,7 +4,7 @@ Rules this module keeps:
 
 - ``load_record`` runs every check on a stored row's text, unless that exact text (byte
   for byte, for the same key) was already proven: it passed ``load_record``'s checks, or it
-  is what ``prepare_op`` encoded from a record that passed ``validate_checkpoint`` (the
+  is what ``prepare_ops`` encoded from a record that passed ``validate_checkpoint`` (the
   property test pins ``dump_record`` to ``compact_json(to_dict())``, and the checks are a
   function of the text alone). ``_Proven`` keeps those texts, bounded in count and bytes.
   A text that differs in one byte from what was proven is checked in full again.
@@ -18,17 +18,17 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from json.encoder import encode_basestring
 from typing import Any, TypeVar
 
 from ..checkpoint import check_bounds, check_types, compact_json, copy_json
 from ..checkpoint.model import (
-    Binding,
     CheckpointRecord,
     Status,
     check_identifier,
     format_time,
+    is_known_valid,
     parse_time,
     remember_valid,
     with_result,
@@ -51,18 +51,18 @@ from .base import (
 __all__ = [
     "OPERATION_MAX_BYTES",
     "OP_TABLES",
+    "PREPARE",
     "check_effect_key_op",
-    "check_next",
     "dump_operation",
     "dump_record",
     "expand_history",
     "forget_proven",
-    "gated_off",
     "load_record",
+    "now_text",
     "op_table",
     "parse_stored_time",
-    "prepare_op",
     "prepare_ops",
+    "record_json",
     "run_ops",
     "status_values",
     "swap_facts",
@@ -76,6 +76,15 @@ OPERATION_MAX_BYTES = 16_384
 
 def dump_record(record: CheckpointRecord) -> str:
     """Return the stored JSON of a validated record: ``compact_json(record.to_dict())``.
+
+    Raises:
+        InvalidCheckpointError: as ``record_json``.
+    """
+    return record_json(record)[0]
+
+
+def record_json(record: CheckpointRecord) -> tuple[str, str]:
+    """Return ``dump_record``'s text and the record's ``updated_at`` as stored (a column).
 
     Built directly rather than through ``to_dict`` (this runs on every write); a property
     test pins the two byte for byte. Identifiers and fences are validated ASCII of
@@ -94,23 +103,24 @@ def dump_record(record: CheckpointRecord) -> str:
             flag = "true" if result.is_error else "false"
             result_text = f'{{"payload":{payload},"is_error":{flag}}}'
         reason = record.uncertain_reason
-        binding = record.binding
-        hit = _BINDING_BY_ID.get(id(binding))
-        binding_text = hit[1] if hit is not None and hit[0] is binding else _binding_json(binding)
+        b = record.binding
         # The times through their cache first (``None`` included): no Python call on a hit.
         known = _TIME_JSON.get
         created, updated = record.created_at, record.updated_at
         claimed, completed = record.execution_claimed_at, record.completed_at
         delivered = record.delivered_at
+        updated_text = known(updated) or _time_json(updated)
         fence, delivery_fence = record.execution_fence, record.delivery_fence
         fence_text = "null" if fence is None else f'"{fence}"'
         delivery_text = "null" if delivery_fence is None else f'"{delivery_fence}"'
-        return (
+        text = (
             f'{{"schema_version":{record.schema_version:d},'
-            f'"binding":{binding_text},'
+            f'"binding":{{"namespace":"{b.namespace}","call_id":"{b.call_id}",'
+            f'"tool_name":"{b.tool_name}","tool_revision":"{b.tool_revision}",'
+            f'"input_fingerprint":"{b.input_fingerprint}"}},'
             f'"status":"{record.status._value_}","revision":{record.revision:d},'
             f'"created_at":{known(created) or _time_json(created)},'
-            f'"updated_at":{known(updated) or _time_json(updated)},'
+            f'"updated_at":{updated_text},'
             f'"execution_fence":{fence_text},'
             f'"execution_claimed_at":{known(claimed) or _time_json(claimed)},'
             f'"uncertain_reason":{"null" if reason is None else encode_basestring(reason)},'
@@ -127,6 +137,7 @@ def dump_record(record: CheckpointRecord) -> str:
             message=f"checkpoint {ns}/{cid} does not encode as JSON: {exc}",
             details={"namespace": ns, "call_id": cid, "reason": str(exc)},
         ) from exc
+    return text, updated_text[1:-1]
 
 
 #: The keys a transition's history row leaves out (SQLite): its columns hold status,
@@ -245,25 +256,6 @@ def expand_history(
     return out
 
 
-_BINDING_TEXT: dict[Binding, str] = {}
-#: The same texts by the binding object itself (``id``, the object kept so the id stays
-#: its own): a call's records share one ``Binding``, found without hashing its fields.
-_BINDING_BY_ID: dict[int, tuple[Binding, str]] = {}
-
-
-def _binding_json(binding: Binding) -> str:
-    text = _BINDING_TEXT.get(binding)
-    if text is None:
-        text = compact_json(binding.to_dict())
-        if len(_BINDING_TEXT) >= 4096:
-            _BINDING_TEXT.clear()
-        _BINDING_TEXT[binding] = text
-    if len(_BINDING_BY_ID) >= 4096:
-        _BINDING_BY_ID.clear()
-    _BINDING_BY_ID[id(binding)] = (binding, text)
-    return text
-
-
 #: A time's JSON text by time (aware times only, as ``format_time`` caches; ``None`` is
 #: ``null``): a record's times are dumped at each of its transitions, most of them unchanged.
 _TIME_JSON: dict[datetime | None, str] = {None: "null"}
@@ -307,30 +299,32 @@ class _Proven:
         self._entries: dict[tuple[str, str], tuple[str, CheckpointRecord, Any]] = {}
         self._bytes = 0
 
-    def remember(self, key: tuple[str, str], text: str, record: CheckpointRecord) -> None:
+    def remember(
+        self, key: tuple[str, str], text: str, record: CheckpointRecord
+    ) -> tuple[str, CheckpointRecord] | None:
+        """Keep ``text`` as ``key``'s latest proven text; return the one it replaces and
+        its record (read-only: never handed out), ``None`` if none was kept."""
+        old = self._entries.get(key)
+        prior = None if old is None else (old[0], old[1])
         if type(text) is not str or len(text) > self.MAX_TEXT:
-            return
+            return prior
+        payload = None if record.result is None else copy_json(record.result.payload)
         with self._lock:
-            old = self._entries.pop(key, None)
+            entries = self._entries
+            old = entries.pop(key, None)
             if old is not None:
                 self._bytes -= len(old[0])
-            entries = self._entries
             while entries and (len(entries) >= self.MAX_ENTRIES or self._bytes > self.MAX_BYTES):
                 first = next(iter(entries))
                 self._bytes -= len(entries.pop(first)[0])
-            payload = None if record.result is None else copy_json(record.result.payload)
             entries[key] = (text, record, payload)
             self._bytes += len(text)
+        return prior
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
-
-    def latest(self, key: tuple[str, str]) -> tuple[str, CheckpointRecord] | None:
-        """The text last proven for ``key`` and its record (read-only: never handed out)."""
-        hit = self._entries.get(key)
-        return None if hit is None else (hit[0], hit[1])
 
     def get(self, key: tuple[str, str], text: str | bytes) -> CheckpointRecord | None:
         """The record of ``text`` if exactly this text was proven for ``key``, else ``None``."""
@@ -391,27 +385,6 @@ def load_record(text: str | bytes, namespace: str, call_id: str) -> CheckpointRe
     return remember_valid(rec)  # its payload is ours: parsed from the row just now
 
 
-def check_next(expected_revision: int, next: CheckpointRecord) -> None:
-    """Refuse a CAS target that is not a valid record or not the next revision."""
-    _require_record(next, "compare_and_swap")
-    validate_checkpoint(next)
-    if type(expected_revision) is not int or next.revision != expected_revision + 1:
-        raise InvalidArgumentError(
-            message=f"next.revision ({next.revision}) must be expected_revision + 1 "
-            f"({expected_revision!r} + 1)",
-            details={"expected_revision": expected_revision, "revision": next.revision},
-        )
-
-
-def _require_record(value: object, what: str) -> None:
-    if not isinstance(value, CheckpointRecord):
-        raise InvalidArgumentError(
-            message=f"{what} takes a CheckpointRecord, not {type(value).__name__} "
-            "(use CheckpointRecord.from_dict for stored dicts)",
-            details={"argument": "record"},
-        )
-
-
 def dump_operation(data: Mapping[str, Any]) -> str:
     """Check an operation-journal entry (a small JSON object) and return its JSON."""
     if not isinstance(data, dict):
@@ -444,44 +417,50 @@ def parse_stored_time(value: str) -> Any:
     return parse_time(value, "at")
 
 
-_GATED = (
-    AppendEvents,
-    CreateCheckpoint,
-    SwapCheckpoint,
-    ClaimEffectKey,
-    ReleaseEffectKey,
-    RemoveOperation,
-)
+def now_text() -> str:
+    """Return now in the stored time form: the clock for what a store stamps itself
+    (an effect key's ``claimed_at``, an operation-journal entry's ``written_at``, a
+    migration's ``applied_at``)."""
+    return format_time(datetime.now(timezone.utc))
 
 
-def prepare_ops(ops: Iterable[Op], *, with_prior: bool = False) -> list[tuple[Op, Any]]:
-    """``prepare_op`` each op; also check each ``requires`` index.
+def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
+    """Check each op and compute what it writes (outside the transaction): ``(op, prepared)``.
 
-    ``with_prior``: a swap's prepared value is ``(text, prior)``, ``prior`` the text last
-    proven for its key and that text's record (``None`` if none is known), taken before
-    the swap's own text is remembered. A store may write with it only where its row
-    still holds exactly that text.
+    Each op type's prepare step (``PREPARE``) checks the op and returns what its handlers
+    write: a create ``(text, at)``, a swap ``(text, at, prior)`` (``at`` the record's
+    ``updated_at`` as stored; ``prior`` the text last proven for its key and that text's
+    record, ``None`` if none is known, taken before the swap's own text is remembered: a
+    store may write with it only where its row still holds exactly that text), an
+    operation-journal entry its JSON. An effect-key claim is stamped with the batch's one
+    reading of the clock (``now_text``), taken here once.
 
     Raises:
         InvalidArgumentError: ``INVALID_ARGUMENT`` for a bad op or a ``requires`` that
             does not name an earlier op of the batch.
     """
     out: list[tuple[Op, Any]] = []
+    stamp: str | None = None
     for i, op in enumerate(ops):
-        if isinstance(op, _GATED) and op.requires is not None:
-            req = op.requires
-            if type(req) is not int or not 0 <= req < i:
-                raise InvalidArgumentError(
-                    message=f"{type(op).__name__}.requires must be the index of an earlier op",
-                    details={"requires": repr(req)[:40], "index": i},
-                )
-        if with_prior and type(op) is SwapCheckpoint:
-            out.append((op, _prepare_swap(op)))
-            continue
-        prepare = _PREPARE.get(type(op))  # ``prepare_op``, inline: every write runs this
+        kind = type(op)
+        req = getattr(op, "requires", None)  # every op type but ``WriteOperation`` has one
+        if req is not None and (type(req) is not int or not 0 <= req < i):
+            raise InvalidArgumentError(
+                message=f"{kind.__name__}.requires must be the index of an earlier op",
+                details={"requires": repr(req)[:40], "index": i},
+            )
+        try:
+            prepare = PREPARE[kind]
+        except KeyError:
+            raise InvalidArgumentError(message=f"unknown store op {kind.__name__}") from None
         if prepare is None:
-            raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")
-        out.append((op, prepare(op)))
+            out.append((op, None))
+        elif kind is ClaimEffectKey:
+            prepare(op)
+            stamp = stamp or now_text()
+            out.append((op, stamp))
+        else:
+            out.append((op, prepare(op)))
     return out
 
 
@@ -513,36 +492,42 @@ def op_table(backend: str, handlers: Mapping[type[Any], _H]) -> dict[type[Any], 
     return table
 
 
-#: A write of two ops at ``index`` as one: their outcomes, or ``None`` to run them apart.
-Pair = Callable[[CreateCheckpoint, Any, tuple[Op, Any], int, list[Any]], "Sequence[Any] | None"]
+#: A write of a create and the op after it as one: ``pair(ctx, create, prepared, after,
+#: after_prepared, index, outcomes)`` returns both outcomes, or ``None`` to run them apart.
+Pair = Callable[..., "Sequence[Any] | None"]
 
 
 def run_ops(
     prepared: Sequence[tuple[Op, Any]],
-    execute: Callable[[Op, Any], Any],
-    *,
+    handlers: Mapping[type[Any], Callable[..., Any]],
+    *ctx: Any,
     pair: Pair | None = None,
 ) -> list[Any]:
     """The one ``apply`` loop: run each prepared op in order; return the outcomes.
 
-    An op whose ``requires`` lost is not run (its outcome is ``False``). ``pair``: a store
-    may write a create and the op after it together (SQLite's one-row claim).
+    Each op runs as ``handlers[type(op)](*ctx, op, prepared)`` (``ctx``: the backend's
+    connection or cursor, and what else its handlers take). An op whose ``requires`` lost
+    is not run (its outcome is ``False``; a create's outcome counts by its created flag).
+    ``pair``: a store may write a create and the op after it together (SQLite's one-row
+    claim).
     """
     out: list[Any] = []
     i, count = 0, len(prepared)
     while i < count:
         op, extra = prepared[i]
-        # ``gated_off``, inline: every op of every write passes here.
-        if isinstance(op, _GATED) and op.requires is not None and not won(out[op.requires]):
+        kind = type(op)
+        req = getattr(op, "requires", None)
+        gate = True if req is None else out[req]
+        if not (gate[0] if type(gate) is tuple else gate):  # ``won``, inline: it lost
             out.append(False)
         else:
-            if pair is not None and i + 1 < count and type(op) is CreateCheckpoint:
-                both = pair(op, extra, prepared[i + 1], i, out)
+            if pair is not None and kind is CreateCheckpoint and i + 1 < count:
+                both = pair(*ctx, op, extra, *prepared[i + 1], i, out)
                 if both is not None:
                     out.extend(both)
                     i += 2
                     continue
-            out.append(execute(op, extra))
+            out.append(handlers[kind](*ctx, op, extra))
         i += 1
     return out
 
@@ -554,24 +539,30 @@ def won(outcome: Any) -> bool:
     return bool(outcome)
 
 
-def gated_off(op: Op, results: list[Any]) -> bool:
-    """Whether ``op`` has a ``requires`` op that did not win (then it is not run)."""
-    return isinstance(op, _GATED) and op.requires is not None and not won(results[op.requires])
-
-
 #: Effect keys are fingerprints (``sha256:<hex>``): no content is ever stored.
-#: One regex, not a per-character walk: every new call checks two keys.
 _EFFECT_KEY_FORM = re.compile(r"sha256:[0-9a-f]{64}")
+#: An effect-key op's namespace, call id and key, joined by NUL (in no class): it matches
+#: exactly when both ids pass ``check_identifier`` and the key is a fingerprint, so a
+#: well-formed op is checked by one match (a test pins it to the checks it stands for).
+_EFFECT_OP_FORM = re.compile(r"(?:[A-Za-z0-9._:-]{1,128}\x00){2}sha256:[0-9a-f]{64}")
 
 
 def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
     """Refuse an effect-key op whose key is not a fingerprint or whose ids are malformed."""
-    check_identifier(op.namespace, "namespace")
-    check_identifier(op.call_id, "call_id")
-    replaces = getattr(op, "replaces", None)
+    ns, cid, key = op.namespace, op.call_id, op.key
+    replaces = op.replaces if type(op) is ClaimEffectKey else None
+    if (
+        type(ns) is str
+        and type(cid) is str
+        and type(key) is str
+        and _EFFECT_OP_FORM.fullmatch(f"{ns}\x00{cid}\x00{key}") is not None
+        and replaces is None
+    ):
+        return
+    check_identifier(ns, "namespace")
+    check_identifier(cid, "call_id")
     if replaces is not None:
         check_identifier(replaces, "replaces")
-    key = op.key
     if not (type(key) is str and _EFFECT_KEY_FORM.fullmatch(key)):
         raise InvalidArgumentError(
             message="an effect key is stored as its fingerprint, sha256:<64 hex>; got "
@@ -580,31 +571,53 @@ def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
         )
 
 
-def _prepare_swap(op: SwapCheckpoint) -> tuple[str, tuple[str, CheckpointRecord] | None]:
-    """Check a swap; return its text and the prior proven text of its key (see
-    ``prepare_ops``), remembering its own text after reading the prior one."""
-    check_next(op.expected_revision, op.next)
-    binding = op.next.binding
-    key = (binding.namespace, binding.call_id)  # ``.key``, without two property frames
-    prior = _PROVEN.latest(key)
-    text = dump_record(op.next)
-    _PROVEN.remember(key, text, op.next)
-    return text, prior
+def _not_a_record(value: object, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        message=f"{what} takes a CheckpointRecord, not {type(value).__name__} "
+        "(use CheckpointRecord.from_dict for stored dicts)",
+        details={"argument": "record"},
+    )
 
 
-def _prepare_create(op: CreateCheckpoint) -> str:
-    _require_record(op.record, "create_if_absent")
-    rec = validate_checkpoint(op.record)
+def _prepare_create(op: CreateCheckpoint) -> tuple[str, str]:
+    rec = op.record
+    if not isinstance(rec, CheckpointRecord):
+        raise _not_a_record(rec, "create_if_absent")
+    if not is_known_valid(rec):  # a transition's record was validated when it was made
+        validate_checkpoint(rec)
     if rec.revision != 0 or rec.status is not Status.READY:
         raise InvalidArgumentError(
             message="create_if_absent takes a ready record at revision 0 "
             "(create_checkpoint's result)",
             details={"status": rec.status.value, "revision": rec.revision},
         )
-    text = dump_record(rec)
+    text, at = record_json(rec)
     binding = rec.binding
     _PROVEN.remember((binding.namespace, binding.call_id), text, rec)
-    return text
+    return text, at
+
+
+def _prepare_swap(
+    op: SwapCheckpoint,
+) -> tuple[str, str, tuple[str, CheckpointRecord] | None]:
+    """Check a swap (a valid record, the next revision); return its text, its time and
+    the prior proven text of its key (see ``prepare_ops``), remembering its own text
+    after reading the prior one."""
+    nxt, expected = op.next, op.expected_revision
+    if not isinstance(nxt, CheckpointRecord):
+        raise _not_a_record(nxt, "compare_and_swap")
+    if not is_known_valid(nxt):  # a transition's record was validated when it was made
+        validate_checkpoint(nxt)
+    if type(expected) is not int or nxt.revision != expected + 1:
+        raise InvalidArgumentError(
+            message=f"next.revision ({nxt.revision}) must be expected_revision + 1 "
+            f"({expected!r} + 1)",
+            details={"expected_revision": expected, "revision": nxt.revision},
+        )
+    binding = nxt.binding
+    text, at = record_json(nxt)
+    prior = _PROVEN.remember((binding.namespace, binding.call_id), text, nxt)
+    return text, at, prior
 
 
 def _prepare_append(op: AppendEvents) -> None:
@@ -623,24 +636,21 @@ def _prepare_append(op: AppendEvents) -> None:
             )
 
 
-#: What each op writes, computed (and the op checked) before the transaction.
-_PREPARE: dict[type[Any], Callable[[Any], Any]] = op_table(
+def _prepare_write_operation(op: WriteOperation) -> str:
+    return dump_operation(op.data)
+
+
+#: Each op type's prepare step: it checks the op and computes what the handlers write,
+#: before the transaction (``None``: nothing to check or compute).
+PREPARE: dict[type[Any], Callable[[Any], Any] | None] = op_table(
     "prepare",
     {
         CreateCheckpoint: _prepare_create,
-        SwapCheckpoint: lambda op: _prepare_swap(op)[0],
-        WriteOperation: lambda op: dump_operation(op.data),
-        RemoveOperation: lambda op: None,
+        SwapCheckpoint: _prepare_swap,
+        WriteOperation: _prepare_write_operation,
+        RemoveOperation: None,
         ClaimEffectKey: check_effect_key_op,
         ReleaseEffectKey: check_effect_key_op,
         AppendEvents: _prepare_append,
     },
 )
-
-
-def prepare_op(op: Op) -> tuple[Op, Any]:
-    """Validate an op and precompute what it writes (outside the transaction)."""
-    prepare = _PREPARE.get(type(op))
-    if prepare is None:
-        raise InvalidArgumentError(message=f"unknown store op {type(op).__name__}")
-    return op, prepare(op)

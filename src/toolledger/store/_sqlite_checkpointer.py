@@ -4,12 +4,13 @@ Rules this module keeps:
 
 - SQLite's auto-checkpoint runs inside the commit that crosses its threshold, so one call
   in a few dozen pays for copying the whole WAL back (milliseconds). Here the store's
-  writers only count their commits (``committed``: no I/O, no lock); every ``every``
-  commits a daemon thread runs ``PRAGMA wal_checkpoint(PASSIVE)`` rounds on its own connection.
-  A passive checkpoint never takes the write lock and never waits on a busy handler, so it
-  never holds a claim and never blocks a writer (only the last round of each wake-up, under
-  the gate below, makes this store's own writers wait); whatever it cannot copy now (a
-  reader on an older snapshot, another checkpoint running) waits for the next round.
+  writers only count their commits (``next(commits)``: no I/O, no lock, no Python frame)
+  and ``wake`` the thread every ``every`` commits; it runs
+  ``PRAGMA wal_checkpoint(PASSIVE)`` rounds on its own connection. A passive checkpoint
+  never takes the write lock and never waits on a busy handler, so it never holds a claim
+  and never blocks a writer (only the last round of each wake-up, under the gate below,
+  makes this store's own writers wait); whatever it cannot copy now (a reader on an older
+  snapshot, another checkpoint running) waits for the next round.
 - SQLite restarts the WAL from its first frame only when a writer begins with every frame
   copied, and that writer then syncs the new WAL header (SQLite's rule): a stall of an
   fsync on the caller's path, once per restart. Back-to-back writers never leave a
@@ -38,6 +39,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -123,7 +125,9 @@ class Checkpointer:
         self.checkpoints = 0  # passive rounds run (tests and benches read it)
         self.gated = 0  # rounds finished under the gate
         self.presyncs = 0  # files flushed before a gated round (``sync_file``)
-        self._pending = 0
+        #: The writers' commit counter: a writer whose ``next(commits)`` is a multiple of
+        #: ``every`` calls ``wake``.
+        self.commits = itertools.count(1)
         self._wake = threading.Event()
         self._rounds = threading.Condition()
         self._requested = 0  # ``run_now`` calls made, and the last one a round began after
@@ -139,12 +143,9 @@ class Checkpointer:
             _LIVE.add(self)
         self._thread.start()
 
-    def committed(self) -> None:
-        """Note one commit; wake the thread every ``every`` commits."""
-        self._pending += 1
-        if self._pending >= self.every:
-            self._pending = 0
-            self._wake.set()
+    def wake(self) -> None:
+        """Wake the thread for a round (a writer's ``every``-th commit)."""
+        self._wake.set()
 
     def run_now(self, timeout: float) -> bool:
         """Wake the thread and wait until it has handled that wake-up; False on timeout."""

@@ -7,8 +7,9 @@ The twin of ``_pg_conn.py`` for the embedded store. Rules:
   auto-checkpoint only as a far backstop. A file written by a newer toolledger is refused
   before anything (even the journal mode) touches it. ``connect_readonly`` opens
   ``mode=ro``, and ``immutable`` on a read-only mount only when that skips no WAL content.
-- Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` (``transaction``); any exception
-  rolls it back and is re-raised (mapped when it is the driver's).
+- Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` (``SQLiteStore._write``, which
+  knows each connection's ``synchronous``); any exception rolls it back and is re-raised,
+  mapped here when it is the driver's.
 - Driver errors never leak (``map_error``): locked/busy is ``STORE_BUSY``, anything else
   ``STORE_UNAVAILABLE``, raised ``from`` the ``sqlite3`` error; a text that is not UTF-8
   is a damaged file, a lone surrogate in an argument ``INVALID_ARGUMENT``.
@@ -48,7 +49,6 @@ __all__ = [
     "refuse_special_files",
     "retry_locked",
     "too_new",
-    "transaction",
     "unencodable",
 ]
 
@@ -191,34 +191,6 @@ def retry_locked(fn: Callable[[], T], path: Path, busy_timeout: float) -> T:
                 raise map_error(exc, f"opening {path}") from exc
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.05)
-
-
-def transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], path: Path) -> T:
-    """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` … ``COMMIT``; roll back on any exception.
-
-    Raises:
-        StoreBusyError, StoreUnavailableError: the driver failed (``map_error``).
-        InvalidArgumentError: ``INVALID_ARGUMENT``: a text argument is not valid Unicode.
-        Whatever ``fn`` raises (not a driver error), unchanged.
-    """
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise map_error(exc, "beginning a write") from exc
-    try:
-        result = fn(conn)
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise map_error(exc, "writing") from exc
-        if isinstance(exc, UnicodeEncodeError):
-            raise unencodable(exc) from exc
-        if isinstance(exc, UnicodeDecodeError):
-            raise not_utf8(path, "writing") from exc
-        raise
-    return result
 
 
 def _set_wal(conn: sqlite3.Connection) -> None:

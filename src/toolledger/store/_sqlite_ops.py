@@ -22,9 +22,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..checkpoint.model import CheckpointRecord, Status, format_time
+from ..checkpoint.model import CheckpointRecord, Status
 from ..checkpoint.transitions import TRANSITIONS, edges_to, transition_between
-from ..errors import InvalidCheckpointError, InvalidTransitionError, NotFoundError
+from ..errors import InvalidCheckpointError, NotFoundError
 from ._rows import (
     FACTS_INHERIT,
     FACTS_OMIT,
@@ -39,7 +39,6 @@ from .base import (
     AppendEvents,
     ClaimEffectKey,
     CreateCheckpoint,
-    EventRow,
     Op,
     ReleaseEffectKey,
     RemoveOperation,
@@ -52,30 +51,23 @@ __all__ = [
     "PREV_MARKER",
     "SELECT_EVENT_COLUMNS",
     "create_and_swap",
-    "event_batch_params",
-    "execute_op",
 ]
 
 _STATUSES: dict[Any, Status] = {s.value: s for s in Status}
+#: ``transition_between`` as a table, ``(source, target, decision) -> (name, action)``:
+#: the known-row swap labels its history row without a call.
+_BETWEEN: dict[tuple[Status, Status, bool], tuple[str, str]] = {
+    (source, target, decision): (name, action.value)
+    for target in Status
+    for decision in (False, True)
+    for source, (name, action) in edges_to(target, decision=decision).items()
+}
 #: The transitions a record just created may take in the same transaction.
 _FROM_READY: dict[Status, tuple[str, str]] = {
     rule.target: (name, rule.action.value)
     for name, rule in TRANSITIONS.items()
     if Status.READY in rule.sources and not rule.decision
 }
-
-
-def execute_op(conn: sqlite3.Connection, op: Op, extra: Any) -> Any:
-    """Run one prepared ``apply`` op inside the caller's transaction; return its outcome.
-
-    Raises:
-        TombstonedError: ``TOMBSTONED`` creating under an erased key (the caller rolls back).
-        InvalidCheckpointError: ``INVALID_CHECKPOINT`` swapping a damaged stored row.
-        InvalidTransitionError: ``INVALID_TRANSITION`` when no transition joins the stored
-            status and the target.
-        NotFoundError: ``NOT_FOUND`` appending to an unknown run.
-    """
-    return HANDLERS[type(op)](conn, op, extra)
 
 
 _INSERT_CHECKPOINT = (
@@ -104,16 +96,27 @@ _TWO_HISTORY_ROWS = (
 def create_and_swap(
     conn: sqlite3.Connection,
     create: CreateCheckpoint,
-    create_text: str,
-    swap: SwapCheckpoint,
-    swap_text: str,
+    created: tuple[str, str],
+    swap: Op,
+    swapped: Any,
+    index: int,
+    outcomes: Sequence[Any],
 ) -> tuple[tuple[bool, CheckpointRecord], bool] | None:
     """Create a record and swap it at once: one row write, both history rows in one insert.
 
-    The same outcomes as running the two ops in turn, for a swap at revision 0 of the
-    created key along a transition from ``ready``; ``None`` (nothing written) when the
-    swap is not one, or the create is refused: the caller runs the ops one by one then.
+    ``run_ops``' pair for the create at ``index`` and the op after it. The same outcomes
+    as running the two ops in turn, for a swap at revision 0 of the created key along a
+    transition from ``ready`` that runs iff the create wins (it is gated on nothing, on
+    the create, or on an earlier op that won); ``None`` (nothing written) when the op after
+    is not such a swap, or the create is refused: the caller runs the ops one by one then.
     """
+    if type(swap) is not SwapCheckpoint:
+        return None
+    req = swap.requires
+    if req is not None and req != index:
+        gate = outcomes[req] if req < index else False
+        if not (gate[0] if type(gate) is tuple else gate):  # ``won``, inline
+            return None
     rec, nxt = create.record, swap.next
     moved = _FROM_READY.get(nxt.status)
     binding, next_binding = rec.binding, nxt.binding
@@ -125,7 +128,8 @@ def create_and_swap(
         or next_binding.call_id != cid
     ):
         return None
-    at = format_time(nxt.updated_at)
+    create_text, created_at = created
+    swap_text, at, _prior = swapped
     # ``_value_``: the stored string, read without ``Enum.value``'s property (Python frames).
     cur = conn.execute(
         _CREATE_SWAPPED,
@@ -134,13 +138,13 @@ def create_and_swap(
     if cur.rowcount != 1:
         return None
     name, action = moved
-    same = next_binding == binding and nxt.created_at == rec.created_at
+    same = (next_binding is binding or next_binding == binding) and nxt.created_at == rec.created_at
     facts = transition_facts(swap_text) if same and nxt.result is rec.result is None else swap_text
     conn.execute(
         _TWO_HISTORY_ROWS,
         (
             *(ns, cid, rec.revision, rec.status._value_, "create_checkpoint", "execute"),
-            *(format_time(rec.updated_at), create_text),
+            *(created_at, create_text),
             *(ns, cid, nxt.revision, nxt.status._value_, name, action, at, facts),
         ),
     )
@@ -148,16 +152,18 @@ def create_and_swap(
 
 
 def _create(
-    conn: sqlite3.Connection, op: CreateCheckpoint, extra: str
+    conn: sqlite3.Connection, op: CreateCheckpoint, prepared: tuple[str, str]
 ) -> tuple[bool, CheckpointRecord]:
     rec = op.record
-    ns, cid = rec.key
-    cur = conn.execute(
-        _CREATE,
-        (ns, cid, rec.status.value, rec.binding.tool_name, format_time(rec.updated_at), extra),
-    )
+    text, at = prepared
+    binding = rec.binding
+    ns, cid = binding.namespace, binding.call_id
+    cur = conn.execute(_CREATE, (ns, cid, rec.status._value_, binding.tool_name, at, text))
     if cur.rowcount == 1:
-        _history(conn, rec, "create_checkpoint", "execute", extra)
+        conn.execute(
+            _HISTORY,
+            (ns, cid, rec.revision, rec.status._value_, "create_checkpoint", "execute", at, text),
+        )
         return (True, rec)
     row = conn.execute(
         "SELECT record FROM checkpoints WHERE namespace = ? AND call_id = ?", (ns, cid)
@@ -233,74 +239,51 @@ _UPDATE = (
 _UPDATE_KNOWN = f"{_UPDATE} AND status = ? AND record = ?"
 
 
-def _swap_known(
-    conn: sqlite3.Connection, op: SwapCheckpoint, text: str, prior: tuple[str, CheckpointRecord]
-) -> bool:
-    """The CAS when the row is believed to hold ``prior``'s text: two plain statements.
-
-    The ``UPDATE`` matches only a row holding exactly that text (proven valid for this
-    key, so its JSON agrees with the revision and status also matched), so the
-    transition and the history facts are worked out here from the two texts, not by
-    SQLite's JSON functions. ``False`` (nothing written) sends the caller to the paths
-    that tell a lost CAS, a damaged row or an illegal move apart.
-    """
-    before, stored = prior
-    nxt = op.next
-    if stored.revision != op.expected_revision:
-        return False
-    try:
-        name, action = transition_between(
-            stored.status, nxt.status, decision=nxt.resolution is not None
-        )
-    except InvalidTransitionError:
-        return False
-    facts = swap_facts(before, text)
-    if facts is None:
-        return False
-    binding = nxt.binding
-    ns, cid = binding.namespace, binding.call_id
-    cur = conn.execute(
-        _UPDATE_KNOWN,
-        (
-            nxt.status._value_,
-            nxt.revision,
-            format_time(nxt.updated_at),
-            text,
-            ns,
-            cid,
-            op.expected_revision,
-            stored.status._value_,
-            before,
-        ),
-    )
-    if cur.rowcount != 1:
-        return False
-    _history(conn, nxt, name, action._value_, facts)
-    return True
-
-
 def _swap(
     conn: sqlite3.Connection,
     op: SwapCheckpoint,
-    prepared: tuple[str, tuple[str, CheckpointRecord] | None],
+    prepared: tuple[str, str, tuple[str, CheckpointRecord] | None],
 ) -> bool:
-    extra, prior = prepared
-    if prior is not None and _swap_known(conn, op, extra, prior):
-        return True
+    text, at, prior = prepared
     nxt = op.next
-    ns, cid = nxt.key
-    at = format_time(nxt.updated_at)
+    binding = nxt.binding
+    ns, cid = binding.namespace, binding.call_id
+    expected = op.expected_revision
+    decision = nxt.resolution is not None
+    if prior is not None and prior[1].revision == expected:
+        # The row is believed to hold ``prior``'s text: two plain statements. The UPDATE
+        # matches only a row holding exactly that text (proven valid for this key, so its
+        # JSON agrees with the revision and status also matched), so the transition and
+        # the history facts are worked out here from the two texts, not by SQLite's JSON
+        # functions. Nothing written sends the swap on to the paths below, which tell a
+        # lost CAS, a damaged row or an illegal move apart.
+        before, stored = prior
+        move = _BETWEEN.get((stored.status, nxt.status, decision))
+        facts = None if move is None else swap_facts(before, text)
+        if facts is not None:
+            cur = conn.execute(
+                _UPDATE_KNOWN,
+                (
+                    *(nxt.status._value_, nxt.revision, at, text, ns, cid, expected),
+                    *(stored.status._value_, before),
+                ),
+            )
+            if cur.rowcount == 1:
+                name, action = move  # type: ignore[misc]
+                conn.execute(
+                    _HISTORY, (ns, cid, nxt.revision, nxt.status._value_, name, action, at, facts)
+                )
+                return True
     # A person's decision (rare) takes the slow path, which labels it in Python.
-    sql = _SWAP_HISTORY.get(nxt.status) if nxt.resolution is None else None
+    sql = None if decision else _SWAP_HISTORY.get(nxt.status)
     if sql is not None:
         # Fast path, two statements: the history row (inserted only if every check holds),
         # then the CAS itself. Anything else (lost CAS, damaged row, illegal move) takes the
         # slow path below, which tells them apart; the insert left nothing behind then.
-        params = (ns, cid, nxt.revision, nxt.status.value, at, extra, op.expected_revision)
+        params = (ns, cid, nxt.revision, nxt.status._value_, at, text, expected)
         if conn.execute(sql, params).rowcount == 1:
             cur = conn.execute(
-                _UPDATE,
-                (nxt.status.value, nxt.revision, at, extra, ns, cid, op.expected_revision),
+                _UPDATE, (nxt.status._value_, nxt.revision, at, text, ns, cid, expected)
             )
             if cur.rowcount != 1:  # cannot happen under the write lock; never half-apply
                 raise InvalidCheckpointError(
@@ -308,10 +291,10 @@ def _swap(
                     details={"namespace": ns, "call_id": cid, "reason": "cas race"},
                 )
             return True
-    return _swap_slow(conn, op, extra)
+    return _swap_slow(conn, op, text, at)
 
 
-def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool:
+def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str, at: str) -> bool:
     nxt = op.next
     ns, cid = nxt.key
     # The JSON checks run inside SQLite (C): a row whose document is damaged or disagrees
@@ -346,20 +329,13 @@ def _swap_slow(conn: sqlite3.Connection, op: SwapCheckpoint, extra: str) -> bool
         stored_status, nxt.status, decision=nxt.resolution is not None
     )
     cur = conn.execute(
-        _UPDATE,
-        (
-            nxt.status.value,
-            nxt.revision,
-            format_time(nxt.updated_at),
-            extra,
-            ns,
-            cid,
-            op.expected_revision,
-        ),
+        _UPDATE, (nxt.status._value_, nxt.revision, at, extra, ns, cid, op.expected_revision)
     )
     if cur.rowcount != 1:
         return False
-    _history(conn, nxt, name, action.value, row[3])
+    conn.execute(
+        _HISTORY, (ns, cid, nxt.revision, nxt.status._value_, name, action._value_, at, row[3])
+    )
     return True
 
 
@@ -380,19 +356,19 @@ def _remove_operation(conn: sqlite3.Connection, op: RemoveOperation, _extra: Non
     return cur.rowcount == 1
 
 
-def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey, _extra: None) -> bool:
+def _claim_effect_key(conn: sqlite3.Connection, op: ClaimEffectKey, stamp: str) -> bool:
     if op.replaces is not None:  # take the key over from the call named, if it holds it
         cur = conn.execute(
             "UPDATE effect_keys SET call_id = ?, claimed_at = ? "
             "WHERE namespace = ? AND effect_key = ? AND call_id = ?",
-            (op.call_id, now_text(), op.namespace, op.key, op.replaces),
+            (op.call_id, stamp, op.namespace, op.key, op.replaces),
         )
         if cur.rowcount == 1:
             return True
     cur = conn.execute(
         "INSERT OR IGNORE INTO effect_keys (namespace, effect_key, call_id, claimed_at) "
         "VALUES (?, ?, ?, ?)",
-        (op.namespace, op.key, op.call_id, now_text()),
+        (op.namespace, op.key, op.call_id, stamp),
     )
     if cur.rowcount == 1:
         return True
@@ -428,10 +404,17 @@ def _append(conn: sqlite3.Connection, op: AppendEvents, _extra: None) -> bool:
             raise NotFoundError(message=f"no run {op.run_id}", details={"run_id": op.run_id})
         return not op.rows and row[0] == op.expected_count
     # The full-text index follows in batches (``_sqlite_search``: a trigger marks the run).
-    conn.executemany(
-        f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        event_batch_params(op.rows),
-    )
+    # Each record's ``prev_hash`` after the first is stored as ``PREV_MARKER`` where it is
+    # the hash of the record before it, as the chain has it: 64 bytes less per record.
+    params = []
+    before: str | None = None
+    for r in op.rows:
+        row_params = event_params(r)
+        if before is not None and r.prev_hash == before:
+            row_params = (*row_params[:8], PREV_MARKER, *row_params[9:])
+        params.append(row_params)
+        before = r.hash
+    conn.executemany(f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", params)
     return True
 
 
@@ -449,42 +432,14 @@ SELECT_EVENT_COLUMNS = EVENT_COLUMNS.replace(
 )
 
 
-def event_batch_params(rows: Sequence[EventRow]) -> list[tuple[Any, ...]]:
-    """Insert parameters of a batch of consecutive records (``event_params``), the
-    ``prev_hash`` of each after the first stored as ``PREV_MARKER`` where it is the hash
-    of the record before it, as the chain has it: 64 bytes less per record."""
-    out = []
-    before: str | None = None
-    for r in rows:
-        params = event_params(r)
-        if before is not None and r.prev_hash == before:
-            params = (*params[:8], PREV_MARKER, *params[9:])
-        out.append(params)
-        before = r.hash
-    return out
+_HISTORY = (
+    "INSERT INTO checkpoint_history "
+    "(namespace, call_id, revision, status, transition, action, at, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
-def _history(
-    conn: sqlite3.Connection, rec: CheckpointRecord, name: str, action: str, text: str
-) -> None:
-    conn.execute(
-        "INSERT INTO checkpoint_history "
-        "(namespace, call_id, revision, status, transition, action, at, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            rec.binding.namespace,
-            rec.binding.call_id,
-            rec.revision,
-            rec.status._value_,
-            name,
-            action,
-            format_time(rec.updated_at),
-            text,
-        ),
-    )
-
-
-#: The SQLite op table: ``execute_op`` runs ``HANDLERS[type(op)](conn, op, prepared)``.
+#: The SQLite op table: ``run_ops`` runs ``HANDLERS[type(op)](conn, op, prepared)``.
 HANDLERS: dict[type[Any], Callable[[sqlite3.Connection, Any, Any], Any]] = op_table(
     "SQLite",
     {

@@ -176,7 +176,7 @@ class MemoryStore(ApplyShortcuts):
                 dict(self._effect_keys),
             )
             try:
-                return run_ops(prepared, self._execute)
+                return run_ops(prepared, _HANDLERS, self)
             except BaseException:
                 (
                     self.rows,
@@ -188,10 +188,10 @@ class MemoryStore(ApplyShortcuts):
                 ) = snapshot
                 raise
 
-    def _execute(self, op: Op, extra: Any) -> Any:
-        return _HANDLERS[type(op)](self, op, extra)
-
-    def _create(self, op: CreateCheckpoint, extra: str) -> tuple[bool, CheckpointRecord]:
+    def _create(
+        self, op: CreateCheckpoint, prepared: tuple[str, str]
+    ) -> tuple[bool, CheckpointRecord]:
+        extra = prepared[0]
         key = op.record.key
         if key in self.rows:
             return (False, load_record(self.rows[key], *key))
@@ -201,7 +201,8 @@ class MemoryStore(ApplyShortcuts):
         self._history[key] = [("create_checkpoint", Action.EXECUTE.value, extra)]
         return (True, op.record)
 
-    def _swap(self, op: SwapCheckpoint, extra: str) -> bool:
+    def _swap(self, op: SwapCheckpoint, prepared: tuple[str, str, Any]) -> bool:
+        extra = prepared[0]
         key = op.next.key
         text = self.rows.get(key)
         if text is None:
@@ -223,15 +224,12 @@ class MemoryStore(ApplyShortcuts):
     def _remove_operation(self, op: RemoveOperation, _extra: None) -> bool:
         return self._ops.pop((op.namespace, op.call_id), None) is not None
 
-    def _claim_effect_key(self, op: ClaimEffectKey, _extra: None) -> bool:
+    def _claim_effect_key(self, op: ClaimEffectKey, stamp: str) -> bool:
         current = self._effect_keys.get((op.namespace, op.key))
         if current is not None and op.replaces is not None and current[0] == op.replaces:
-            self._effect_keys[(op.namespace, op.key)] = (op.call_id, now_text())
+            self._effect_keys[(op.namespace, op.key)] = (op.call_id, stamp)
             return True
-        held = self._effect_keys.setdefault(
-            (op.namespace, op.key),
-            (op.call_id, now_text()),
-        )
+        held = self._effect_keys.setdefault((op.namespace, op.key), (op.call_id, stamp))
         return held[0] == op.call_id
 
     def _release_effect_key(self, op: ReleaseEffectKey, _extra: None) -> bool:

@@ -48,7 +48,7 @@ from ._pg_approvals import PgApprovals
 from ._pg_batch import CALL as _APPLY_OPS
 from ._pg_batch import encode_ops, fits, landed_outcomes, outcomes
 from ._pg_conn import PgConnections
-from ._pg_ops import Queries, execute_op, op_key, probe, probe_batch
+from ._pg_ops import HANDLERS, Queries, op_key, probe, probe_batch
 from ._pg_schema import LATEST_VERSION, MIGRATIONS, lock_key, qualify
 from ._rows import load_record, prepare_ops, run_ops, status_values
 from ._search import EventQuery
@@ -383,7 +383,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         q = self._q
 
         def run(cur: Cursor[Any]) -> builtins.list[Any]:
-            return run_ops(prepared, partial(execute_op, cur, q))
+            return run_ops(prepared, HANDLERS, cur, q)
 
         def fast(cur: Cursor[Any]) -> builtins.list[Any]:
             cur.execute(q["apply_ops"], (encode_ops(prepared),))

@@ -6,7 +6,7 @@ Rules this module keeps:
   (``_sqlite_conn.connect``, the twin of ``_pg_conn``).
 - Each thread (and each process: connections are never shared across ``fork``) gets its
   own connection. Every write is one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction
-  (``_sqlite_conn.transaction``).
+  (``_write``).
 - CAS is ``UPDATE … WHERE namespace=? AND call_id=? AND revision=?`` plus a row-count
   check; the history row is inserted in the same transaction. A creation's row holds the
   whole record; a transition's row holds its facts (status, revision and time in columns;
@@ -57,7 +57,7 @@ from ..errors import (
 )
 from . import _sqlite_search
 from ._approval_record import ApprovalRecord, load_approval
-from ._rows import expand_history, load_record, prepare_ops, run_ops, status_values, won
+from ._rows import expand_history, load_record, prepare_ops, run_ops, status_values
 from ._search import EventQuery
 from ._sqlcommon import (
     RECORD_FIELDS,
@@ -85,15 +85,13 @@ from ._sqlite_conn import (
     not_utf8,
     refuse_special_files,
     too_new,
-    transaction,
     unencodable,
 )
-from ._sqlite_ops import SELECT_EVENT_COLUMNS, create_and_swap, execute_op
+from ._sqlite_ops import HANDLERS, SELECT_EVENT_COLUMNS, create_and_swap
 from ._sqlite_schema import LATEST_VERSION, MIGRATIONS
 from ._tombstone import dump_tombstone, load_tombstone
 from .base import (
     Capabilities,
-    CreateCheckpoint,
     EffectKeyRow,
     EventRow,
     HistoryEntry,
@@ -101,7 +99,6 @@ from .base import (
     OperationRow,
     QuarantinedRow,
     RunRow,
-    SwapCheckpoint,
     Tombstone,
 )
 
@@ -109,6 +106,8 @@ __all__ = ["LATEST_VERSION", "MIGRATIONS", "SQLiteStore"]
 
 T = TypeVar("T")
 
+#: What a read may raise that ``_read_error`` maps.
+_READ_ERRORS = (sqlite3.Error, UnicodeEncodeError, UnicodeDecodeError)
 #: A guarded call's first read: its checkpoint and its approval, one snapshot, one row.
 _GET_WITH_APPROVAL = (
     "SELECT (SELECT record FROM checkpoints WHERE namespace = ?1 AND call_id = ?2), "
@@ -267,6 +266,11 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             )
 
     def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use; after a fork, new ones.
+
+        ``_read`` and ``_write`` take a connection this thread holds in this process
+        directly (a closed store has dropped them all, so they come here and fail).
+        """
         if self._closed:
             raise StoreUnavailableError(message=f"{self!r} is closed")
         pid = os.getpid()
@@ -309,44 +313,74 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
                 conn.close()
         self._local = threading.local()
 
-    def _set_sync(self, conn: sqlite3.Connection, durable: bool) -> None:
-        want = "FULL" if durable and self.durability == "full" else "NORMAL"
-        if getattr(self._local, "sync", None) != want:
-            conn.execute(f"PRAGMA synchronous = {want}")
-            self._local.sync = want
+    def _write(
+        self, fn: Callable[[sqlite3.Connection], T], *, durable: bool, wait: bool = True
+    ) -> T:
+        """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` … ``COMMIT`` at the durability asked
+        for (``synchronous`` set first where this connection is at the other one), holding
+        the gate; roll back on any exception. ``wait=False``: only if the write lock (the
+        gate, then SQLite's) is free now, else ``StoreBusyError`` at once.
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool) -> T:
+        Raises:
+            StoreBusyError, StoreUnavailableError: the driver failed (``map_error``), or
+                the gate stayed taken.
+            InvalidArgumentError: ``INVALID_ARGUMENT``: a read-only store, or a text
+                argument that is not valid Unicode.
+            Whatever ``fn`` raises (not a driver error), unchanged.
+        """
         if self.readonly:
             raise InvalidArgumentError(
                 message=f"{self!r} was opened read-only; open it without readonly to write",
                 details={"path": str(self.path), "reason": "readonly"},
             )
-        conn = self._conn()
+        conn = getattr(self._local, "conn", None)  # ``_conn``'s fast path: this thread's
+        if conn is None or self._pid != os.getpid():
+            conn = self._conn()
         gate = self._gate  # after ``_conn``: a forked child has its own by then
         # Uncontended, a non-blocking acquire costs a third of a timed one.
-        if not (gate.acquire(False) or gate.acquire(timeout=self.busy_timeout)):
+        if not (gate.acquire(False) or (wait and gate.acquire(timeout=self.busy_timeout))):
             raise StoreBusyError(
                 message="another writer of this store held it for the whole busy timeout "
                 f"({self.busy_timeout} s) while beginning a write; retry later",
                 details={"doing": "beginning a write"},
             )
+        want = "FULL" if durable and self.durability == "full" else "NORMAL"
+        local = self._local
         try:
-            result = self._transaction(conn, fn, durable)
+            try:
+                if not wait:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                if local.sync != want:
+                    conn.execute(f"PRAGMA synchronous = {want}")
+                    local.sync = want
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise map_error(exc, "beginning a write") from exc
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise map_error(exc, "writing") from exc
+                if isinstance(exc, UnicodeEncodeError):
+                    raise unencodable(exc) from exc
+                if isinstance(exc, UnicodeDecodeError):
+                    raise not_utf8(self.path, "writing") from exc
+                raise
         finally:
-            gate.release()
+            try:
+                if not wait:
+                    conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            except sqlite3.Error as exc:
+                raise map_error(exc, "writing") from exc
+            finally:
+                gate.release()
         ckpt = self._checkpointer or self._start_checkpointer()
-        if ckpt is not None:
-            ckpt.committed()
+        if ckpt is not None and next(ckpt.commits) % ckpt.every == 0:
+            ckpt.wake()  # a round off the callers' path every ``every`` commits
         return result
-
-    def _transaction(
-        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], durable: bool
-    ) -> T:
-        try:
-            self._set_sync(conn, durable)
-        except sqlite3.Error as exc:
-            raise map_error(exc, "beginning a write") from exc
-        return transaction(conn, fn, self.path)
 
     def _round_every(self) -> int | None:
         """Commits between checkpoint rounds: at most ``CHECKPOINT_EVERY_FULL`` at ``full``.
@@ -371,15 +405,21 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             return self._checkpointer
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
-        conn = self._conn()
+        conn = getattr(self._local, "conn", None)  # ``_conn``'s fast path: this thread's
+        if conn is None or self._pid != os.getpid():
+            conn = self._conn()
         try:
             return conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise map_error(exc, "reading") from exc
-        except UnicodeEncodeError as exc:  # e.g. a key with a lone surrogate
-            raise unencodable(exc) from exc
-        except UnicodeDecodeError as exc:  # a damaged file: a text column is not UTF-8
-            raise not_utf8(self.path, "reading") from exc
+        except _READ_ERRORS as exc:
+            raise self._read_error(exc) from exc
+
+    def _read_error(self, exc: Exception) -> CheckpointError:
+        """The typed error of a failed read (``_READ_ERRORS``)."""
+        if isinstance(exc, sqlite3.Error):
+            return map_error(exc, "reading")
+        if isinstance(exc, UnicodeEncodeError):  # e.g. a key with a lone surrogate
+            return unencodable(exc)
+        return not_utf8(self.path, "reading")  # a damaged file: a text column is not UTF-8
 
     # -- migrations --------------------------------------------------------------------
 
@@ -460,7 +500,13 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         raises as ``approval_get`` does), so a caller that never needs it is never failed
         by it.
         """
-        ((record, approval),) = self._read(_GET_WITH_APPROVAL, (namespace, call_id))
+        conn = getattr(self._local, "conn", None)  # ``_read``, inline: every call reads this
+        if conn is None or self._pid != os.getpid():
+            conn = self._conn()
+        try:
+            ((record, approval),) = conn.execute(_GET_WITH_APPROVAL, (namespace, call_id))
+        except _READ_ERRORS as exc:
+            raise self._read_error(exc) from exc
         rec = None if record is None else load_record(record, namespace, call_id)
         if approval is None:
             return rec, _no_approval
@@ -520,14 +566,13 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
 
     def apply(self, ops: Sequence[Op], *, durable: bool = True) -> builtins.list[Any]:
         """Run ``ops`` in one transaction; see ``Store.apply``."""
-        # Validate everything before writing; a swap comes with the text last proven for
-        # its key (``_sqlite_ops``' known-row path).
-        prepared = prepare_ops(ops, with_prior=True)
-
-        def run(conn: sqlite3.Connection) -> builtins.list[Any]:
-            return run_ops(prepared, partial(execute_op, conn), pair=partial(_claim_pair, conn))
-
-        return self._write(run, durable=durable)
+        # Validate everything before writing (a swap comes with the text last proven for
+        # its key: ``_sqlite_ops``' known-row path); a new call's create and claim are one
+        # row write (``create_and_swap``).
+        prepared = prepare_ops(ops)
+        return self._write(
+            partial(run_ops, prepared, HANDLERS, pair=create_and_swap), durable=durable
+        )
 
     # -- operation journal -------------------------------------------------------------
 
@@ -799,22 +844,10 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
 
     def _write_if_free(self, fn: Callable[[sqlite3.Connection], object]) -> bool:
         """Run ``fn`` in a relaxed write if the write lock is free now; never wait for it."""
-        conn = self._conn()
-        gate = self._gate
-        if not gate.acquire(False):
-            return False
         try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                self._transaction(conn, fn, False)
-            except StoreBusyError:
-                return False
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        except sqlite3.Error as exc:
-            raise map_error(exc, "writing") from exc
-        finally:
-            gate.release()
+            self._write(fn, durable=False, wait=False)
+        except StoreBusyError:
+            return False
         return True
 
     def _event_records(self, run_id: str, event_id: str) -> tuple[EventRow, ...]:
@@ -870,27 +903,3 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
 
 def _no_approval() -> None:
     return None
-
-
-def _claim_pair(
-    conn: sqlite3.Connection,
-    create: CreateCheckpoint,
-    text: str,
-    after: tuple[Op, Any],
-    index: int,
-    out: builtins.list[Any],
-) -> Sequence[Any] | None:
-    """A create and the swap after it as one row write (a new call's claim), or ``None``."""
-    swap, prepared = after
-    if type(swap) is not SwapCheckpoint or not _swap_follows(swap, index, out):
-        return None
-    return create_and_swap(conn, create, text, swap, prepared[0])
-
-
-def _swap_follows(swap: Any, index: int, out: Sequence[Any]) -> bool:
-    """Whether the swap after the create at ``index`` runs iff the create wins.
-
-    It does unless an earlier op it requires lost (``won`` counts the create's outcome).
-    """
-    req = swap.requires
-    return req is None or req == index or (req < index and won(out[req]))
