@@ -623,15 +623,17 @@ def finish(
             assert isinstance(error, CheckpointError)
             refuse(run, flow.call, error)
         return
-    facts = call_facts(flow, outcome)
     try:
         carried = flow.end_carried
         if carried is not None:
             # The completion transaction stored this call's end record: end with exactly
-            # what it says (the same fields), without writing it again.
+            # what it says (the same fields), without writing it again. Without a span
+            # (telemetry off) nobody is told the facts: they are not derived.
             prepared, fields = carried
+            facts = None if flow.span is None else call_facts(flow, outcome)
             handle.end(fields.status, carried=prepared, facts=facts)
             return
+        facts = call_facts(flow, outcome)
         # A replayed call changed nothing: its records stay buffered like a step's; any
         # other end is written at once.
         rec = flow.last
