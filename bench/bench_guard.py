@@ -128,7 +128,7 @@ class NoJournalRun:
     def requested_by(self, call_id: str) -> None:
         return None
 
-    def ride(self, store: Any, end: Any = None) -> None:
+    def ride(self, store: Any, end: Any = None, requires: int | None = None) -> None:
         return None
 
     def prepare_end(self, *args: Any, **kw: Any) -> None:

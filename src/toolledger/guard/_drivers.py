@@ -78,7 +78,7 @@ from ..errors import (
     StoreError,
 )
 from ..journal import EventHandle, check_source, check_text
-from ..store.base import AppendEvents, capabilities_of
+from ..store.base import capabilities_of
 from ..telemetry import CallFacts, NoopSpan
 from ..tools import ExecuteContext, OperationJournal, RecoverContext, Tool, ToolOutcome
 from ._call import (
@@ -492,7 +492,8 @@ def commit(
     rides: list[Any] = []
     all_ops = list(ops)
     n = len(all_ops)
-    won = False
+    won = settled = False
+    requires = None if end is None else 0  # an end record is gated on the completion's CAS
     try:
         seen: set[int] = set()
         for run in runs:
@@ -500,15 +501,12 @@ def commit(
                 continue
             seen.add(id(run))
             try:
-                ride = run.ride(store, end)
+                ride = run.ride(store, end, requires)
             except Exception:  # recording never breaks the call
                 ride = None
             if ride is not None:
                 rides.append(ride)
-                op = ride.op
-                if end is not None:  # gated on the completion's CAS (op 0)
-                    op = AppendEvents(op.run_id, op.rows, op.expected_count, requires=0)
-                all_ops.append(op)
+                all_ops.append(ride.op)
         try:
             out = store.apply(all_ops, durable=durable)
         except StoreError as exc:
@@ -518,10 +516,12 @@ def commit(
         won = bool(out[0]) if n else False
         for ride, appended in zip(rides, out[n:], strict=True):
             ride.settle(bool(appended), keep_extra=won)
+        settled = True
         return out[:n]
     finally:
-        for ride in rides:  # an unexpected error: the records go back (settle is idempotent)
-            ride.settle(False, keep_extra=won)
+        if not settled:  # an unexpected error: the records go back (settle is idempotent)
+            for ride in rides:
+                ride.settle(False, keep_extra=won)
         if carried is not None:
             carried.append(bool(rides) and rides[0].carried)
 
