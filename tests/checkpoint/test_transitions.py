@@ -699,3 +699,51 @@ def test_transition_time_is_at_field_of_next() -> None:
     t = claim_execution(RECORDS["ready"](), attempt_id="a1", at=when)
     assert t.next.execution_claimed_at == when
     assert t.next.to_dict()["execution_claimed_at"].endswith(".000007+00:00")
+
+
+class TestCreateAndClaim:
+    """``create_and_claim`` is ``create_checkpoint`` then ``claim_execution``, in one step."""
+
+    def test_create_and_claim_equals_the_two_transitions(self) -> None:
+        """The same new record and the same claim, both known valid."""
+        from toolledger.checkpoint import create_and_claim
+        from toolledger.checkpoint.model import is_known_valid
+
+        b = binding()
+        new, claim = create_and_claim(b, attempt_id="a1", at=LATER)
+        assert new == create_checkpoint(b, at=LATER)
+        assert claim == claim_execution(new, attempt_id="a1", at=LATER)
+        assert claim.expected_revision == 0
+        assert is_known_valid(new)
+        assert is_known_valid(claim.next)
+
+    @pytest.mark.parametrize(
+        ("bad", "argument"),
+        [
+            ({"binding": {"namespace": "ns"}}, None),
+            ({"at": datetime(2026, 1, 1)}, "at"),
+            ({"attempt_id": "a b"}, "attempt_id"),
+            ({"attempt_id": 7}, "attempt_id"),
+            ({"at": datetime(2026, 1, 1), "attempt_id": "a b"}, "at"),
+        ],
+    )
+    def test_create_and_claim_refuses_as_the_two_transitions(
+        self, bad: dict[str, Any], argument: str | None
+    ) -> None:
+        """A bad binding, ``at`` or attempt id raises what the two-step path raises, in
+        the same order."""
+        from toolledger.checkpoint import create_and_claim
+
+        kwargs: dict[str, Any] = {"binding": binding(), "attempt_id": "a1", "at": LATER, **bad}
+        with pytest.raises(tl.CheckpointError) as one:
+            create_and_claim(kwargs["binding"], attempt_id=kwargs["attempt_id"], at=kwargs["at"])
+
+        def two_steps() -> None:
+            new = create_checkpoint(kwargs["binding"], at=kwargs["at"])
+            claim_execution(new, attempt_id=kwargs["attempt_id"], at=kwargs["at"])
+
+        with pytest.raises(tl.CheckpointError) as two:
+            two_steps()
+        assert one.value.code == two.value.code == "INVALID_ARGUMENT"
+        assert one.value.message == two.value.message
+        assert one.value.details.get("argument") == argument

@@ -1,8 +1,8 @@
 """The checkpoint: records, the state machine and validation. Pure; no I/O here.
 
 Names imported ``as`` themselves and left out of ``__all__`` are for toolledger's other
-packages (the attempt-id format, the exact-JSON encoder, compact and sorted JSON), not
-for users.
+packages (the attempt-id format, the exact-JSON encoder, compact and sorted JSON, the
+guard's create-and-claim step), not for users.
 """
 
 from ._attempt import new_attempt_id as new_attempt_id
@@ -46,6 +46,7 @@ from .transitions import (
     resolve_not_executed,
     transition_between,
 )
+from .transitions import create_and_claim as create_and_claim
 from .validate import validate_checkpoint
 
 __all__ = [

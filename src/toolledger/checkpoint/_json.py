@@ -360,12 +360,27 @@ def canonical_json(value: object) -> str:
         InvalidArgumentError: when ``value`` is not exact JSON.
         PayloadLimitError: when it nests deeper than 512 levels.
     """
-    if type(value) is dict and _flat_ascii(value):
-        # Exact JSON by construction (str keys, ASCII str / bool / None / safe int values):
-        # the type walk below would prove nothing more, and the C encoder's text is the
-        # canonical one (ASCII keys sort the same by code point and by UTF-16 unit). Its
-        # values are scalars, so it holds no cycle: the encoder made once serves it.
-        return sorted_dumps_acyclic(value)
+    if type(value) is dict:
+        # A flat dict (the usual tool input): ASCII str keys to ASCII str, bool, None or safe
+        # int values. Exact JSON by construction: the type walk below would prove nothing
+        # more, and the C encoder's text is the canonical one (ASCII keys sort the same by
+        # code point and by UTF-16 unit). Its values are scalars, so it holds no cycle: the
+        # encoder made once serves it.
+        for key, item in value.items():
+            tp = type(item)
+            if not (
+                type(key) is str
+                and key.isascii()
+                and (
+                    (tp is str and item.isascii())
+                    or item is None
+                    or tp is bool
+                    or (tp is int and -MAX_SAFE_INT <= item <= MAX_SAFE_INT)
+                )
+            ):
+                break
+        else:
+            return sorted_dumps_acyclic(value)
     shape = check_types(value, what="value")
     if shape.depth > 512:
         raise PayloadLimitError(
@@ -381,23 +396,6 @@ def canonical_json(value: object) -> str:
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
-
-
-def _flat_ascii(value: dict[Any, Any]) -> bool:
-    """Whether ``value`` maps ASCII str keys to ASCII str, bool, ``None`` or safe ints."""
-    for key, item in value.items():
-        if type(key) is not str or not key.isascii():
-            return False
-        tp = type(item)
-        if tp is str:
-            if not item.isascii():
-                return False
-        elif tp is int:
-            if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
-                return False
-        elif not (item is None or tp is bool):
-            return False
-    return True
 
 
 def _not_json(value: Any) -> Any:

@@ -208,7 +208,7 @@ def fingerprint(value: object) -> str:
 
 class _Keyed:
     """A binding's ``key`` slot, outside its dataclass fields: equality, ``repr`` and the
-    stored form are the five fields; ``__post_init__`` sets it."""
+    stored form are the five fields; ``__init__`` sets it."""
 
     __slots__ = ("key",)
     #: The store key, ``(namespace, call_id)``: read at every step of a call, so it is made
@@ -216,10 +216,7 @@ class _Keyed:
     key: tuple[str, str]
 
 
-_SET_KEY = vars(_Keyed)["key"].__set__
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Binding(_Keyed):
     """What a checkpoint is for: the key ``(namespace, call_id)`` and what it must match.
 
@@ -236,31 +233,42 @@ class Binding(_Keyed):
     tool_revision: str
     input_fingerprint: str
 
-    def __post_init__(self) -> None:
-        _SET_KEY(self, (self.namespace, self.call_id))
-        fields = (
-            self.namespace,
-            self.call_id,
-            self.tool_name,
-            self.tool_revision,
-            self.input_fingerprint,
-        )
-        if (
-            type(fields[0]) is str
-            and type(fields[1]) is str
-            and type(fields[2]) is str
-            and type(fields[3]) is str
-            and type(fields[4]) is str
-            and _BINDING_FIELDS.fullmatch("\x00".join(fields)) is not None
+    def __init__(
+        self,
+        namespace: str,
+        call_id: str,
+        tool_name: str,
+        tool_revision: str,
+        input_fingerprint: str,
+    ) -> None:
+        # The dataclass's __init__ with its checks and the key in it (not a __post_init__
+        # after it: one frame per binding). Frozen: fields are set as that __init__ does.
+        if not (
+            type(namespace) is str
+            and type(call_id) is str
+            and type(tool_name) is str
+            and type(tool_revision) is str
+            and type(input_fingerprint) is str
+            # The five at once (one match instead of five; see _BINDING_FIELDS).
+            and _BINDING_FIELDS.fullmatch(
+                f"{namespace}\x00{call_id}\x00{tool_name}\x00{tool_revision}\x00{input_fingerprint}"
+            )
+            is not None
         ):
-            return  # every field passes (one match instead of five)
-        check_identifier(self.namespace, "namespace")
-        check_identifier(self.call_id, "call_id")
-        check_identifier(self.tool_name, "tool_name")
-        check_identifier(self.tool_revision, "tool_revision")
-        check_identifier(self.input_fingerprint, "input_fingerprint", fingerprint=True)
-        # The joined match fails only where a check above raises.
-        raise AssertionError("a field passed alone but not joined")  # pragma: no cover
+            check_identifier(namespace, "namespace")
+            check_identifier(call_id, "call_id")
+            check_identifier(tool_name, "tool_name")
+            check_identifier(tool_revision, "tool_revision")
+            check_identifier(input_fingerprint, "input_fingerprint", fingerprint=True)
+            # The joined match fails only where a check above raises.
+            raise AssertionError("a field passed alone but not joined")  # pragma: no cover
+        set_field = object.__setattr__
+        set_field(self, "namespace", namespace)
+        set_field(self, "call_id", call_id)
+        set_field(self, "tool_name", tool_name)
+        set_field(self, "tool_revision", tool_revision)
+        set_field(self, "input_fingerprint", input_fingerprint)
+        set_field(self, "key", (namespace, call_id))
 
     def __reduce__(self) -> tuple[type[Binding], tuple[str, str, str, str, str]]:
         # Copies and pickles go through __init__, so they get their key (the dataclass's

@@ -71,6 +71,7 @@ __all__ = [
     "claim_execution",
     "complete_delivery",
     "complete_execution",
+    "create_and_claim",
     "create_checkpoint",
     "decide_checkpoint",
     "edges_to",
@@ -200,6 +201,29 @@ def create_checkpoint(binding: Binding, *, at: datetime) -> CheckpointRecord:
     )
     mark_valid(new, True)
     return new
+
+
+def create_and_claim(
+    binding: Binding, *, attempt_id: str, at: datetime
+) -> tuple[CheckpointRecord, Transition]:
+    """Return a new ``ready`` record and its ``claim_execution`` at ``at``, in one step.
+
+    ``create_checkpoint(binding, at=at)`` then ``claim_execution(new, attempt_id=...,
+    at=at)``, as a new call's first commit stores them: the new record is valid and
+    ``ready`` by construction, so only ``attempt_id`` is left to check.
+
+    Raises:
+        InvalidArgumentError: ``INVALID_ARGUMENT`` for a non-Binding, a naive ``at`` or a
+            malformed ``attempt_id``.
+    """
+    new = create_checkpoint(binding, at=at)
+    if type(attempt_id) is not str or is_identifier(attempt_id) is None:
+        check_identifier(attempt_id, "attempt_id")  # raises
+    when = new.updated_at
+    claim = _move(
+        new, "claim_execution", when, execution_fence=attempt_id, execution_claimed_at=when
+    )
+    return new, claim
 
 
 def decide_checkpoint(record: CheckpointRecord, binding: Binding) -> Decision:
