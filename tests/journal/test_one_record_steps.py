@@ -261,3 +261,38 @@ def test_any_interleaving_keeps_every_event_in_a_dense_verified_chain(tmp_path_f
         other.flush()
         other_store.close()
         inner.close()
+
+
+@pytest.mark.parametrize(
+    ("justification", "source"), [(None, "developer"), (None, "model"), ("why", "model")]
+)
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_checked_begin_stores_what_a_begin_stores(
+    store, justification: str | None, source: str, whole: bool
+):
+    """``begin_event(checked=True)`` (the guard checked the arguments when the call
+    started) stores the records an unchecked ``begin_event`` stores for the same
+    arguments: its start and end, or the one record of the whole event."""
+    args: dict = {
+        "justification": justification,
+        "justification_source": source,
+        "inputs": {"to": ["ana"], "w": 0.5},
+        "meta": {"tool_revision": "2", "input_fingerprint": "sha256:00"},
+        "checkpoint": {"namespace": "default", "call_id": "c1", "revision": None},
+    }
+    with toolledger.run("g", db=store) as run:
+        for checked in (False, True):
+            handle = run.begin_event("tool_call", "send_email", **args, checked=checked)
+            if not whole:
+                run.flush()  # the start record is stored: the end is a record of its own
+            handle.end("completed", outputs={"result": {"ok": 1.5}, "is_error": False})
+    rows = [r for r in store.read_events(run.run_id) if r.kind == "tool_call"]
+    assert len(rows) == (2 if whole else 4)
+    half = len(rows) // 2
+    # A row's data holds its header without the row's columns (ids, times, seq), but
+    # for the whole event's end time.
+    docs = [json.loads(r.data) for r in rows]
+    for doc in docs:
+        doc["header"].pop("ended_at", None)
+    assert docs[:half] == docs[half:]
+    assert toolledger.verify(store, run.run_id).ok

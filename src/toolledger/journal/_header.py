@@ -13,7 +13,9 @@ Rules this module keeps:
   names, statuses, the justification source and span ids are escaped as
   ``canonical_json`` escapes strings; the checkpoint link is written as ``canonical``
   writes it; the run id's text is made once per run. Callers pass what they checked or
-  made themselves.
+  made themselves. What an event's records share (ids, kind, name, span ids) comes as one
+  value (``EventFields``): the live ``EventHandle`` for a start or end record, a
+  ``PointEvent`` for an event written as one record.
 - ``record_header`` takes any header dict (a newer writer's keys, any values) through
   ``header_json`` and ``canonical``.
 """

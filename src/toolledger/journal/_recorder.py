@@ -106,6 +106,7 @@ class Recorder:
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
         flush: bool = False,
+        checked: bool = False,
     ) -> EventHandle:
         """Write an event's start record, start its span, push it as the current parent.
 
@@ -114,6 +115,9 @@ class Recorder:
                 this run in the current context; ``None``: the run's top level.
             flush: Write the start record (with everything buffered) now; otherwise it is
                 buffered, and a caller may carry it in its own transaction (``ride``).
+            checked: The caller checked ``kind``, ``name``, ``justification`` and
+                ``justification_source`` by ``check_event_args``' rules already (the
+                guard, when a call starts): they are not checked again.
 
         Returns:
             An ``EventHandle``; call ``.end(status, ...)`` exactly once.
@@ -132,6 +136,7 @@ class Recorder:
             checkpoint=checkpoint,
             parent=parent,
             flush=flush,
+            checked=checked,
         )
 
     def prepare_end(

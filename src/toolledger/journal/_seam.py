@@ -71,8 +71,10 @@ class JournalSeam(Protocol):
         checkpoint: Mapping[str, Any] | None = None,
         parent: EventHandle | EllipsisType | None = ...,
         flush: bool = False,
+        checked: bool = False,
     ) -> EventHandle:
-        """Write an event's start record; ``parent=...``: the current context's event.
+        """Write an event's start record; ``parent=...``: the current context's event;
+        ``checked``: the caller checked the kind, name, justification and source already.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
