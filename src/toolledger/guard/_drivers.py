@@ -573,6 +573,7 @@ def _open_event(run: GuardedRun, flow: CallFlow) -> tuple[str, Any]:
         # Requested by a journaled model call: that call's child.
         parent=run.requested_by(binding.call_id) or ...,
         flush=False,  # the start record rides in the claim transaction (``commit``)
+        checked=True,  # ``start`` checked the justification and source; a tool's name is valid
     )
     span = getattr(handle, "span", None)
     attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))

@@ -56,6 +56,7 @@ from ..checkpoint.transitions import (
     check_binding,
     claim_execution,
     complete_execution,
+    create_and_claim,
     create_checkpoint,
     decide_checkpoint,
     mark_execution_uncertain,
@@ -330,8 +331,7 @@ class CallFlow:
 
     def _claim_new(self) -> Generator[Request, Any, tuple[CheckpointRecord | None, bool]]:
         when = datetime.now(timezone.utc)  # ``now()``, without its frame
-        new = create_checkpoint(self.binding, at=when)
-        t = claim_execution(new, attempt_id=self.attempt_id, at=when)
+        new, t = create_and_claim(self.binding, attempt_id=self.attempt_id, at=when)
         if CRASH_ACTIONS:
             reached("before-claim")
         effect = self.call.effect
