@@ -180,8 +180,12 @@ def exact_floats(value: Any) -> bool | None:
     checkpoint layer's ``exact_shape`` walk, its depth bound ``MAX_DEPTH``), without
     building the copy.
     """
-    # The walk runs on the value wrapped in a list, so a scalar is checked as an item.
-    shape = exact_shape([value], 0, None)
+    # The walk checks the value as an item of a list at depth 0: a container is walked at
+    # depth 1 directly (the same checks and bound), a scalar wrapped in that list.
+    if type(value) is dict or type(value) is list:
+        shape = exact_shape(value, 1, None)
+    else:
+        shape = exact_shape([value], 0, None)
     return None if shape is None else shape[2]
 
 

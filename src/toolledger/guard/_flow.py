@@ -80,6 +80,7 @@ from ..store.base import (
     CreateCheckpoint,
     RemoveOperation,
     SwapCheckpoint,
+    no_approval,
 )
 from ..tools import NotRecovered, Recovered, ToolOutcome
 from ._approval_flow import GateFlow
@@ -210,7 +211,8 @@ class CallFlow:
         # attempt, whatever the Tool object passed).
         if call.approval is not None or (
             (rec is None or rec.status is Status.READY)
-            and (first is None or (stored := first()) is not None)
+            # (``no_approval``: the store found none stored; nothing to decode)
+            and (first is None or (first is not no_approval and (stored := first()) is not None))
         ):
             if call.approval is None and first is not None:
                 first = partial(_same, stored)

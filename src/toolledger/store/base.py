@@ -74,6 +74,7 @@ __all__ = [
     "capabilities_of",
     "denial_finder",
     "migrations_of",
+    "no_approval",
     "record_fields_of",
 ]
 
@@ -383,6 +384,15 @@ class Capabilities:
 
 #: A store that declares no ``capabilities``.
 NO_CAPABILITIES = Capabilities()
+
+
+def no_approval() -> None:
+    """``get_with_approval``'s second value when no approval is stored for the call.
+
+    Stores answer with this very function, so a caller may tell "none stored" by identity
+    (``first is no_approval``) without calling it.
+    """
+    return None
 
 
 def capabilities_of(store: object) -> Capabilities:

@@ -47,6 +47,7 @@ from .base import (
     SwapCheckpoint,
     Tombstone,
     WriteOperation,
+    no_approval,
 )
 
 __all__ = ["MemoryStore"]
@@ -114,7 +115,9 @@ class MemoryStore(ApplyShortcuts):
             text = self.rows.get((namespace, call_id))
             approval = self._approvals.get((namespace, call_id))
         rec = None if text is None else load_record(text, namespace, call_id)
-        return rec, partial(_approval_or_none, approval, namespace, call_id)
+        if approval is None:
+            return rec, no_approval
+        return rec, partial(load_approval, approval, namespace, call_id)
 
     def list(
         self,
@@ -525,10 +528,6 @@ def _replace_run(run: RunRow, **changes: Any) -> RunRow:
 
 def _action_key(record: ApprovalRecord) -> tuple[str, str, str | None]:
     return (record.binding.namespace, action_digest(record.binding), record.conversation_id)
-
-
-def _approval_or_none(text: str | None, namespace: str, call_id: str) -> ApprovalRecord | None:
-    return None if text is None else load_approval(text, namespace, call_id)
 
 
 #: The in-memory op table: ``apply`` runs ``_HANDLERS[type(op)](store, op, prepared)``.

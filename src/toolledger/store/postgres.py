@@ -75,6 +75,7 @@ from .base import (
     QuarantinedRow,
     RunRow,
     Tombstone,
+    no_approval,
 )
 
 __all__ = ["PostgresStore"]
@@ -320,7 +321,7 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
         )[0]
         rec = None if rec_text is None else load_record(rec_text, namespace, call_id)
         if approval_text is None:
-            return rec, _no_approval
+            return rec, no_approval
         return rec, partial(load_approval, approval_text, namespace, call_id)
 
     def list(
@@ -695,10 +696,6 @@ class PostgresStore(PgApprovals, ApplyShortcuts):
             return row is not None and row[0] == text
 
         return self._db.write(write, durable=True, probe_fn=check, details={"run_id": run_id})
-
-
-def _no_approval() -> None:
-    return None
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:

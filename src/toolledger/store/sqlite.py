@@ -100,6 +100,7 @@ from .base import (
     QuarantinedRow,
     RunRow,
     Tombstone,
+    no_approval,
 )
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "SQLiteStore"]
@@ -509,7 +510,7 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             raise self._read_error(exc) from exc
         rec = None if record is None else load_record(record, namespace, call_id)
         if approval is None:
-            return rec, _no_approval
+            return rec, no_approval
         return rec, partial(load_approval, approval, namespace, call_id)
 
     def list(
@@ -899,7 +900,3 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
             EffectKeyRow(namespace=a, key=b, call_id=c, claimed_at=d)
             for a, b, c, d in self._read(sql, params)
         ]
-
-
-def _no_approval() -> None:
-    return None
