@@ -223,7 +223,8 @@ def _identity() -> str | None:
 
 def new_attempt_id(trace_id: str | None, span_id: str | None) -> str:
     """A fresh attempt id saying who runs it (see the module rules), with the span's ids."""
-    ident = _identity()
+    known = _IDENTITY  # ``_identity()``'s answer, read here while this process made it
+    ident = known[1] if known[0] == os.getpid() else _identity()
     base = None if ident is None else ident + os.urandom(4).hex()
     return _new_attempt_id(trace_id, span_id, base)
 
