@@ -1,8 +1,8 @@
 """An effect-key op is refused exactly when one of its ids or its key fails its own check.
 
-``apply`` checks a well-formed op with one match over its joined fields; these tests pin that
-match to the checks it stands for (``check_identifier`` on the namespace and call id, the
-fingerprint form on the key), whatever the strings.
+``apply`` checks a well-formed op with bare matches (no Python call); these tests pin them to
+the checks they stand for (``check_identifier`` on the namespace, call id and the call it
+replaces, the fingerprint form on the key), whatever the strings.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from ..checkpoint.model import (
     Status,
     check_identifier,
     format_time,
+    is_identifier,
     is_known_valid,
     parse_time,
     remember_valid,
@@ -109,7 +110,12 @@ def record_json(record: CheckpointRecord) -> tuple[str, str]:
         created, updated = record.created_at, record.updated_at
         claimed, completed = record.execution_claimed_at, record.completed_at
         delivered = record.delivered_at
-        updated_text = known(updated) or _time_json(updated)
+        updated_text = known(updated)
+        if updated_text is None:  # this transition's own time, new: formatted once, here
+            updated_text = f'"{format_time(updated)}"'
+            if len(_TIME_JSON) >= _TIME_JSON_MAX:
+                _forget_times()
+            _TIME_JSON[updated] = updated_text  # a valid record's times are aware
         fence, delivery_fence = record.execution_fence, record.delivery_fence
         fence_text = "null" if fence is None else f'"{fence}"'
         delivery_text = "null" if delivery_fence is None else f'"{delivery_fence}"'
@@ -259,6 +265,12 @@ def expand_history(
 #: A time's JSON text by time (aware times only, as ``format_time`` caches; ``None`` is
 #: ``null``): a record's times are dumped at each of its transitions, most of them unchanged.
 _TIME_JSON: dict[datetime | None, str] = {None: "null"}
+_TIME_JSON_MAX = 4096
+
+
+def _forget_times() -> None:
+    _TIME_JSON.clear()
+    _TIME_JSON[None] = "null"
 
 
 def _time_json(value: datetime | None) -> str:
@@ -268,9 +280,8 @@ def _time_json(value: datetime | None) -> str:
     if text is None:
         text = f'"{format_time(value)}"'
         if value.tzinfo is not None:
-            if len(_TIME_JSON) >= 4096:
-                _TIME_JSON.clear()
-                _TIME_JSON[None] = "null"
+            if len(_TIME_JSON) >= _TIME_JSON_MAX:
+                _forget_times()
             _TIME_JSON[value] = text
     return text
 
@@ -420,8 +431,12 @@ def parse_stored_time(value: str) -> Any:
 def now_text() -> str:
     """Return now in the stored time form: the clock for what a store stamps itself
     (an effect key's ``claimed_at``, an operation-journal entry's ``written_at``, a
-    migration's ``applied_at``)."""
-    return format_time(datetime.now(timezone.utc))
+    migration's ``applied_at``).
+
+    ``format_time``'s text of a UTC time (its ``astimezone`` is a no-op there: a test pins
+    the two), without its cache, which a new time never hits.
+    """
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def prepare_ops(ops: Iterable[Op]) -> list[tuple[Op, Any]]:
@@ -541,34 +556,30 @@ def won(outcome: Any) -> bool:
 
 #: Effect keys are fingerprints (``sha256:<hex>``): no content is ever stored.
 _EFFECT_KEY_FORM = re.compile(r"sha256:[0-9a-f]{64}")
-#: An effect-key op's namespace, call id and key, joined by NUL (in no class): it matches
-#: exactly when both ids pass ``check_identifier`` and the key is a fingerprint, so a
-#: well-formed op is checked by one match (a test pins it to the checks it stands for).
-_EFFECT_OP_FORM = re.compile(r"(?:[A-Za-z0-9._:-]{1,128}\x00){2}sha256:[0-9a-f]{64}")
 
 
 def check_effect_key_op(op: ClaimEffectKey | ReleaseEffectKey) -> None:
     """Refuse an effect-key op whose key is not a fingerprint or whose ids are malformed."""
     ns, cid, key = op.namespace, op.call_id, op.key
     replaces = op.replaces if type(op) is ClaimEffectKey else None
-    if (
+    if (  # every field passes: its checks as matches, no Python call
         type(ns) is str
         and type(cid) is str
         and type(key) is str
-        and _EFFECT_OP_FORM.fullmatch(f"{ns}\x00{cid}\x00{key}") is not None
-        and replaces is None
+        and is_identifier(ns) is not None
+        and is_identifier(cid) is not None
+        and _EFFECT_KEY_FORM.fullmatch(key) is not None
+        and (replaces is None or (type(replaces) is str and is_identifier(replaces) is not None))
     ):
         return
     check_identifier(ns, "namespace")
     check_identifier(cid, "call_id")
     if replaces is not None:
         check_identifier(replaces, "replaces")
-    if not (type(key) is str and _EFFECT_KEY_FORM.fullmatch(key)):
-        raise InvalidArgumentError(
-            message="an effect key is stored as its fingerprint, sha256:<64 hex>; got "
-            f"{key!r:.100}",
-            details={"argument": "key"},
-        )
+    raise InvalidArgumentError(
+        message=f"an effect key is stored as its fingerprint, sha256:<64 hex>; got {key!r:.100}",
+        details={"argument": "key"},
+    )
 
 
 def _not_a_record(value: object, what: str) -> InvalidArgumentError:
