@@ -260,7 +260,7 @@ def _swap(
         before, stored = prior
         move = _BETWEEN.get((stored.status, nxt.status, decision))
         facts = None if move is None else swap_facts(before, text)
-        if facts is not None:
+        if move is not None and facts is not None:
             cur = conn.execute(
                 _UPDATE_KNOWN,
                 (
@@ -269,7 +269,7 @@ def _swap(
                 ),
             )
             if cur.rowcount == 1:
-                name, action = move  # type: ignore[misc]
+                name, action = move
                 conn.execute(
                     _HISTORY, (ns, cid, nxt.revision, nxt.status._value_, name, action, at, facts)
                 )

@@ -427,10 +427,8 @@ def approval_reader(
     """Return the store's ``get_with_approval`` (a call's checkpoint and a function
     returning its approval, as of one moment) where it declares ``read_with_approval``,
     else ``None`` (the caller reads ``get``, then ``approval_get``)."""
-    caps = getattr(store, "capabilities", NO_CAPABILITIES)  # ``capabilities_of``, inline
-    if isinstance(caps, Capabilities) and caps.read_with_approval:
-        reader: _ReadsWithApproval = store  # type: ignore[assignment]  # declared: no cast call
-        return reader.get_with_approval
+    if capabilities_of(store).read_with_approval:
+        return cast("_ReadsWithApproval", store).get_with_approval
     return None
 
 
