@@ -296,3 +296,30 @@ def test_a_checked_begin_stores_what_a_begin_stores(
         doc["header"].pop("ended_at", None)
     assert docs[:half] == docs[half:]
     assert toolledger.verify(store, run.run_id).ok
+
+
+def test_a_checked_prepared_end_is_the_record_an_unchecked_one_prepares(store):
+    """``prepare_end(checked=True)`` (the guard's own meta and link) prepares the very end
+    record an unchecked ``prepare_end`` prepares for the same values, floats included."""
+    meta = {"tool_revision": "2", "attempt_id": "a" * 32, "replayed": False, "recovered": True}
+    link = {"namespace": "default", "call_id": "c1", "revision": 2}
+    outputs = {"result": {"ok": 1.5, "n": [1, "x"]}, "is_error": False}
+    with toolledger.run("g", db=store) as run:
+        handle = run.begin_event(
+            "tool_call",
+            "send_email",
+            inputs={"w": 0.5},
+            meta={"tool_revision": "2", "input_fingerprint": "sha256:00"},
+            checkpoint={"namespace": "default", "call_id": "c1", "revision": None},
+            checked=True,
+        )
+        plain, checked = (
+            run.prepare_end(
+                handle, "completed", outputs=outputs, meta=meta, checkpoint=link, checked=c
+            )
+            for c in (False, True)
+        )
+        handle.end("completed", outputs=outputs, meta=meta, checkpoint=link)
+    assert checked.content_json == plain.content_json
+    assert (checked.meta, checked.link, checked.floats) == (plain.meta, plain.link, plain.floats)
+    assert checked.link is not link  # the caller's dict is not kept

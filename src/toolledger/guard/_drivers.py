@@ -545,6 +545,7 @@ def _commit_with_end(run: GuardedRun, flow: CallFlow, req: Commit) -> Any:
                 outputs=end.outputs,
                 meta=end.meta,
                 checkpoint=end.checkpoint,
+                checked=True,  # the flow's own meta and link (``CallFlow.end_fields``)
             )
         except Exception:  # a payload the journal refuses: the normal end path says so
             prepared = None
@@ -573,7 +574,9 @@ def _open_event(run: GuardedRun, flow: CallFlow) -> tuple[str, Any]:
         # Requested by a journaled model call: that call's child.
         parent=run.requested_by(binding.call_id) or ...,
         flush=False,  # the start record rides in the claim transaction (``commit``)
-        checked=True,  # ``start`` checked the justification and source; a tool's name is valid
+        # ``start`` checked the justification and source, a tool's name is valid, and the
+        # meta and link are built here from the checked binding and tool.
+        checked=True,
     )
     span = getattr(handle, "span", None)
     attempt = new_attempt_id(getattr(span, "trace_id", None), getattr(span, "span_id", None))

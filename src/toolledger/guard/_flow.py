@@ -337,7 +337,10 @@ class CallFlow:
         if CRASH_ACTIONS:
             reached("before-claim")
         effect = self.call.effect
-        action = self.action
+        # ``self.action`` without its frame: the same-action keys, derived once per flow.
+        action, conversation = self._action, self.call.conversation
+        if action is None and conversation is not None:
+            action = self._action = action_keys(self.binding, conversation)
         keys = 0
         if action is not None:  # both same-action keys first; the rest only if both won
             keys = 2
@@ -741,11 +744,12 @@ class CallFlow:
                     f"{SETTLE_HINT}",
                     details=self._details(rec),
                 )
+            at = max(datetime.now(timezone.utc), rec.updated_at)  # ``after(rec)``, inline
             try:
                 t = complete_execution(
                     rec,
                     attempt_id=attempt,
-                    at=after(rec),
+                    at=at,
                     result=output,
                     is_error=is_error,
                     max_payload_bytes=self.call.tool.max_result_bytes,
@@ -754,9 +758,7 @@ class CallFlow:
                 # Over its bound: the call completes with an error result naming it (small,
                 # toolledger's own, within the default bound).
                 output, is_error = unencodable_result(f"{err.code}: {err.message}"), True
-                t = complete_execution(
-                    rec, attempt_id=attempt, at=after(rec), result=output, is_error=True
-                )
+                t = complete_execution(rec, attempt_id=attempt, at=at, result=output, is_error=True)
             end = None
             if self.journaled:
                 assert t.next.result is not None

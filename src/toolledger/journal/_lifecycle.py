@@ -472,7 +472,9 @@ class Events:
         The start record is buffered lazy: built when the writer needs it, from the
         values fixed here (``EventHandle._start_record``). ``checked``: the kind, name,
         justification and source were checked already (``Run.step`` checks a step's
-        when the step is made).
+        when the step is made), and ``meta`` (str, bool or ``None`` values: exact JSON
+        without a float) and the ``checkpoint`` link (``namespace``, ``call_id``,
+        ``revision``) are the caller's own, built from values it checked (the guard's).
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -490,10 +492,16 @@ class Events:
             content["justification"] = justification
         meta_value: dict[str, Any] = {}
         if meta:
-            meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
-            floats |= f2
+            if checked:  # the caller's own exact JSON (no float): copied as it is
+                meta_value = dict(meta)
+            else:
+                meta_value, f2 = to_json(meta if type(meta) is dict else dict(meta))
+                floats |= f2
             content["meta"] = meta_value
-        link = None if checkpoint is None else checkpoint_link(checkpoint)
+        if checkpoint is None:
+            link = None
+        else:
+            link = dict(checkpoint) if checked else checkpoint_link(checkpoint)
         stack = _STACK.get()
         if parent is ...:
             parent = self.parent() if stack else None
@@ -586,12 +594,14 @@ class Events:
         outputs: Mapping[str, Any],
         meta: Mapping[str, Any],
         checkpoint: Mapping[str, Any],
+        checked: bool = False,
     ) -> PreparedEnd:
         """Build the end record ``handle.update(checkpoint=…)`` + ``handle.end(status, …)``
         would write, without touching the handle, for a caller to carry in a transaction.
 
         Pass the result to ``handle.end(status, carried=…)`` once the transaction stored
-        it (``Ride.carried``); otherwise just drop it.
+        it (``Ride.carried``); otherwise just drop it. ``checked``: ``meta`` and the
+        ``checkpoint`` link are the caller's own, as ``begin``'s ``checked`` says.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
@@ -608,10 +618,15 @@ class Events:
         else:
             out.update(outputs)
         met = dict(handle._meta)
-        value, f2 = to_json(meta if type(meta) is dict else dict(meta))
-        met.update(value)
-        floats |= f2 | handle._floats
-        link = checkpoint_link(checkpoint)
+        if checked:  # the caller's own exact JSON (no float), and its link
+            met.update(meta)
+            floats |= handle._floats
+            link = dict(checkpoint)
+        else:
+            value, f2 = to_json(meta if type(meta) is dict else dict(meta))
+            met.update(value)
+            floats |= f2 | handle._floats
+            link = checkpoint_link(checkpoint)
         ended_at = now()
         # ``handle._end_record``'s end record of these values, inline.
         content: dict[str, Any] = {}

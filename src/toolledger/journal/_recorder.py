@@ -117,7 +117,9 @@ class Recorder:
                 buffered, and a caller may carry it in its own transaction (``ride``).
             checked: The caller checked ``kind``, ``name``, ``justification`` and
                 ``justification_source`` by ``check_event_args``' rules already (the
-                guard, when a call starts): they are not checked again.
+                guard, when a call starts): they are not checked again; ``meta`` (str,
+                bool or ``None`` values) and the ``checkpoint`` link are its own, built
+                from values it checked, and are taken as they are.
 
         Returns:
             An ``EventHandle``; call ``.end(status, ...)`` exactly once.
@@ -147,16 +149,18 @@ class Recorder:
         outputs: Mapping[str, Any],
         meta: Mapping[str, Any],
         checkpoint: Mapping[str, Any],
+        checked: bool = False,
     ) -> PreparedEnd:
         """Build the end record ``handle.update(checkpoint=…)`` + ``handle.end(status, …)``
         would write, without touching the handle, for a caller to carry in a transaction
-        (``Events.prepare_end``).
+        (``Events.prepare_end``). ``checked``: ``meta`` (str, bool or ``None`` values) and
+        the ``checkpoint`` link are the caller's own, built from values it checked.
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for values the journal refuses.
         """
         return self.events.prepare_end(
-            handle, status, outputs=outputs, meta=meta, checkpoint=checkpoint
+            handle, status, outputs=outputs, meta=meta, checkpoint=checkpoint, checked=checked
         )
 
     def record_point(

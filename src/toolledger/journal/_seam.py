@@ -74,7 +74,8 @@ class JournalSeam(Protocol):
         checked: bool = False,
     ) -> EventHandle:
         """Write an event's start record; ``parent=...``: the current context's event;
-        ``checked``: the caller checked the kind, name, justification and source already.
+        ``checked``: the caller checked the kind, name, justification and source already,
+        and ``meta`` and the ``checkpoint`` link are its own (``Recorder.begin_event``).
 
         Raises:
             InvalidArgumentError: ``INVALID_ARGUMENT`` for bad arguments (nothing written).
@@ -96,8 +97,10 @@ class JournalSeam(Protocol):
         outputs: Mapping[str, Any],
         meta: Mapping[str, Any],
         checkpoint: Mapping[str, Any],
+        checked: bool = False,
     ) -> PreparedEnd:
-        """Build the end record of ``handle`` for a caller's transaction to carry."""
+        """Build the end record of ``handle`` for a caller's transaction to carry
+        (``checked``: ``meta`` and the ``checkpoint`` link are the caller's own)."""
         ...
 
     def record_event(
