@@ -156,11 +156,9 @@ def current_call() -> ExecuteContext | None:
     return _CURRENT.get()
 
 
-def _is_async(tool: Tool) -> bool:
-    """``tool.is_async``, computed once per tool object."""
-    hit = ASYNC_TOOLS.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
+def _remember_async(tool: Tool) -> bool:
+    """``tool.is_async``, computed on a miss of ``ASYNC_TOOLS`` (``start`` looks it up) and
+    remembered there (bounded)."""
     answer = tool.is_async
     if len(ASYNC_TOOLS) >= ASYNC_TOOLS_MAX:
         ASYNC_TOOLS.clear()
@@ -216,8 +214,8 @@ def start(
                 message='on_error must be "raise" or "result"',
                 details={"argument": "on_error", "value": repr(on_error)[:100]},
             )
-        hit = ASYNC_TOOLS.get(id(tool)) if sync else None
-        if sync and (hit[1] if hit is not None and hit[0] is tool else _is_async(tool)):
+        hit = ASYNC_TOOLS.get(id(tool)) if sync else None  # the tool's answer, once asked
+        if sync and (hit[1] if hit is not None and hit[0] is tool else _remember_async(tool)):
             raise InvalidArgumentError(
                 message=f"tool {tool.name} has an async execute/recover; use run.acall",
                 details={"tool": tool.name},
