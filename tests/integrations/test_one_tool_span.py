@@ -139,7 +139,8 @@ class TestPydanticAi:
         spans = list(exporter.get_finished_spans())
         outcomes = check_guards(spans, 2, lambda h: h.attributes[a.GEN_AI_TOOL_CALL_ID])
         assert outcomes == {"call_1": ["executed", "replayed"], "call_2": ["executed", "replayed"]}
-        assert box.sent == ["ana@example.com", "bo@example.com"]
+        # the two calls run at once, so either may send first
+        assert sorted(box.sent) == ["ana@example.com", "bo@example.com"]
         names = sorted(s.name for s in tool_spans(spans))
         assert names == ["execute_tool send_email"] * 2 + ["replay_tool send_email"] * 2
 
