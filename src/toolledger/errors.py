@@ -31,6 +31,9 @@ original, so ``__cause__`` keeps the driver's detail.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -60,6 +63,7 @@ __all__ = [
     "TombstonedError",
     "UnsupportedSchemaError",
     "error_for_code",
+    "warn_at_caller",
 ]
 
 
@@ -296,3 +300,25 @@ def error_for_code(
     """Build the error class that owns ``code`` (a plain ``CheckpointError`` if unknown)."""
     cls = _BY_CODE.get(code, CheckpointError)
     return cls(code, message, details)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_caller(warning: Warning) -> None:
+    """Issue ``warning`` at the first frame outside toolledger: the user's line.
+
+    A fixed ``stacklevel`` names a toolledger line when the warning is raised a different
+    number of calls deep (``toolledger.run`` vs ``open_store``), or ``sys:1`` when it
+    overshoots; this walks up to the application's (or the framework's) frame instead.
+    """
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2 is this function's caller
+    while frame.f_back is not None and _inside(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(warning, stacklevel=level)
+
+
+def _inside(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE)

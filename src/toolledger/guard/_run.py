@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
 from ..checkpoint import Status
-from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError
+from ..errors import CheckpointError, InvalidArgumentError, ReplayUnavailableError, warn_at_caller
 from ..journal import EventHandle
 from ..journal import Run as JournalRun
 from ..store import StoreLike
@@ -244,15 +243,14 @@ class Run(JournalRun):
             return
         if still:
             shown = ", ".join(still[:5]) + (f" and {len(still) - 5} more" if len(still) > 5 else "")
-            warnings.warn(
+            warn_at_caller(
                 UndeliveredWarning(
                     f"run {self.run_id} ends with {len(still)} completed call(s) never "
                     f"delivered: {shown}. Post each result with run.deliver(call_id, post) "
                     "(or run.mark_seen(ids) when the model saw it another way); until then "
                     "the same action asked again in this conversation is served the stored "
                     "result instead of running"
-                ),
-                stacklevel=3,
+                )
             )
 
     def _after_call(self, outcome: Any) -> None:

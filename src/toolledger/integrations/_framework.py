@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from ..errors import (
     CheckpointError,
     InvalidArgumentError,
     OutcomeUnknownError,
+    warn_at_caller,
 )
 from ..guard import Run
 from ..journal import current_run
@@ -222,12 +222,12 @@ class FrameworkGuard:
             and not self._warned_conversation
         ):
             self._warned_conversation = True
-            warnings.warn(
-                f"toolledger: the framework's conversation {conversation_id!r:.80} is not the "
-                f"run's ({current!r:.80}); its calls are scoped by the run's conversation. "
-                "Use one toolledger.run per thread or session.",
-                ConversationWarning,
-                stacklevel=2,
+            warn_at_caller(
+                ConversationWarning(
+                    f"toolledger: the framework's conversation {conversation_id!r:.80} is not "
+                    f"the run's ({current!r:.80}); its calls are scoped by the run's "
+                    "conversation. Use one toolledger.run per thread or session."
+                )
             )
 
     def seen(self, call_ids: Iterable[Any]) -> None:
@@ -382,14 +382,14 @@ class FrameworkGuard:
     def _warn_reused(self, conflict: BindingConflictError) -> None:
         """A ``BINDING_CONFLICT`` for an id this run had not made: an earlier run made it."""
         call_id = str(conflict.details.get("call_id"))
-        warnings.warn(
-            f"toolledger: call id {call_id!r:.80} came back with another call "
-            f"(differs in {', '.join(conflict.details.get('differs') or ['?'])}) after an "
-            "earlier run used it: the model gives fixed call ids (test models such as "
-            "FunctionModel or a scripted model do). Give each run its own namespace "
-            "(toolledger.run(..., namespace=...)) or the model unique ids.",
-            CallIdReuseWarning,
-            stacklevel=3,
+        warn_at_caller(
+            CallIdReuseWarning(
+                f"toolledger: call id {call_id!r:.80} came back with another call "
+                f"(differs in {', '.join(conflict.details.get('differs') or ['?'])}) after an "
+                "earlier run used it: the model gives fixed call ids (test models such as "
+                "FunctionModel or a scripted model do). Give each run its own namespace "
+                "(toolledger.run(..., namespace=...)) or the model unique ids."
+            )
         )
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import warnings
 from collections.abc import Callable, Mapping
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, warn_at_caller
 from ..telemetry import SpanHandle, TelemetryHooks
 from ._header import RecordHeader
 from ._lifecycle import EventHandle, Events, PreparedEnd
@@ -268,11 +267,11 @@ class Recorder:
             self._warned = True
             # warnings-as-errors must not turn recording into a crash
             with contextlib.suppress(Warning):
-                warnings.warn(
-                    f"toolledger: journal write for run {self.run_id} failed ({exc}); "
-                    "the agent goes on, see run.errors",
-                    JournalWarning,
-                    stacklevel=3,
+                warn_at_caller(
+                    JournalWarning(
+                        f"toolledger: journal write for run {self.run_id} failed ({exc}); "
+                        "the agent goes on, see run.errors"
+                    )
                 )
 
     def _telemetry_failed(self, exc: BaseException) -> None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, warn_at_caller
 from .base import Store
 
 __all__ = [
@@ -107,12 +106,11 @@ def open_store(db: StoreLike | None = None, *, readonly: bool = False, **options
     new = not readonly and db != ":memory:" and not db.startswith("file:") and not path.exists()
     opened = SQLiteStore(path, **options)
     if new:
-        warnings.warn(
+        warn_at_caller(
             NewLedgerWarning(
                 f"created a new ledger at {path.resolve()} (no file was there: "
                 "check db= or TOOLLEDGER_DB if you meant an existing one)"
-            ),
-            stacklevel=3,
+            )
         )
     return opened
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..errors import warn_at_caller
 from ._search import (
     OPEN_END,
     EventQuery,
@@ -420,12 +420,11 @@ def search_events(
     if indexed and not staged and query.run_id is None and not _few_hits(query, read):
         return many(_newest_runs_first(query, read, select if query.terms else None))
     if query.terms and not indexed:
-        warnings.warn(
+        warn_at_caller(
             _SearchWarning(
                 "this database has no full-text index (the SQLite build lacks FTS5): search "
                 "scans the events instead"
-            ),
-            stacklevel=3,
+            )
         )
 
         def goal(run_id: str) -> list[str]:
