@@ -41,6 +41,14 @@ class TestSearchCommand:
         assert rows[0].split()[1:5] == ["run-a", "step", "lookup", "completed"]
         assert "The customer asked twice" in rows[0]
 
+    def test_a_hit_on_the_run_goal_shows_the_goal(self, db: Path) -> None:
+        """An event matched only by its run's goal: the snippet is the goal, whole when short."""
+        result = invoke(db, "search", "weekly", "--kind", "note")
+        assert result.exit_code == 0, result.output
+        _header, row = result.output.splitlines()
+        assert row.split()[1:3] == ["run-b", "note"]
+        assert row.endswith("goal: Weekly report")
+
     def test_filters_and_json_lines(self, db: Path) -> None:
         """--kind, --status, --agent and --since filter; --json prints merged events."""
         result = invoke(

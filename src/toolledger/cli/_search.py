@@ -13,7 +13,7 @@ import click
 from ..errors import InvalidArgumentError, NotFoundError
 from ..journal import search as search_events
 from ..journal import snippet
-from ..store import SearchWarning
+from ..store import SearchWarning, Store
 from . import main
 from ._common import LIMIT, RUN, UsageError, get_store, json_line
 from ._table import Column, format_option, iso, print_table, status_color
@@ -115,6 +115,8 @@ def search(
                 )[:limit]
             except (InvalidArgumentError, NotFoundError) as exc:
                 raise UsageError(exc.message) from exc
+        # A hit may match only its run's goal: the snippet then shows the goal.
+        goals = {} if fmt == "json" else _goals(store, {ev.run_id for ev in events})
     finally:
         store.close()
     for warning in caught:
@@ -131,8 +133,14 @@ def search(
             "kind": ev.kind,
             "name": ev.name,
             "status": ev.status,
-            "snippet": snippet(ev, text),
+            "snippet": snippet(ev, text, goal=goals.get(ev.run_id)),
         }
         for ev in events
     ]
     print_table(_COLUMNS, rows, fmt=fmt)
+
+
+def _goals(store: Store, run_ids: set[str]) -> dict[str, str | None]:
+    """Each run's goal, by id (``None`` for a run not found)."""
+    rows = {run_id: store.get_run(run_id) for run_id in run_ids}
+    return {run_id: row.goal if row is not None else None for run_id, row in rows.items()}

@@ -500,22 +500,38 @@ def _flat_text(value: Any) -> str:
     return str(value)
 
 
-def snippet(ev: Event, text: str | None, *, width: int = 60) -> str:
+def snippet(ev: Event, text: str | None, *, width: int = 60, goal: str | None = None) -> str:
     """Return up to ``width`` characters of the event's text around the first match of ``text``.
 
-    Without a match (or text), the most telling part of the event (its justification, error,
-    approval or note) is shown from its start.
+    Search matches an event by its own text or by its run's goal. When only the goal holds
+    the match (``goal``: the run's, else the event's own, as a finish record carries it), it
+    is shown as ``goal: …``. Without a match (or text), the most telling part of the event
+    (its justification, error, approval or note) is shown from its start.
     """
     parts = event_text(ev)
-    if not parts:
-        return ""
     words = [t for term in (parse_query(text) if text else ()) for t in term.tokens]
     for part in parts:
-        low = part.lower()
-        hits = [i for i in (low.find(w) for w in words) if i >= 0]
-        if hits:
-            start = max(0, min(hits) - width // 3)
-            piece = part[start : start + width]
-            return ("…" if start else "") + piece + ("…" if start + width < len(part) else "")
+        found = _around(part, words, width)
+        if found is not None:
+            return found
+    goal = goal if goal is not None else ev.goal
+    if goal and words:
+        found = _around(" ".join(goal.split()), words, width - len("goal: "))
+        if found is not None:
+            return "goal: " + found
+    if not parts:
+        return ""
     first = parts[0]
     return first[:width] + ("…" if len(first) > width else "")
+
+
+def _around(part: str, words: list[str], width: int) -> str | None:
+    """Up to ``width`` characters of ``part`` around its first hit of ``words``, or ``None``."""
+    low = part.lower()
+    hits = [i for i in (low.find(w) for w in words) if i >= 0]
+    if not hits:
+        return None
+    # The window starts a third of its width before the hit, but never past the text's end.
+    start = max(0, min(min(hits) - width // 3, len(part) - width))
+    piece = part[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(part) else "")
