@@ -72,6 +72,27 @@ class TestCommands:
         if fmt == "json":
             assert toolledger.verify_export(out).ok
 
+    @pytest.mark.parametrize("fmt", ["json", "md", "html"])
+    def test_export_to_dash_writes_standard_output(self, db, tmp_path, monkeypatch, fmt):
+        """``-o -`` prints the export itself (what the file would hold), and writes no file."""
+        monkeypatch.chdir(tmp_path)
+        to_file = invoke(db, "export", "run-a", "--format", fmt, "-o", str(tmp_path / "f"))
+        assert to_file.exit_code == 0
+        result = invoke(db, "export", "run-a", "--format", fmt, "-o", "-")
+        assert result.exit_code == 0
+        assert not (tmp_path / "-").exists()
+        assert result.stderr.startswith("wrote standard output (3 records, ")
+        printed = result.stdout_bytes
+        if fmt == "json":
+            assert (
+                json.loads(printed)["events"] == json.loads((tmp_path / "f").read_bytes())["events"]
+            )
+            (tmp_path / "piped.json").write_bytes(printed)
+            assert toolledger.verify_export(tmp_path / "piped.json").ok
+        else:
+            assert len(printed) == (tmp_path / "f").stat().st_size
+            assert printed.splitlines()[0] == (tmp_path / "f").read_bytes().splitlines()[0]
+
     def test_verify_ok_then_tampered_exits_1(self, db, tmp_path):
         export = tmp_path / "a.json"
         invoke(db, "export", "run-a", "-o", str(export))

@@ -7,8 +7,10 @@ a failed verification or a divergent replay exits 1.
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -192,7 +194,7 @@ def show(ctx: click.Context, run_id: str, as_json: bool, no_pager: bool) -> None
     "--output",
     type=click.Path(dir_okay=False),
     default=None,
-    help="File to write (default RUN_ID.json|md|html).",
+    help="File to write (default RUN_ID.json|md|html; - for standard output).",
 )
 @click.pass_context
 def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> None:
@@ -208,22 +210,31 @@ def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> Non
         "html": export_html,
     }
     fn = exporters[fmt]
-    path = output or f"{run_id}.{fmt}"
+    to_stdout = output == "-"
     store = get_store(ctx)
     try:
-        with _mapped():
+        with _mapped(), tempfile.TemporaryDirectory() as scratch:
             row = store.get_run(run_id)
             if row is None:
                 raise NotFoundError(message=f"no run {run_id!r} in this database")
+            # "-" is standard output: the exporter writes a scratch file, copied out whole.
+            path = str(Path(scratch, f"export.{fmt}")) if to_stdout else output or f"{run_id}.{fmt}"
             with _progress(row.event_count) as progress:
                 info = fn(store, run_id, path, progress=progress)
+            if to_stdout:
+                sys.stdout.flush()
+                out = sys.stdout.buffer
+                with Path(path).open("rb") as exported:
+                    while chunk := exported.read(1 << 16):
+                        out.write(chunk)
     finally:
         store.close()
-    click.echo(clean(info.path))
+    if not to_stdout:
+        click.echo(clean(info.path))
+    where = "standard output" if to_stdout else info.path
     click.echo(
         clean(
-            f"wrote {info.path} ({info.event_count} records, {info.size} bytes, "
-            f"head {info.head_hash})"
+            f"wrote {where} ({info.event_count} records, {info.size} bytes, head {info.head_hash})"
         ),
         err=True,
     )
