@@ -295,3 +295,23 @@ def test_db_parent_without_permission_is_one_line_exit_2(tmp_path, monkeypatch) 
     monkeypatch.setattr(Path, "mkdir", denied)
     line = assert_one_line_error(invoke("--db", str(tmp_path / "locked" / "x.db"), "migrate"))
     assert "Permission denied" in line
+
+
+def test_a_warning_is_one_line_in_a_real_process(tmp_path) -> None:
+    """A writing command on a new file warns as one ``warning: …`` line, never Python's
+    two-line warning with a source excerpt (real process: pytest's filters are not there)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "new.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolledger", "--db", str(db), "gc", "--older-than", "30d"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"warning: created a new ledger at {db.resolve()} (no file was there: check db= or "
+        "TOOLLEDGER_DB if you meant an existing one)"
+    ]

@@ -19,6 +19,7 @@ import io
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -105,7 +106,9 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         _escape_unencodable(sys.stdout)
         try:
-            result = super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warning
+                result = super().invoke(ctx)
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
             return result
         except BrokenPipeError:
@@ -127,6 +130,18 @@ class Group(click.Group):
                 err=True,
             )
             ctx.exit(EXIT_INTERNAL)
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Show a warning as one line on stderr (``warning: …``), not Python's source excerpt."""
+    click.echo(f"warning: {clean(' '.join(str(message).split()))}", err=True)
 
 
 def _escape_unencodable(stream: Any) -> None:
