@@ -93,6 +93,38 @@ class TestCommands:
             assert len(printed) == (tmp_path / "f").stat().st_size
             assert printed.splitlines()[0] == (tmp_path / "f").read_bytes().splitlines()[0]
 
+    def test_import_of_an_export_is_the_same_run_in_another_database(self, db, tmp_path):
+        """export then import: the run id on stdout, the same records and head, verified."""
+        export = tmp_path / "a.json"
+        invoke(db, "export", "run-a", "-o", str(export))
+        other = tmp_path / "other.db"
+        toolledger.open_store(other).close()
+        result = invoke(other, "import", str(export))
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "run-a\n"
+        head = invoke(db, "verify", "run-a", "--head").stdout
+        assert result.stderr == f"imported run-a (3 records, head {head.strip()})\n"
+        assert invoke(other, "verify", "run-a", "--head").stdout == head
+        shown = [invoke(path, "show", "run-a", "--json").stdout for path in (db, other)]
+        assert shown[0] == shown[1]
+
+    def test_import_refuses_a_tampered_export_and_a_run_it_holds(self, db, tmp_path):
+        """A tampered file: exit 1, nothing imported; the run already there: exit 2."""
+        export = tmp_path / "a.json"
+        invoke(db, "export", "run-a", "-o", str(export))
+        tampered = tmp_path / "t.json"
+        tampered.write_text(export.read_text().replace('"hits":3', '"hits":9'))
+        other = tmp_path / "other.db"
+        toolledger.open_store(other).close()
+        bad = invoke(other, "import", str(tampered))
+        assert bad.exit_code == 1
+        assert bad.stderr.startswith(f"FAILED export {tampered}: record 0: ")
+        assert bad.stderr.endswith("; nothing imported\n")
+        assert invoke(other, "runs", "--json").stdout == ""
+        again = invoke(db, "import", str(export))
+        assert again.exit_code == 2
+        assert again.stderr == "Error: run run-a is in this database already\n"
+
     def test_verify_ok_then_tampered_exits_1(self, db, tmp_path):
         export = tmp_path / "a.json"
         invoke(db, "export", "run-a", "-o", str(export))

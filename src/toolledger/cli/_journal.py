@@ -20,7 +20,7 @@ from . import main
 from ._common import LIMIT, RUN, UsageError, clean, fail_check, get_store, json_line
 from ._table import Column, echo_lines, format_option, iso, print_table, status_color
 
-__all__ = ["export", "runs", "show", "verify"]
+__all__ = ["export", "import_", "runs", "show", "verify"]
 
 #: Exports of at least this many records show a progress bar (when stderr is a TTY).
 PROGRESS_MIN_RECORDS = 2000
@@ -236,6 +236,37 @@ def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> Non
         clean(
             f"wrote {where} ({info.event_count} records, {info.size} bytes, head {info.head_hash})"
         ),
+        err=True,
+    )
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def import_(ctx: click.Context, file: str) -> None:
+    """Import a JSON export (`export RUN`) into this database as the run it holds.
+
+    The file is verified first: one that fails is refused (exit 1, naming the first bad
+    record); a run id the database holds already is exit 2. Prints the run id.
+
+    Example: toolledger --db archive.db import 3f2a….json
+    """
+    from ..journal import import_json, verify_export
+
+    with _mapped():
+        report = verify_export(file)
+        if not report.ok:
+            fail_check(f"FAILED export {file}: {report.reason}; nothing imported")
+        store = get_store(ctx, write=True)
+        try:
+            if store.get_run(report.run_id) is not None:
+                raise UsageError(f"run {report.run_id} is in this database already")
+            run_id = import_json(file, store)
+        finally:
+            store.close()
+    click.echo(clean(run_id))
+    click.echo(
+        clean(f"imported {run_id} ({report.event_count} records, head {report.head_hash})"),
         err=True,
     )
 
