@@ -81,7 +81,7 @@ def test_fork_command_goes_live_at_the_event(source: tuple[Path, str]) -> None:
     second = [e for e in stored_run(db, run_id).events if e["kind"] == "llm_call"][1]
     code, out, err = cli(db, "fork", run_id, "--at", second["event_id"], "--", *AGENT, PROMPT)
     assert code == 0, err
-    assert "1 model calls and 1 tool calls served from the record" in out
+    assert "1 model call and 1 tool call served from the record" in out
     assert f"live from event {second['event_id']}" in out
 
 

@@ -123,12 +123,17 @@ def _pretty(value: Any) -> list[str]:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str).split("\n")
 
 
+def _calls(count: Any, kind: str) -> str:
+    """``1 tool call``, ``2 tool calls``."""
+    return f"{count} {kind} call{'' if count == 1 else 's'}"
+
+
 def _print_report(report: dict[str, Any]) -> None:
     click.echo(
         clean(
             f"run {report['run_id']} ({report.get('mode')} of {report.get('source_run_id')}): "
-            f"{report.get('served_model_calls')} model calls and "
-            f"{report.get('served_tool_calls')} tool calls served from the record"
+            f"{_calls(report.get('served_model_calls'), 'model')} and "
+            f"{_calls(report.get('served_tool_calls'), 'tool')} served from the record"
         )
     )
     if report.get("live_from"):
