@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -19,7 +20,7 @@ import toolledger as tl
 from toolledger.approvals import list_approvals
 from toolledger.checkpoint import Binding, create_checkpoint, fingerprint
 from toolledger.checkpoint.model import parse_time
-from toolledger.store import SQLiteStore, open_store
+from toolledger.store import SQLiteStore, Store, open_store
 from toolledger.store.sqlite import LATEST_VERSION
 
 
@@ -306,3 +307,38 @@ class TestPostgresReadonly:
         finally:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class _Delegating:
+    """A store wrapper that forwards every attribute (a metrics or logging wrapper)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+class TestWrappedStores:
+    def test_a_delegating_wrapper_is_taken_as_the_store_it_wraps(self, tmp_path: Path) -> None:
+        """``db=`` a ``__getattr__`` wrapper runs on it (Python 3.12+'s protocol check
+        alone refuses one), and ``open_store`` hands it back unopened."""
+        inner = tl.SQLiteStore(tmp_path / "l.db")
+        wrapped = cast(Store, _Delegating(inner))
+        try:
+            assert tl.open_store(wrapped) is wrapped
+            with tl.run("g", db=wrapped) as run:
+                run.note("through the wrapper")
+            assert inner.get_run(run.run_id) is not None
+        finally:
+            inner.close()
+
+    def test_an_object_missing_a_store_method_is_refused(self) -> None:
+        """Something with only some of the methods is not a store: ``INVALID_ARGUMENT``."""
+
+        class Half:
+            def get(self, namespace: str, call_id: str) -> None:
+                return None
+
+        with pytest.raises(tl.InvalidArgumentError, match="db must be a path"):
+            tl.open_store(cast(Store, Half()))

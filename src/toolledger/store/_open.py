@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import unquote
 
 from ..errors import InvalidArgumentError, warn_at_caller
@@ -67,7 +67,7 @@ def open_store(db: StoreLike | None = None, *, readonly: bool = False, **options
     """
     if db is None:
         db = os.environ.get("TOOLLEDGER_DB") or DEFAULT_DB
-    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
+    if is_store(db):
         return db
     if isinstance(db, os.PathLike):
         db = os.fspath(db)
@@ -115,6 +115,26 @@ def open_store(db: StoreLike | None = None, *, readonly: bool = False, **options
     return opened
 
 
+#: The ``Store`` protocol's methods, for ``is_store``.
+_STORE_METHODS = tuple(
+    sorted(name for name, value in vars(Store).items() if callable(value) and name[0] != "_")
+)
+
+
+def is_store(db: object) -> TypeGuard[Store]:
+    """Whether ``db`` is a store (not a path): it has every ``Store`` method.
+
+    ``isinstance(db, Store)`` alone is not enough on Python 3.12+, which checks a runtime
+    protocol with ``inspect.getattr_static``: a wrapper that delegates to a store through
+    ``__getattr__`` has the methods, yet fails it.
+    """
+    if isinstance(db, (str, os.PathLike)):
+        return False
+    if isinstance(db, Store):
+        return True
+    return all(callable(getattr(db, name, None)) for name in _STORE_METHODS)
+
+
 def _require_psycopg() -> None:
     """Name the ``postgres`` extra and its install command when psycopg is missing."""
     try:
@@ -144,7 +164,7 @@ def store_for(db: StoreLike | None, *, readonly: bool = False) -> tuple[Store, b
         InvalidArgumentError: ``INVALID_ARGUMENT`` for something ``open_store`` refuses.
         NotFoundError: ``NOT_FOUND`` opening a missing file ``readonly``.
     """
-    if isinstance(db, Store) and not isinstance(db, (str, os.PathLike)):
+    if is_store(db):
         return db, False
     return open_store(db, readonly=readonly), True
 
