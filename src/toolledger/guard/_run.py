@@ -99,7 +99,11 @@ class Run(JournalRun):
         self._owed_lock = threading.Lock()
         self._replay_lock = threading.Lock()
         if replay_of is not None and inherit_namespace:
-            source = self.store.get_run(replay_of)
+            try:
+                source = self.store.get_run(replay_of)
+            except BaseException:
+                self.release_store()
+                raise
             if source is not None:
                 self.namespace = source.namespace
 

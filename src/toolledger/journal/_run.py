@@ -162,7 +162,13 @@ class Run(Recorder):
     # -- lifecycle ---------------------------------------------------------------------
 
     def __enter__(self: _R) -> _R:
-        self.start()
+        fresh = self.status == "created"
+        try:
+            self.start()
+        except BaseException:
+            if fresh:  # no __exit__ follows: let go of the store this run opened
+                self.release_store()
+            raise
         self._token = _CURRENT.set(self)
         # The run's span is current for the block: spans a framework (or its
         # instrumentation) starts inside nest under it, one trace without an extra call.
@@ -413,6 +419,16 @@ class Run(Recorder):
             if self._owns_store and not later:
                 with contextlib.suppress(Exception):
                     self.store.close()
+
+    def release_store(self) -> None:
+        """Close the store if this run opened it (``db=`` a path or URL); never raises.
+
+        For a run that cannot be used: its start failed, or its constructor did after
+        opening the store.
+        """
+        if self._owns_store:
+            with contextlib.suppress(Exception):
+                self.store.close()
 
     def _end_later(self, status: str, ended: str, data: str) -> None:
         """The end the store refused at ``close``: the columns, then the owned store's close."""
