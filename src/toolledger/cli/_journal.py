@@ -6,6 +6,7 @@ a failed verification or a divergent replay exits 1.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -213,12 +214,14 @@ def export(ctx: click.Context, run_id: str, fmt: str, output: str | None) -> Non
     to_stdout = output == "-"
     store = get_store(ctx)
     try:
-        with _mapped(), tempfile.TemporaryDirectory() as scratch:
+        with _mapped(), contextlib.ExitStack() as scratch:
             row = store.get_run(run_id)
             if row is None:
                 raise NotFoundError(message=f"no run {run_id!r} in this database")
-            # "-" is standard output: the exporter writes a scratch file, copied out whole.
-            path = str(Path(scratch, f"export.{fmt}")) if to_stdout else output or f"{run_id}.{fmt}"
+            path = output or f"{run_id}.{fmt}"
+            if to_stdout:  # the exporter writes a scratch file, copied out whole
+                folder = scratch.enter_context(tempfile.TemporaryDirectory())
+                path = str(Path(folder, f"export.{fmt}"))
             with _progress(row.event_count) as progress:
                 info = fn(store, run_id, path, progress=progress)
             if to_stdout:
