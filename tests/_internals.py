@@ -17,6 +17,7 @@ from toolledger.checkpoint._json import check_types as check_types
 from toolledger.checkpoint._json import compact_json as compact_json
 from toolledger.checkpoint._json import copy_json as copy_json
 from toolledger.checkpoint._json import take_proof as take_proof
+from toolledger.checkpoint.model import _parse_iso_310
 from toolledger.cli._common import clean as clean
 from toolledger.cli._common import json_line as json_line
 from toolledger.guard import _call as _guard_call
@@ -92,6 +93,7 @@ journal_now = _journal_now
 journal_new_id = _journal_new_id
 #: ``check_types``' full walk (tests pin its quick walk to it).
 walk_types = _walk_types
+parse_iso_310 = _parse_iso_310
 #: The SQLite search-index module (tests switch FTS5 off or shrink its limits on it).
 sqlite_search = _sqlite_search
 #: The backends' shared search module (tokens, index literals, ``EventQuery``).

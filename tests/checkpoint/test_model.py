@@ -9,6 +9,7 @@ import hashlib
 import json
 import pickle
 import struct
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -31,12 +32,14 @@ from toolledger.checkpoint import (
 from toolledger.checkpoint.model import (
     check_identifier,
     is_known_valid,
+    parse_iso,
+    parse_time,
     remember_valid,
     replaced_record,
     with_result,
 )
 
-from .._internals import copy_json
+from .._internals import copy_json, parse_iso_310
 from ._ckpt_records import RECORDS, binding, json_values, walks
 
 # -- to_dict / from_dict -----------------------------------------------------------------
@@ -426,3 +429,33 @@ def test_copy_json_is_the_recursive_copy_sharing_no_container(value: Any) -> Non
     assert json.dumps(out) == json.dumps(_recursive_copy(value))  # same key order
     ids = {id(c) for c in _containers(value)}
     assert not any(id(c) in ids for c in _containers(out))
+
+
+UTC = timezone.utc
+
+
+class TestParseIso:
+    """Times read the same on every supported Python: 3.10's ``fromisoformat`` takes no
+    ``Z`` and only 3 or 6 fraction digits; ``parse_iso`` reads them as 3.11 does."""
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC)),
+            ("2026-01-01T00:00:01.5+00:00", datetime(2026, 1, 1, 0, 0, 1, 500_000, UTC)),
+            ("2026-01-01T00:00:01.25Z", datetime(2026, 1, 1, 0, 0, 1, 250_000, UTC)),
+            ("2026-01-01T00:00:01.1234567+00:00", datetime(2026, 1, 1, 0, 0, 1, 123_456, UTC)),
+            ("2026-01-01T00:00:01.123456+02:00", datetime(2025, 12, 31, 22, 0, 1, 123_456, UTC)),
+        ],
+    )
+    def test_every_form_reads_as_python_3_11_reads_it(self, text: str, expected: datetime) -> None:
+        """The 3.10 reading and the one in use agree with the expected instant."""
+        assert parse_iso_310(text) == expected
+        assert parse_iso(text) == expected
+        assert parse_time(text, "at") == expected
+
+    def test_bad_text_is_refused_as_before(self) -> None:
+        """Not a time: ``ValueError`` from both."""
+        for parse in (parse_iso_310, parse_iso):
+            with pytest.raises(ValueError):
+                parse("yesterday")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -41,6 +42,7 @@ __all__ = [
     "is_identifier",
     "is_known_valid",
     "mark_valid",
+    "parse_iso",
     "parse_time",
     "remember_valid",
     "replaced_record",
@@ -158,11 +160,33 @@ def format_time(value: datetime) -> str:
     return text
 
 
+def _parse_iso_310(text: str) -> datetime:
+    """``datetime.fromisoformat`` as Python 3.11 reads it, on 3.10: a ``Z`` offset, and a
+    fraction of any length (3.10 takes only 3 or 6 digits; more are cut to microseconds)."""
+    if isinstance(text, str):
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        frac = _FRACTION.search(text)
+        if frac is not None and len(frac.group(1)) not in (3, 6):
+            text = text[: frac.start(1)] + frac.group(1)[:6].ljust(6, "0") + text[frac.end(1) :]
+    return datetime.fromisoformat(text)
+
+
+#: The fraction of seconds in an ISO-8601 time (after ``HH:MM:SS``).
+_FRACTION = re.compile(r"T\d\d:\d\d:\d\d[.,](\d+)")
+
+#: ``datetime.fromisoformat`` (3.11+), or the same reading on 3.10: every ISO-8601 time
+#: toolledger reads from stored or imported records goes through this one function.
+parse_iso: Callable[[str], datetime] = (
+    datetime.fromisoformat if sys.version_info >= (3, 11) else _parse_iso_310
+)
+
+
 def parse_time(value: object, name: str) -> datetime:
     """Parse a stored ISO-8601 time; it must carry an offset."""
     if type(value) is not str:
         raise ValueError(f"{name} must be an ISO-8601 string")
-    parsed = datetime.fromisoformat(value)
+    parsed = parse_iso(value)
     if parsed.tzinfo is None:
         raise ValueError(f"{name} has no UTC offset")
     return parsed.astimezone(timezone.utc)

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from ..checkpoint.model import parse_iso
 from ..store import RECORD_FIELDS
 from ..store.base import EventRow
 from ._content import JUSTIFICATION_MISSING
@@ -214,7 +215,7 @@ def _merge(
     return order
 
 
-_fromisoformat = datetime.fromisoformat
+_fromisoformat = parse_iso
 
 
 def _duration_ms(start: Any, end: Any) -> float | None:

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..checkpoint.model import parse_iso
 from ..errors import InvalidArgumentError
 from ..store import StoreLike, using_store
 from ..store.base import EventRow, RunRow
@@ -311,7 +312,7 @@ def _time(text: Any) -> datetime | None:
     if not isinstance(text, str):
         return None
     try:
-        value = datetime.fromisoformat(text)
+        value = parse_iso(text)
     except ValueError:
         return None
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from operator import attrgetter
 from typing import Any
 
+from ..checkpoint.model import parse_iso
+
 __all__ = [
     "Event",
     "RunView",
@@ -39,7 +41,7 @@ def parse_event_time(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = parse_iso(value)
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)

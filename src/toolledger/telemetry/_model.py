@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..checkpoint.model import parse_iso
 from . import _messages
 from . import attributes as a
 from ._hooks import CallFacts
@@ -696,7 +697,7 @@ def time_ns(value: Any) -> int | None:
     """Return an ISO-8601 time (or datetime) as nanoseconds since the epoch, else ``None``."""
     try:
         if isinstance(value, str):
-            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            dt = parse_iso(value.replace("Z", "+00:00"))
         elif isinstance(value, datetime):
             dt = value
         else:
