@@ -342,3 +342,57 @@ class TestWrappedStores:
 
         with pytest.raises(tl.InvalidArgumentError, match="db must be a path"):
             tl.open_store(cast(Store, Half()))
+
+
+class TestRefusedFilesLeaveNoConnection:
+    """A file the store refuses (another application's, or a newer toolledger's) raises,
+    and every connection opened to look at it is closed: the caller never gets a store to
+    close (Python 3.13's sqlite3 reports such a leak as a ``ResourceWarning``)."""
+
+    @pytest.fixture
+    def opened(self, monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
+        made: list[sqlite3.Connection] = []
+        real = sqlite3.connect
+
+        def tracking(*args: object, **kwargs: object) -> sqlite3.Connection:
+            conn = real(*args, **kwargs)  # type: ignore[call-overload]
+            made.append(conn)
+            return conn
+
+        monkeypatch.setattr(sqlite3, "connect", tracking)
+        return made
+
+    @staticmethod
+    def _closed(conn: sqlite3.Connection) -> bool:
+        try:
+            conn.execute("SELECT 1")
+        except sqlite3.ProgrammingError:
+            return True
+        return False
+
+    def test_another_applications_file_opened_readonly(
+        self, tmp_path: Path, opened: list[sqlite3.Connection]
+    ) -> None:
+        path = tmp_path / "app.db"
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE orders (id INTEGER)")
+            conn.commit()
+        opened.clear()
+        with pytest.raises(tl.CheckpointError):
+            SQLiteStore(path, readonly=True)
+        assert opened, "the store looked at the file"
+        assert all(self._closed(conn) for conn in opened)
+
+    def test_a_newer_toolledgers_file(
+        self, tmp_path: Path, opened: list[sqlite3.Connection]
+    ) -> None:
+        path = tmp_path / "new.db"
+        SQLiteStore(path).close()
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+        opened.clear()
+        for readonly in (True, False):
+            with pytest.raises(tl.StoreSchemaTooNewError):
+                SQLiteStore(path, readonly=readonly)
+        assert len(opened) >= 2
+        assert all(self._closed(conn) for conn in opened)

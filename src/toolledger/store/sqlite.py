@@ -187,6 +187,17 @@ class SQLiteStore(SqliteApprovals, ApplyShortcuts):
         self._gate = threading.Lock()  # held by this process's writers, BEGIN to COMMIT
         if str(self.path) != ":memory:":
             refuse_special_files(self.path)
+        try:
+            self._open(readonly)
+        except BaseException:
+            # Refused (another application's file, too new, damaged, busy): the caller
+            # never gets this store to close, so the connections it opened go now.
+            self._closed = True  # nothing to index on the way out
+            self.close()
+            raise
+
+    def _open(self, readonly: bool) -> None:
+        """Check (read-only) or create and migrate the file; probe its search index."""
         if readonly:
             self._check_readable()
             self._indexed = self._probe_index()
