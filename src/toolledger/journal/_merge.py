@@ -215,14 +215,11 @@ def _merge(
     return order
 
 
-_fromisoformat = parse_iso
-
-
 def _duration_ms(start: Any, end: Any) -> float | None:
     if not start or not end:
         return None
     try:
-        delta = _fromisoformat(end) - _fromisoformat(start)
+        delta = parse_iso(end) - parse_iso(start)
     except (TypeError, ValueError):
         return None
     return round(delta.total_seconds() * 1000.0, 3)
@@ -263,10 +260,10 @@ def merge_records(
 
 
 def _parsed(value: Any) -> datetime | None:
-    """``value`` as ``datetime.fromisoformat`` reads it (``None`` when it cannot)."""
+    """``value`` as ``parse_iso`` reads it (``None`` when it cannot)."""
     if type(value) is str and value:
         try:
-            return _fromisoformat(value)
+            return parse_iso(value)
         except ValueError:
             return None
     if isinstance(value, str) and value:

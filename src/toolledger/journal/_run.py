@@ -416,15 +416,14 @@ class Run(Recorder):
                 "user_id": self.user_id,
             }
             self.safe_telemetry(self.span.end, final, error)
-            if self._owns_store and not later:
-                with contextlib.suppress(Exception):
-                    self.store.close()
+            if not later:
+                self.release_store()
 
     def release_store(self) -> None:
         """Close the store if this run opened it (``db=`` a path or URL); never raises.
 
-        For a run that cannot be used: its start failed, or its constructor did after
-        opening the store.
+        At the run's end, and for a run that cannot be used: its start failed, or its
+        constructor did after opening the store.
         """
         if self._owns_store:
             with contextlib.suppress(Exception):
@@ -433,9 +432,7 @@ class Run(Recorder):
     def _end_later(self, status: str, ended: str, data: str) -> None:
         """The end the store refused at ``close``: the columns, then the owned store's close."""
         self._store_end(status, ended, data)
-        if self._owns_store:
-            with contextlib.suppress(Exception):
-                self.store.close()
+        self.release_store()
 
     def _store_end(self, status: str, ended: str, data: str) -> None:
         """Make the ``status``/``ended_at`` columns match the chain's last closing record.

@@ -697,7 +697,7 @@ def time_ns(value: Any) -> int | None:
     """Return an ISO-8601 time (or datetime) as nanoseconds since the epoch, else ``None``."""
     try:
         if isinstance(value, str):
-            dt = parse_iso(value.replace("Z", "+00:00"))
+            dt = parse_iso(value)
         elif isinstance(value, datetime):
             dt = value
         else:
